@@ -1,0 +1,243 @@
+/*
+ * ringfeed.h - the whole public contract of libringfeed.
+ *
+ * ringfeed loads training data for deep-learning jobs: an index of samples
+ * (image folder, list file, ...), a seeded sampler, an io_uring reader, a pool
+ * of libjpeg-turbo decode threads and a ring of batch slots that the trainer
+ * borrows one batch at a time.
+ *
+ * Life of a loader:
+ *
+ *     rf_loader *l = rf_loader_create("data/train");     // NULL only on OOM
+ *     rf_loader_set_param(l, RF_P_BATCH_SIZE, 256);
+ *     rf_loader_set_param(l, RF_P_TRANSFORM, RF_TRANSFORM_CENTER);
+ *     if (rf_loader_start(l) < 0) puts(rf_loader_errmsg(l));
+ *     for (int64_t epoch = 0; epoch < 90; epoch++) {
+ *         rf_loader_set_epoch(l, epoch);
+ *         rf_batch *b;
+ *         int rc;
+ *         while ((rc = rf_loader_next(l, &b)) == RF_OK) {
+ *             train(rf_batch_data(b), rf_batch_labels(b), rf_batch_count(b));
+ *             rf_batch_release(b);
+ *         }
+ *         if (rc < 0) puts(rf_loader_errmsg(l));
+ *     }
+ *     rf_loader_destroy(l);
+ *
+ * Options are integers set with rf_loader_set_param() before rf_loader_start()
+ * (the zstd model: no struct crosses the ABI, adding an option never changes a
+ * layout). 0 means "auto" wherever that makes sense. Every function's comment
+ * ends with a Thread-safety line.
+ *
+ * Errors: functions returning int give RF_OK (0) on success, a positive value
+ * for an outcome that is not an error (RF_END_OF_EPOCH, RF_AGAIN) and a
+ * negative RF_E_* value on error. The detail of the last error (component,
+ * path, cause) is kept per loader: rf_loader_errmsg().
+ */
+#ifndef RINGFEED_H
+#define RINGFEED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(RF_BUILDING_LIBRARY)
+#define RF_API __attribute__((visibility("default")))
+#else
+#define RF_API
+#endif
+
+#define RF_VERSION_MAJOR 0
+#define RF_VERSION_MINOR 1
+#define RF_VERSION_PATCH 0
+#define RF_VERSION_NUMBER (RF_VERSION_MAJOR * 10000 + RF_VERSION_MINOR * 100 + RF_VERSION_PATCH)
+
+/* Status codes. Values are permanent. */
+enum rf_status {
+    RF_OK = 0,
+    RF_END_OF_EPOCH = 1,   /* rf_loader_next: the epoch has no more batches */
+    RF_AGAIN = 2,          /* rf_loader_next_wait: timed out, nothing is wrong */
+    RF_E_INVALID = -1,     /* bad argument or option value */
+    RF_E_NOMEM = -2,       /* allocation failed */
+    RF_E_IO = -3,          /* a sample could not be read */
+    RF_E_DECODE = -4,      /* a sample could not be decoded (corrupt, truncated, unsupported) */
+    RF_E_STATE = -5,       /* call not valid in this state (not started, ring exhausted, ...) */
+    RF_E_SOURCE = -6,      /* the source could not be indexed */
+    RF_E_SYSTEM = -7,      /* a system resource failed (threads, io_uring, ...) */
+    RF_E_CUDA = -8,        /* CUDA error */
+    RF_E_TIMEOUT = -9,     /* a read did not complete within RF_P_READ_TIMEOUT_MS */
+    RF_E_LIMIT = -10,      /* input exceeds a configured limit (pixels, scans, errors) */
+};
+
+/* Option identifiers for rf_loader_set_param / rf_loader_get_param. Values are
+ * permanent. "Fixed" options are read at rf_loader_start and cannot change
+ * afterwards (set_param returns RF_E_STATE). */
+enum rf_param {
+    RF_P_BATCH_SIZE = 1,       /* samples per batch; default 256. Fixed. */
+    RF_P_IMAGE_SIZE = 2,       /* output height = width in pixels; default 224. Fixed. */
+    RF_P_TRANSFORM = 3,        /* enum rf_transform; default RF_TRANSFORM_CENTER. Fixed. */
+    RF_P_FLIP = 4,             /* 1: random horizontal flip, p = 0.5; default 0. Fixed. */
+    RF_P_LAYOUT = 5,           /* enum rf_layout; default RF_LAYOUT_NHWC. Fixed. */
+    RF_P_SHUFFLE = 6,          /* 1: seeded permutation per epoch; default 1. Fixed. */
+    RF_P_SEED = 7,             /* seed of the order and of augmentations; default 0. Fixed. */
+    RF_P_DROP_LAST = 8,        /* 1: drop the last incomplete batch; default 0. Fixed. */
+    RF_P_NUM_WORKERS = 9,      /* decode threads; 0 = auto (usable cores); default 0. Fixed. */
+    RF_P_PREFETCH = 10,        /* ring slots (batches in flight); default 4, at least 2. Fixed. */
+    RF_P_ON_ERROR = 11,        /* enum rf_on_error; default RF_ON_ERROR_RAISE. Fixed. */
+    RF_P_RANK = 12,            /* this process's rank; default 0. Fixed. */
+    RF_P_WORLD_SIZE = 13,      /* number of ranks; default 1. Fixed. */
+    RF_P_LOCAL_WORLD_SIZE = 14,/* training processes on this node (splits the cores); default 1. Fixed. */
+    RF_P_IO_BACKEND = 15,      /* enum rf_io_backend; default AUTO (RINGFEED_IO=pread forces pread). Fixed. */
+    RF_P_PIN_MEMORY = 16,      /* 1: page-locked ring when CUDA is usable; default 1. Fixed. */
+    RF_P_DEVICE = 17,          /* -1: CPU; N >= 0: CUDA device N; default -1. Fixed. */
+    RF_P_MAX_PIXELS = 18,      /* largest width*height accepted; default 178956970 (PIL's limit). Fixed. */
+    RF_P_MAX_SCANS = 19,       /* most progressive scans accepted; default 1000. Fixed. */
+    RF_P_READ_DEPTH = 20,      /* reads in flight; 0 = auto; default 0. Fixed. */
+    RF_P_READ_TIMEOUT_MS = 21, /* a read taking longer fails with RF_E_TIMEOUT; 0 = none. Fixed. */
+    RF_P_MAX_ERRORS = 22,      /* with RF_ON_ERROR_SKIP: skips allowed before raising; -1 = no cap. Fixed. */
+};
+
+enum rf_transform {
+    RF_TRANSFORM_NONE = 0,                /* decode only: image must already be image_size x image_size */
+    RF_TRANSFORM_CENTER = 1,              /* Resize(round(S/0.875)) + CenterCrop(S), as torchvision */
+    RF_TRANSFORM_RANDOM_RESIZED_CROP = 2, /* RandomResizedCrop(S), scale (0.08,1), ratio (3/4,4/3) */
+};
+
+enum rf_layout { RF_LAYOUT_NHWC = 0, RF_LAYOUT_NCHW = 1 };
+enum rf_on_error { RF_ON_ERROR_RAISE = 0, RF_ON_ERROR_SKIP = 1 };
+enum rf_io_backend { RF_IO_AUTO = 0, RF_IO_URING = 1, RF_IO_PREAD = 2 };
+
+typedef struct rf_loader rf_loader;
+typedef struct rf_batch rf_batch;
+
+/* Version of the library that is loaded, as RF_VERSION_NUMBER.
+ * Thread-safety: any thread. */
+RF_API int rf_version(void);
+
+/* Static description of a status code; never NULL.
+ * Thread-safety: any thread. */
+RF_API const char *rf_strerror(int status);
+
+/* Valid range of an option. Returns RF_E_INVALID for an unknown option.
+ * Thread-safety: any thread. */
+RF_API int rf_param_bounds(int param, int64_t *lo, int64_t *hi);
+
+/* New loader over `source`: an image folder (root/<class>/<file>.jpg) or a
+ * list file ("path<TAB>label" lines). The string is copied. Nothing is read
+ * until rf_loader_start. Returns NULL only when memory is exhausted or source
+ * is NULL.
+ * Thread-safety: any thread. */
+RF_API rf_loader *rf_loader_create(const char *source);
+
+/* Stops the threads, frees everything. Every batch lent by this loader becomes
+ * invalid. NULL is a no-op.
+ * Thread-safety: not with any other call on the same loader. */
+RF_API void rf_loader_destroy(rf_loader *l);
+
+/* Sets / reads an option (enum rf_param). Out-of-range values give
+ * RF_E_INVALID; fixed options after rf_loader_start give RF_E_STATE.
+ * Thread-safety: one thread at a time per loader. */
+RF_API int rf_loader_set_param(rf_loader *l, int param, int64_t value);
+RF_API int rf_loader_get_param(const rf_loader *l, int param, int64_t *out);
+
+/* Indexes the source, allocates the ring, starts the reader and the decode
+ * threads, and positions the loader at batch 0 of epoch 0.
+ * Thread-safety: one thread at a time per loader. */
+RF_API int rf_loader_start(rf_loader *l);
+
+/* Number of samples in the index, and batches per epoch for this rank.
+ * Both are 0 before rf_loader_start.
+ * Thread-safety: any thread. */
+RF_API int64_t rf_loader_num_samples(const rf_loader *l);
+RF_API int64_t rf_loader_num_batches(const rf_loader *l);
+
+/* Positions the loader at batch 0 of `epoch` (order and augmentations derive
+ * from seed and epoch). Work in flight for the previous position is dropped.
+ * All lent batches must have been released (RF_E_STATE otherwise).
+ * Thread-safety: the consumer thread. */
+RF_API int rf_loader_set_epoch(rf_loader *l, int64_t epoch);
+
+/* Positions the loader at batch `batch` of `epoch`: exact resume. The batches
+ * that follow are byte-identical to an uninterrupted run, for any worker count.
+ * Thread-safety: the consumer thread. */
+RF_API int rf_loader_seek(rf_loader *l, int64_t epoch, int64_t batch);
+
+/* Current position: the epoch and the index of the batch the next call to
+ * rf_loader_next will return.
+ * Thread-safety: the consumer thread. */
+RF_API int rf_loader_tell(const rf_loader *l, int64_t *epoch, int64_t *batch);
+
+/* Lends the next batch of the epoch, in order, waiting until it is ready.
+ * Returns RF_OK with *out set, RF_END_OF_EPOCH after the last batch, or an
+ * error: a bad sample (path and reason in rf_loader_errmsg; the batch is
+ * consumed and the loader stays usable), or RF_E_STATE when every ring slot
+ * is already lent. The batch stays valid until rf_batch_release.
+ * Thread-safety: the consumer thread; rf_loader_stats_json may run beside it. */
+RF_API int rf_loader_next(rf_loader *l, rf_batch **out);
+
+/* As rf_loader_next, but returns RF_AGAIN when the batch is not ready within
+ * timeout_ms (lets a caller poll for signals). The position does not move on
+ * RF_AGAIN.
+ * Thread-safety: the consumer thread. */
+RF_API int rf_loader_next_wait(rf_loader *l, rf_batch **out, int64_t timeout_ms);
+
+/* Stops the threads without freeing the loader: a thread waiting in
+ * rf_loader_next returns RF_E_STATE. Lent batches stay readable until
+ * rf_loader_destroy. Idempotent.
+ * Thread-safety: any thread. */
+RF_API void rf_loader_stop(rf_loader *l);
+
+/* Returns a lent batch to its loader; the slot is refilled. NULL is a no-op.
+ * Thread-safety: any thread, once per batch. */
+RF_API void rf_batch_release(rf_batch *b);
+
+/* The batch's images (uint8, [count, S, S, 3] for NHWC or [count, 3, S, S]
+ * for NCHW; rows of batch_size samples are allocated, count are filled).
+ * Valid until rf_batch_release.
+ * Thread-safety: any thread holding the batch. */
+RF_API void *rf_batch_data(const rf_batch *b);
+
+/* The batch's labels: count int64 values. Valid until rf_batch_release.
+ * Thread-safety: any thread holding the batch. */
+RF_API const int64_t *rf_batch_labels(const rf_batch *b);
+
+/* Samples in the batch (batch_size but for a short last batch). */
+RF_API int64_t rf_batch_count(const rf_batch *b);
+/* Index of the batch within its epoch, and the epoch. */
+RF_API int64_t rf_batch_index(const rf_batch *b);
+RF_API int64_t rf_batch_epoch(const rf_batch *b);
+/* Global sample indices of the batch (count values, into the source's index). */
+RF_API const int64_t *rf_batch_samples(const rf_batch *b);
+/* Bytes of the image data of this batch (count * per-sample bytes). */
+RF_API size_t rf_batch_nbytes(const rf_batch *b);
+
+/* Detail of the last error on this loader ("" if none): component, path and
+ * cause, e.g. "decode: cls1/x.jpg (sample 12): Premature end of JPEG file".
+ * Valid until the next call on the loader.
+ * Thread-safety: the consumer thread. */
+RF_API const char *rf_loader_errmsg(const rf_loader *l);
+
+/* Writes the loader's statistics as one JSON object into buf (at most cap
+ * bytes, NUL-terminated) and returns the length the full text needs, not
+ * counting the NUL (as snprintf). Fields: images, batches, images_per_sec,
+ * stall_seconds, num_workers, io_backend, memory, device, errors [{path,
+ * reason, sample}], stage seconds (read, decode, transform).
+ * Thread-safety: any thread. */
+RF_API int64_t rf_loader_stats_json(rf_loader *l, char *buf, size_t cap);
+
+/* Name of the sample with global index `sample` (its path), or NULL.
+ * Valid while the loader exists.
+ * Thread-safety: any thread after rf_loader_start. */
+RF_API const char *rf_loader_sample_path(const rf_loader *l, int64_t sample);
+
+/* Label of the sample with global index `sample`, or -1.
+ * Thread-safety: any thread after rf_loader_start. */
+RF_API int64_t rf_loader_sample_label(const rf_loader *l, int64_t sample);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RINGFEED_H */

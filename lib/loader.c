@@ -1,0 +1,940 @@
+/*
+ * loader.c - the public API: options, start/stop, and the threads that move
+ * samples from the index through the reader and the decode pool into the ring.
+ *
+ * Threads:
+ *   - the dispatcher claims a free ring slot for each upcoming batch (at most
+ *     `prefetch` batches ahead of the consumer), hands the batch's samples to
+ *     the reader in order, and queues every completed read as a decode job;
+ *   - N decode workers (one libjpeg decompressor each) decode jobs straight
+ *     into their place in the slot; the last sample of a slot makes it READY;
+ *   - the consumer (the caller of rf_loader_next) waits for the slot holding
+ *     the next batch and borrows it until rf_batch_release.
+ *
+ * Lock rules: one mutex, l->mu, protects the ring's slot states, the job free
+ * list, the decode queue, the position (gen, epoch, next/sched batch), the
+ * read cursor and the stats. Nobody holds it across a read, a decode or a
+ * wait on io_uring. cv_disp wakes the dispatcher (slot freed, job returned,
+ * position moved, stop), cv_work the workers (job queued, stop), cv_cons the
+ * consumer (slot ready, stop).
+ *
+ * Generations: set_epoch/seek bump l->gen. Work of an older generation is
+ * never delivered: reads in flight complete and are dropped, queued jobs are
+ * dropped by the workers, slots being filled become FREE when their last
+ * submitted sample is accounted for (ring.c).
+ */
+#define _GNU_SOURCE
+#include "ringfeed.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "copier.h"
+#include "decode.h"
+#include "reader.h"
+#include "ring.h"
+#include "rng.h"
+#include "sampler.h"
+#include "source.h"
+#include "stats.h"
+#include "tuner.h"
+
+#define RF_NPARAMS 23
+
+typedef struct param_def {
+    int64_t lo, hi, def;
+} param_def;
+
+static const param_def params_table[RF_NPARAMS] = {
+    [RF_P_BATCH_SIZE] = {1, 1 << 20, 256},
+    [RF_P_IMAGE_SIZE] = {1, 1 << 14, 224},
+    [RF_P_TRANSFORM] = {0, 2, RF_TRANSFORM_CENTER},
+    [RF_P_FLIP] = {0, 1, 0},
+    [RF_P_LAYOUT] = {0, 1, RF_LAYOUT_NHWC},
+    [RF_P_SHUFFLE] = {0, 1, 1},
+    [RF_P_SEED] = {INT64_MIN, INT64_MAX, 0},
+    [RF_P_DROP_LAST] = {0, 1, 0},
+    [RF_P_NUM_WORKERS] = {0, 1024, 0},
+    [RF_P_PREFETCH] = {2, 1024, 4},
+    [RF_P_ON_ERROR] = {0, 1, RF_ON_ERROR_RAISE},
+    [RF_P_RANK] = {0, 1 << 24, 0},
+    [RF_P_WORLD_SIZE] = {1, 1 << 24, 1},
+    [RF_P_LOCAL_WORLD_SIZE] = {1, 1 << 16, 1},
+    [RF_P_IO_BACKEND] = {0, 2, RF_IO_AUTO},
+    [RF_P_PIN_MEMORY] = {0, 1, 1},
+    [RF_P_DEVICE] = {-1, 1024, -1},
+    [RF_P_MAX_PIXELS] = {1, INT64_C(1) << 40, 178956970},
+    [RF_P_MAX_SCANS] = {1, 1 << 20, 1000},
+    [RF_P_READ_DEPTH] = {0, 4096, 0},
+    [RF_P_READ_TIMEOUT_MS] = {0, INT64_C(1) << 40, 0},
+    [RF_P_MAX_ERRORS] = {-1, INT64_MAX, -1},
+};
+
+typedef struct rf_job {
+    rf_read rd; /* first: the reader hands back rf_read pointers */
+    rf_slot *slot;
+    int64_t pos; /* place within the batch */
+    int64_t gen;
+    int64_t epoch;
+} rf_job;
+
+typedef struct rf_worker {
+    rf_loader *l;
+    int id;
+    pthread_t thread;
+    rf_decoder *dec;
+    rf_read sub; /* buffer for substitute samples (on_error = skip) */
+} rf_worker;
+
+struct rf_loader {
+    char *spec;
+    int64_t params[RF_NPARAMS];
+    int started;
+    pid_t pid;
+    char errmsg[1024];
+
+    rf_source src;
+    rf_sampler sampler;
+    rf_ring ring;
+    rf_reader *reader;
+    size_t sample_bytes;
+    int nworkers;
+    rf_worker *workers;
+    pthread_t dispatcher;
+    int threads; /* 1 when the dispatcher runs */
+    int nworker_threads;
+    char budget_why[200];
+
+    pthread_mutex_t stop_mu; /* serialises rf_loader_stop's joins */
+    int joined;
+
+    pthread_mutex_t mu; /* protects everything below, the ring and the stats */
+    pthread_cond_t cv_disp, cv_work, cv_cons;
+    int stopped;
+    int64_t gen, epoch, next_batch, sched_batch;
+    rf_slot **fill; /* slots whose samples are still being handed to the reader */
+    int nfill;
+    rf_job *jobs;
+    int njobs;
+    rf_job **free_jobs;
+    int nfree_jobs;
+    rf_job **queue; /* decode queue, FIFO */
+    int qhead, qlen;
+    int active_workers;
+    rf_stats stats;
+};
+
+static void set_err(rf_loader *l, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(l->errmsg, sizeof l->errmsg, fmt, ap);
+    va_end(ap);
+}
+
+int rf_version(void)
+{
+    return RF_VERSION_NUMBER;
+}
+
+const char *rf_strerror(int status)
+{
+    switch (status) {
+    case RF_OK: return "ok";
+    case RF_END_OF_EPOCH: return "end of epoch";
+    case RF_AGAIN: return "not ready yet";
+    case RF_E_INVALID: return "invalid argument";
+    case RF_E_NOMEM: return "out of memory";
+    case RF_E_IO: return "read error";
+    case RF_E_DECODE: return "decode error";
+    case RF_E_STATE: return "not valid in this state";
+    case RF_E_SOURCE: return "source error";
+    case RF_E_SYSTEM: return "system error";
+    case RF_E_CUDA: return "CUDA error";
+    case RF_E_TIMEOUT: return "timed out";
+    case RF_E_LIMIT: return "limit exceeded";
+    default: return "unknown status";
+    }
+}
+
+static int param_known(int p)
+{
+    return p > 0 && p < RF_NPARAMS && params_table[p].hi > params_table[p].lo;
+}
+
+int rf_param_bounds(int param, int64_t *lo, int64_t *hi)
+{
+    if (!param_known(param))
+        return RF_E_INVALID;
+    if (lo)
+        *lo = params_table[param].lo;
+    if (hi)
+        *hi = params_table[param].hi;
+    return RF_OK;
+}
+
+rf_loader *rf_loader_create(const char *source)
+{
+    if (!source)
+        return NULL;
+    rf_loader *l = calloc(1, sizeof *l);
+    if (!l)
+        return NULL;
+    l->spec = strdup(source);
+    if (!l->spec) {
+        free(l);
+        return NULL;
+    }
+    for (int p = 1; p < RF_NPARAMS; p++)
+        l->params[p] = params_table[p].def;
+    l->pid = getpid();
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_mutex_init(&l->stop_mu, NULL);
+    pthread_cond_init(&l->cv_disp, NULL);
+    pthread_cond_init(&l->cv_work, NULL);
+    pthread_cond_init(&l->cv_cons, NULL);
+    return l;
+}
+
+int rf_loader_set_param(rf_loader *l, int param, int64_t value)
+{
+    if (!l)
+        return RF_E_INVALID;
+    if (!param_known(param)) {
+        set_err(l, "options: unknown option %d", param);
+        return RF_E_INVALID;
+    }
+    if (value < params_table[param].lo || value > params_table[param].hi) {
+        set_err(l, "options: option %d = %lld is outside [%lld, %lld]", param, (long long)value,
+                (long long)params_table[param].lo, (long long)params_table[param].hi);
+        return RF_E_INVALID;
+    }
+    if (l->started) {
+        set_err(l, "options: option %d cannot change after rf_loader_start", param);
+        return RF_E_STATE;
+    }
+    l->params[param] = value;
+    return RF_OK;
+}
+
+int rf_loader_get_param(const rf_loader *l, int param, int64_t *out)
+{
+    if (!l || !out || !param_known(param))
+        return RF_E_INVALID;
+    if (param == RF_P_NUM_WORKERS && l->started)
+        *out = l->nworkers;
+    else
+        *out = l->params[param];
+    return RF_OK;
+}
+
+/* ---- shared helpers (called with l->mu held) ----------------------------- */
+
+static int fork_check(rf_loader *l)
+{
+    if (getpid() == l->pid)
+        return 0;
+    set_err(l, "loader: used in a forked child process (pid %d, created in %d); create a new "
+               "loader in the child",
+            (int)getpid(), (int)l->pid);
+    return RF_E_STATE;
+}
+
+/* One sample of a slot is accounted for: its job goes back to the free list. */
+static void finish_job(rf_loader *l, rf_job *j)
+{
+    rf_slot *s = j->slot;
+    l->free_jobs[l->nfree_jobs++] = j;
+    if (rf__ring_sample_done(s, l->gen) && s->state == RF_SLOT_READY)
+        pthread_cond_broadcast(&l->cv_cons);
+    pthread_cond_signal(&l->cv_disp);
+}
+
+/* Claims slots for the batches ahead of the consumer, in order. */
+static void schedule(rf_loader *l)
+{
+    int64_t nb = l->sampler.num_batches;
+    while (l->sched_batch < nb && l->sched_batch < l->next_batch + l->ring.k) {
+        const int64_t *idx;
+        int64_t count = rf__sampler_batch(&l->sampler, l->sched_batch, &idx);
+        rf_slot *s = rf__ring_claim(&l->ring, l->gen, l->sched_batch, count);
+        if (!s)
+            return;
+        for (int64_t i = 0; i < count; i++) {
+            s->view.samples[i] = idx[i];
+            s->view.labels[i] = l->src.labels[idx[i]];
+        }
+        s->view.epoch = l->epoch;
+        l->fill[l->nfill++] = s;
+        l->sched_batch++;
+    }
+}
+
+static void *dispatcher_main(void *arg)
+{
+    rf_loader *l = arg;
+    rf_read *done[64];
+    unsigned depth = rf__reader_depth(l->reader);
+    pthread_mutex_lock(&l->mu);
+    while (!l->stopped) {
+        schedule(l);
+        while (l->nfill > 0 && l->nfree_jobs > 0 && rf__reader_inflight(l->reader) < depth) {
+            rf_slot *s = l->fill[0];
+            rf_job *j = l->free_jobs[--l->nfree_jobs];
+            int64_t sample = s->view.samples[s->submitted];
+            j->slot = s;
+            j->pos = s->submitted;
+            j->gen = l->gen;
+            j->epoch = l->epoch;
+            j->rd.path = rf__source_path(&l->src, sample);
+            j->rd.sample = sample;
+            if (rf__reader_submit(l->reader, &j->rd) != 0) {
+                l->free_jobs[l->nfree_jobs++] = j; /* file slots busy closing: later */
+                break;
+            }
+            if (++s->submitted == s->count) {
+                memmove(l->fill, l->fill + 1, (size_t)(l->nfill - 1) * sizeof *l->fill);
+                l->nfill--;
+            }
+        }
+        if (rf__reader_inflight(l->reader) == 0) {
+            pthread_cond_wait(&l->cv_disp, &l->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&l->mu);
+        int n = rf__reader_reap(l->reader, done, 64, 20);
+        pthread_mutex_lock(&l->mu);
+        for (int i = 0; i < n; i++) {
+            rf_job *j = (rf_job *)done[i];
+            l->stats.read_ns += j->rd.t_done_ns - j->rd.t_submit_ns;
+            if (j->gen != l->gen || l->stopped) {
+                finish_job(l, j);
+                continue;
+            }
+            l->queue[(l->qhead + l->qlen++) % l->njobs] = j;
+            pthread_cond_signal(&l->cv_work);
+        }
+    }
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+static void read_reason(const rf_read *rd, char *out, size_t cap)
+{
+    const char *name = strerrorname_np(rd->err);
+    snprintf(out, cap, "%s: %s (%s)", rd->what, strerror(rd->err), name ? name : "?");
+}
+
+/* Reads a substitute sample synchronously (rare path: on_error = skip). */
+static int read_whole(const char *path, rf_read *rd)
+{
+    rd->len = 0;
+    rd->err = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        rd->err = errno;
+        rd->what = "open";
+        return -1;
+    }
+    struct stat st;
+    int rc = -1;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        rd->err = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+        rd->what = "not a regular file";
+    } else {
+        size_t need = (size_t)st.st_size + 1;
+        if (rd->cap < need) {
+            uint8_t *b = realloc(rd->buf, need);
+            if (b) {
+                rd->buf = b;
+                rd->cap = need;
+            }
+        }
+        if (rd->cap >= need) {
+            while (rd->len < (size_t)st.st_size) {
+                ssize_t got = pread(fd, rd->buf + rd->len, (size_t)st.st_size - rd->len,
+                                    (off_t)rd->len);
+                if (got < 0 && errno == EINTR)
+                    continue;
+                if (got <= 0)
+                    break;
+                rd->len += (size_t)got;
+            }
+            rc = rd->len == (size_t)st.st_size ? 0 : -1;
+            if (rc) {
+                rd->err = EIO;
+                rd->what = "read";
+            }
+        } else {
+            rd->err = ENOMEM;
+            rd->what = "allocate";
+        }
+    }
+    close(fd);
+    return rc;
+}
+
+static void worker_opts(const rf_loader *l, int64_t epoch, int64_t sample, rf_decode_opts *o)
+{
+    o->transform = (int)l->params[RF_P_TRANSFORM];
+    o->size = (int)l->params[RF_P_IMAGE_SIZE];
+    o->flip = (int)l->params[RF_P_FLIP];
+    o->layout = (int)l->params[RF_P_LAYOUT];
+    o->max_pixels = l->params[RF_P_MAX_PIXELS];
+    o->max_scans = (int)l->params[RF_P_MAX_SCANS];
+    o->seed = (uint64_t)l->params[RF_P_SEED];
+    o->epoch = epoch;
+    o->sample = sample;
+}
+
+/* Reads (if needed) and decodes one sample into dst; reason set on failure. */
+static int process_sample(rf_worker *w, const rf_read *rd, int64_t epoch, int64_t sample,
+                          uint8_t *dst, char *reason, size_t cap, rf_decode_times *t)
+{
+    rf_loader *l = w->l;
+    memset(t, 0, sizeof *t);
+    if (rd->err) {
+        read_reason(rd, reason, cap);
+        return RF_E_IO;
+    }
+    rf_decode_opts o;
+    worker_opts(l, epoch, sample, &o);
+    return rf__decode_sample(w->dec, rd->buf, rd->len, &o, dst, reason, cap, t);
+}
+
+static void *worker_main(void *arg)
+{
+    rf_worker *w = arg;
+    rf_loader *l = w->l;
+    char reason[400], msg[900];
+    pthread_mutex_lock(&l->mu);
+    for (;;) {
+        while (!l->stopped && (l->qlen == 0 || w->id >= l->active_workers))
+            pthread_cond_wait(&l->cv_work, &l->mu);
+        if (l->stopped)
+            break;
+        rf_job *j = l->queue[l->qhead];
+        l->qhead = (l->qhead + 1) % l->njobs;
+        l->qlen--;
+        int stale = j->gen != l->gen;
+        pthread_mutex_unlock(&l->mu);
+
+        rf_slot *s = j->slot;
+        uint8_t *dst = s->view.data + (size_t)j->pos * l->ring.sample_bytes;
+        rf_decode_times t = {0};
+        int rc = 0;
+        int64_t sample = j->rd.sample, used = sample, subs = 0;
+        if (!stale)
+            rc = process_sample(w, &j->rd, j->epoch, sample, dst, reason, sizeof reason, &t);
+        int skip = l->params[RF_P_ON_ERROR] == RF_ON_ERROR_SKIP;
+        if (rc != 0) {
+            snprintf(msg, sizeof msg, "%s: %s (sample %lld): %s",
+                     rc == RF_E_IO ? "reader" : "decode", j->rd.path, (long long)sample, reason);
+            pthread_mutex_lock(&l->mu);
+            rf__stats_add_error(&l->stats, sample, j->epoch, j->rd.path, reason);
+            int64_t cap = l->params[RF_P_MAX_ERRORS];
+            int over = cap >= 0 && l->stats.errors_total > cap;
+            pthread_mutex_unlock(&l->mu);
+            if (skip && over) {
+                snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
+                         " [more than max_errors=%lld bad samples]", (long long)cap);
+                skip = 0;
+            }
+            /* Deterministic substitute: drawn from (seed, epoch, sample). */
+            rf_rng rng = rf__rng_make((uint64_t)l->params[RF_P_SEED], (uint64_t)j->epoch,
+                                      (uint64_t)sample ^ 0x5355425354ULL /* "SUBST" */);
+            while (skip && rc != 0 && subs < 16) {
+                subs++;
+                used = (int64_t)rf__rng_below(&rng, (uint64_t)l->src.n);
+                const char *path = rf__source_path(&l->src, used);
+                if (read_whole(path, &w->sub) != 0) {
+                    rc = RF_E_IO;
+                    continue;
+                }
+                rc = process_sample(w, &w->sub, j->epoch, used, dst, reason, sizeof reason, &t);
+            }
+            if (skip && rc == 0) {
+                s->view.samples[j->pos] = used;
+                s->view.labels[j->pos] = l->src.labels[used];
+            } else if (skip) {
+                snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
+                         " [no readable substitute in %lld tries]", (long long)subs);
+            }
+        }
+        pthread_mutex_lock(&l->mu);
+        if (!stale) {
+            l->stats.samples_decoded++;
+            l->stats.header_ns += t.header_ns;
+            l->stats.decode_ns += t.decode_ns;
+            l->stats.resize_ns += t.resize_ns;
+            l->stats.dct_scaled += t.denom > 1;
+            if (subs > 0 && rc == 0)
+                l->stats.skipped++;
+            if (rc != 0 && s->errcode == 0) {
+                s->errcode = rc;
+                snprintf(s->errmsg, sizeof s->errmsg, "%s", msg);
+            }
+        }
+        finish_job(l, j);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+/* ---- lifecycle ----------------------------------------------------------- */
+
+static void teardown(rf_loader *l)
+{
+    rf_loader_stop(l);
+    rf__reader_destroy(l->reader);
+    l->reader = NULL;
+    if (l->workers) {
+        for (int i = 0; i < l->nworkers; i++) {
+            rf__decoder_destroy(l->workers[i].dec);
+            free(l->workers[i].sub.buf);
+        }
+        free(l->workers);
+        l->workers = NULL;
+    }
+    if (l->jobs)
+        for (int i = 0; i < l->njobs; i++)
+            free(l->jobs[i].rd.buf);
+    free(l->jobs);
+    free(l->free_jobs);
+    free(l->queue);
+    free(l->fill);
+    l->jobs = NULL;
+    l->free_jobs = NULL;
+    l->queue = NULL;
+    l->fill = NULL;
+    rf__ring_free(&l->ring);
+    rf__sampler_free(&l->sampler);
+    rf__source_close(&l->src);
+    rf__stats_free(&l->stats);
+}
+
+int rf_loader_start(rf_loader *l)
+{
+    if (!l)
+        return RF_E_INVALID;
+    if (l->started) {
+        set_err(l, "loader: already started");
+        return RF_E_STATE;
+    }
+    int rc = fork_check(l);
+    if (rc)
+        return rc;
+    int64_t *p = l->params;
+    if (p[RF_P_RANK] >= p[RF_P_WORLD_SIZE]) {
+        set_err(l, "options: rank %lld is not below world_size %lld", (long long)p[RF_P_RANK],
+                (long long)p[RF_P_WORLD_SIZE]);
+        return RF_E_INVALID;
+    }
+    char err[600];
+    rc = rf__source_open(&l->src, l->spec, err, sizeof err);
+    if (rc < 0) {
+        set_err(l, "%s", err);
+        return rc;
+    }
+    rc = rf__sampler_init(&l->sampler, l->src.n, p[RF_P_BATCH_SIZE], (int)p[RF_P_SHUFFLE],
+                          (int)p[RF_P_DROP_LAST], (uint64_t)p[RF_P_SEED], p[RF_P_RANK],
+                          p[RF_P_WORLD_SIZE]);
+    if (rc < 0) {
+        set_err(l, "sampler: cannot order %lld samples", (long long)l->src.n);
+        teardown(l);
+        return rc;
+    }
+    int64_t size = p[RF_P_IMAGE_SIZE];
+    l->sample_bytes = (size_t)size * (size_t)size * 3;
+    int pin = p[RF_P_PIN_MEMORY] && p[RF_P_DEVICE] >= 0;
+    rc = rf__ring_init(&l->ring, (int)p[RF_P_PREFETCH], p[RF_P_BATCH_SIZE], l->sample_bytes, pin);
+    if (rc < 0) {
+        set_err(l, "ring: cannot allocate %lld slots of %lld x %zu bytes",
+                (long long)p[RF_P_PREFETCH], (long long)p[RF_P_BATCH_SIZE], l->sample_bytes);
+        teardown(l);
+        return rc;
+    }
+    int budget = rf__worker_budget((int)p[RF_P_LOCAL_WORLD_SIZE], l->budget_why,
+                                   sizeof l->budget_why);
+    l->nworkers = p[RF_P_NUM_WORKERS] > 0 ? (int)p[RF_P_NUM_WORKERS] : budget;
+    l->active_workers = l->nworkers;
+    unsigned depth = p[RF_P_READ_DEPTH] > 0 ? (unsigned)p[RF_P_READ_DEPTH]
+                                             : (unsigned)(16 + 4 * l->nworkers);
+    int backend = p[RF_P_IO_BACKEND] == RF_IO_URING   ? RF__IO_URING
+                  : p[RF_P_IO_BACKEND] == RF_IO_PREAD ? RF__IO_PREAD
+                                                      : 0;
+    rc = rf__reader_create(&l->reader, backend, depth);
+    if (rc < 0) {
+        set_err(l, "reader: cannot set up");
+        teardown(l);
+        return rc;
+    }
+    l->njobs = (int)depth + 2 * l->nworkers + 4;
+    l->jobs = calloc((size_t)l->njobs, sizeof *l->jobs);
+    l->free_jobs = calloc((size_t)l->njobs, sizeof *l->free_jobs);
+    l->queue = calloc((size_t)l->njobs, sizeof *l->queue);
+    l->fill = calloc((size_t)l->ring.k, sizeof *l->fill);
+    l->workers = calloc((size_t)l->nworkers, sizeof *l->workers);
+    if (!l->jobs || !l->free_jobs || !l->queue || !l->fill || !l->workers) {
+        set_err(l, "loader: out of memory");
+        teardown(l);
+        return RF_E_NOMEM;
+    }
+    for (int i = 0; i < l->njobs; i++)
+        l->free_jobs[l->nfree_jobs++] = &l->jobs[i];
+    for (int i = 0; i < l->nworkers; i++) {
+        l->workers[i].l = l;
+        l->workers[i].id = i;
+        l->workers[i].dec = rf__decoder_create();
+        if (!l->workers[i].dec) {
+            set_err(l, "decode: cannot create a JPEG decompressor");
+            teardown(l);
+            return RF_E_NOMEM;
+        }
+    }
+    rf__sampler_set_epoch(&l->sampler, 0);
+    l->gen = 1;
+    l->epoch = 0;
+    char why[300];
+    if (p[RF_P_NUM_WORKERS] > 0)
+        snprintf(why, sizeof why, "fixed: num_workers=%d (budget %d: %s)", l->nworkers, budget,
+                 l->budget_why);
+    else
+        snprintf(why, sizeof why, "auto: %d workers, the budget (%s)", l->nworkers,
+                 l->budget_why);
+    rf__stats_add_decision(&l->stats, 0, l->nworkers, why);
+
+    l->started = 1;
+    if (pthread_create(&l->dispatcher, NULL, dispatcher_main, l) != 0) {
+        set_err(l, "loader: cannot start the reader thread: %s", strerror(errno));
+        teardown(l);
+        l->started = 0;
+        return RF_E_SYSTEM;
+    }
+    l->threads = 1;
+    for (int i = 0; i < l->nworkers; i++) {
+        if (pthread_create(&l->workers[i].thread, NULL, worker_main, &l->workers[i]) != 0) {
+            set_err(l, "loader: cannot start decode worker %d: %s", i, strerror(errno));
+            teardown(l);
+            l->started = 0;
+            return RF_E_SYSTEM;
+        }
+        l->nworker_threads = i + 1;
+    }
+    return RF_OK;
+}
+
+void rf_loader_stop(rf_loader *l)
+{
+    if (!l)
+        return;
+    pthread_mutex_lock(&l->mu);
+    l->stopped = 1;
+    pthread_cond_broadcast(&l->cv_disp);
+    pthread_cond_broadcast(&l->cv_work);
+    pthread_cond_broadcast(&l->cv_cons);
+    pthread_mutex_unlock(&l->mu);
+    if (getpid() != l->pid)
+        return; /* threads of the parent do not exist in a forked child */
+    pthread_mutex_lock(&l->stop_mu);
+    if (!l->joined) {
+        if (l->threads)
+            pthread_join(l->dispatcher, NULL);
+        for (int i = 0; i < l->nworker_threads; i++)
+            pthread_join(l->workers[i].thread, NULL);
+        l->threads = 0;
+        l->nworker_threads = 0;
+        l->joined = 1;
+    }
+    pthread_mutex_unlock(&l->stop_mu);
+}
+
+void rf_loader_destroy(rf_loader *l)
+{
+    if (!l)
+        return;
+    teardown(l);
+    pthread_mutex_destroy(&l->mu);
+    pthread_mutex_destroy(&l->stop_mu);
+    pthread_cond_destroy(&l->cv_disp);
+    pthread_cond_destroy(&l->cv_work);
+    pthread_cond_destroy(&l->cv_cons);
+    free(l->spec);
+    free(l);
+}
+
+int64_t rf_loader_num_samples(const rf_loader *l)
+{
+    return l && l->started ? l->src.n : 0;
+}
+
+int64_t rf_loader_num_batches(const rf_loader *l)
+{
+    return l && l->started ? l->sampler.num_batches : 0;
+}
+
+/* ---- position ------------------------------------------------------------ */
+
+int rf_loader_seek(rf_loader *l, int64_t epoch, int64_t batch)
+{
+    if (!l)
+        return RF_E_INVALID;
+    if (!l->started) {
+        set_err(l, "loader: not started");
+        return RF_E_STATE;
+    }
+    int rc = fork_check(l);
+    if (rc)
+        return rc;
+    if (epoch < 0 || batch < 0 || batch > l->sampler.num_batches) {
+        set_err(l, "loader: cannot seek to epoch %lld batch %lld (%lld batches per epoch)",
+                (long long)epoch, (long long)batch, (long long)l->sampler.num_batches);
+        return RF_E_INVALID;
+    }
+    pthread_mutex_lock(&l->mu);
+    l->gen++;
+    l->epoch = epoch;
+    rf__sampler_set_epoch(&l->sampler, epoch);
+    l->next_batch = l->sched_batch = batch;
+    l->nfill = 0;
+    rf__ring_invalidate(&l->ring, l->gen);
+    pthread_cond_broadcast(&l->cv_disp);
+    pthread_cond_broadcast(&l->cv_work);
+    pthread_mutex_unlock(&l->mu);
+    return RF_OK;
+}
+
+int rf_loader_set_epoch(rf_loader *l, int64_t epoch)
+{
+    return rf_loader_seek(l, epoch, 0);
+}
+
+int rf_loader_tell(const rf_loader *l, int64_t *epoch, int64_t *batch)
+{
+    if (!l)
+        return RF_E_INVALID;
+    rf_loader *m = (rf_loader *)l;
+    pthread_mutex_lock(&m->mu);
+    if (epoch)
+        *epoch = l->epoch;
+    if (batch)
+        *batch = l->next_batch;
+    pthread_mutex_unlock(&m->mu);
+    return RF_OK;
+}
+
+/* ---- consuming ----------------------------------------------------------- */
+
+int rf_loader_next_wait(rf_loader *l, rf_batch **out, int64_t timeout_ms)
+{
+    if (!out)
+        return RF_E_INVALID;
+    *out = NULL;
+    if (!l)
+        return RF_E_INVALID;
+    if (!l->started) {
+        set_err(l, "loader: not started");
+        return RF_E_STATE;
+    }
+    int rc = fork_check(l);
+    if (rc)
+        return rc;
+    int64_t t0 = rf__now_ns();
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    if (timeout_ms >= 0) {
+        deadline.tv_sec += timeout_ms / 1000;
+        deadline.tv_nsec += (timeout_ms % 1000) * 1000000;
+        if (deadline.tv_nsec >= 1000000000) {
+            deadline.tv_sec++;
+            deadline.tv_nsec -= 1000000000;
+        }
+    }
+    pthread_mutex_lock(&l->mu);
+    if (!l->stats.t_first_ns)
+        l->stats.t_first_ns = t0;
+    rf_slot *s = NULL;
+    for (;;) {
+        if (l->stopped) {
+            set_err(l, "loader: stopped");
+            rc = RF_E_STATE;
+            break;
+        }
+        if (l->next_batch >= l->sampler.num_batches) {
+            rc = RF_END_OF_EPOCH;
+            break;
+        }
+        s = rf__ring_find(&l->ring, l->gen, l->next_batch);
+        if (s && s->state == RF_SLOT_READY)
+            break;
+        if (!s && rf__ring_count(&l->ring, RF_SLOT_LENT) == l->ring.k) {
+            set_err(l, "ring: all %d slots are lent; release batches before asking for more",
+                    l->ring.k);
+            rc = RF_E_STATE;
+            break;
+        }
+        int w;
+        if (timeout_ms >= 0) {
+            w = pthread_cond_timedwait(&l->cv_cons, &l->mu, &deadline);
+        } else {
+            w = pthread_cond_wait(&l->cv_cons, &l->mu);
+        }
+        if (w == ETIMEDOUT) {
+            rc = RF_AGAIN;
+            break;
+        }
+    }
+    int64_t t1 = rf__now_ns();
+    l->stats.stall_ns += t1 - t0;
+    if (rc != RF_OK) {
+        pthread_mutex_unlock(&l->mu);
+        return rc;
+    }
+    l->next_batch++;
+    pthread_cond_signal(&l->cv_disp); /* the prefetch window moved */
+    if (s->errcode) {
+        rc = s->errcode;
+        snprintf(l->errmsg, sizeof l->errmsg, "%s", s->errmsg);
+        s->state = RF_SLOT_FREE;
+        pthread_mutex_unlock(&l->mu);
+        return rc;
+    }
+    rf__ring_lend(s);
+    s->view.loader = l;
+    l->stats.images += s->count;
+    l->stats.batches++;
+    l->stats.t_last_ns = t1;
+    pthread_mutex_unlock(&l->mu);
+    *out = &s->view;
+    return RF_OK;
+}
+
+int rf_loader_next(rf_loader *l, rf_batch **out)
+{
+    return rf_loader_next_wait(l, out, -1);
+}
+
+void rf_batch_release(rf_batch *b)
+{
+    if (!b || !b->loader)
+        return;
+    rf_loader *l = b->loader;
+    pthread_mutex_lock(&l->mu);
+    if (rf__ring_release(b->slot) == 0)
+        pthread_cond_signal(&l->cv_disp);
+    pthread_mutex_unlock(&l->mu);
+}
+
+void *rf_batch_data(const rf_batch *b)
+{
+    return b ? b->data : NULL;
+}
+
+const int64_t *rf_batch_labels(const rf_batch *b)
+{
+    return b ? b->labels : NULL;
+}
+
+int64_t rf_batch_count(const rf_batch *b)
+{
+    return b ? b->count : 0;
+}
+
+int64_t rf_batch_index(const rf_batch *b)
+{
+    return b ? b->index : -1;
+}
+
+int64_t rf_batch_epoch(const rf_batch *b)
+{
+    return b ? b->epoch : -1;
+}
+
+const int64_t *rf_batch_samples(const rf_batch *b)
+{
+    return b ? b->samples : NULL;
+}
+
+size_t rf_batch_nbytes(const rf_batch *b)
+{
+    return b ? b->nbytes : 0;
+}
+
+const char *rf_loader_errmsg(const rf_loader *l)
+{
+    return l ? l->errmsg : "no loader";
+}
+
+const char *rf_loader_sample_path(const rf_loader *l, int64_t sample)
+{
+    if (!l || !l->started || sample < 0 || sample >= l->src.n)
+        return NULL;
+    return rf__source_path(&l->src, sample);
+}
+
+int64_t rf_loader_sample_label(const rf_loader *l, int64_t sample)
+{
+    if (!l || !l->started || sample < 0 || sample >= l->src.n)
+        return -1;
+    return l->src.labels[sample];
+}
+
+int64_t rf_loader_stats_json(rf_loader *l, char *buf, size_t cap)
+{
+    if (!l)
+        return RF_E_INVALID;
+    rf_json j = {0};
+    pthread_mutex_lock(&l->mu);
+    rf__json_raw(&j, "{");
+    rf__stats_json(&l->stats, rf__now_ns(), &j);
+    rf__json_fmt(&j, ", \"num_workers\": %d, \"active_workers\": %d, \"epoch\": %lld, ",
+                 l->nworkers, l->active_workers, (long long)l->epoch);
+    rf__json_fmt(&j, "\"num_samples\": %lld, \"num_batches\": %lld, \"batch_size\": %lld, ",
+                 (long long)l->src.n, (long long)l->sampler.num_batches,
+                 (long long)l->params[RF_P_BATCH_SIZE]);
+    rf__json_raw(&j, "\"io_backend\": ");
+    rf__json_str(&j, !l->reader                                    ? "none"
+                     : rf__reader_backend(l->reader) == RF__IO_URING ? "io_uring"
+                                                                     : "pread");
+    rf__json_raw(&j, ", \"io_note\": ");
+    rf__json_str(&j, l->reader ? rf__reader_note(l->reader) : "");
+    size_t index_bytes = l->src.arena_cap + (size_t)l->src.cap * 16 + (size_t)l->src.n * 12;
+    rf__json_fmt(&j,
+                 ", \"memory\": {\"mode\": \"%s\", \"ring_bytes\": %zu, \"index_bytes\": %zu, "
+                 "\"prefetch\": %d, \"note\": ",
+                 l->ring.pinned ? "pinned" : "pageable", l->ring.mem_bytes, index_bytes,
+                 l->ring.k);
+    rf__json_str(&j, l->ring.note);
+    char dev[32];
+    if (l->params[RF_P_DEVICE] >= 0)
+        snprintf(dev, sizeof dev, "cuda:%lld", (long long)l->params[RF_P_DEVICE]);
+    else
+        snprintf(dev, sizeof dev, "cpu");
+    rf__json_raw(&j, "}, \"device\": ");
+    rf__json_str(&j, dev);
+    rf__json_raw(&j, ", \"worker_budget\": ");
+    rf__json_str(&j, l->budget_why);
+    rf__json_raw(&j, "}");
+    pthread_mutex_unlock(&l->mu);
+    if (j.oom) {
+        free(j.buf);
+        return RF_E_NOMEM;
+    }
+    if (buf && cap > 0) {
+        size_t n = j.len < cap - 1 ? j.len : cap - 1;
+        memcpy(buf, j.buf, n);
+        buf[n] = '\0';
+    }
+    int64_t len = (int64_t)j.len;
+    free(j.buf);
+    return len;
+}

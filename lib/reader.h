@@ -1,0 +1,61 @@
+/*
+ * reader.h - whole-file reads, many in flight, with io_uring or pread.
+ *
+ * The caller owns rf_read requests (and their buffers, which the reader grows
+ * as needed and which are reused from one sample to the next). It submits
+ * them, then reaps completed ones; a completed request has either len bytes
+ * in buf or err != 0 with the failing step in `what`. One reader is used by
+ * one thread.
+ */
+#ifndef RF_READER_H
+#define RF_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+typedef struct rf_read {
+    /* set by the caller */
+    const char *path;
+    int64_t sample;    /* caller's tag */
+    void *user;        /* caller's tag */
+    /* buffer: owned by the request, grown with realloc by the reader */
+    uint8_t *buf;
+    size_t cap;
+    /* results */
+    size_t len;
+    int err;           /* errno-style code, 0 on success */
+    const char *what;  /* step that failed: "open", "stat", "read", ... */
+    int64_t t_submit_ns, t_done_ns;
+    /* reader's private state */
+    int state, slot;
+    size_t want;
+    struct statx stx;
+} rf_read;
+
+typedef struct rf_reader rf_reader;
+
+enum { RF__IO_URING = 1, RF__IO_PREAD = 2 };
+
+/* backend: 0 = auto (io_uring if it can be set up, unless RINGFEED_IO=pread),
+ * RF__IO_URING, RF__IO_PREAD. depth: reads in flight at most. Falls back to
+ * pread when io_uring is asked for but refused, with the reason kept in
+ * rf__reader_note. 0 or a negative RF_E_*. */
+int rf__reader_create(rf_reader **out, int backend, unsigned depth);
+void rf__reader_destroy(rf_reader *r);
+
+int rf__reader_backend(const rf_reader *r);
+const char *rf__reader_note(const rf_reader *r); /* why io_uring is not used, or "" */
+unsigned rf__reader_depth(const rf_reader *r);
+unsigned rf__reader_inflight(const rf_reader *r);
+
+/* Queues a read. Returns 0, or RF_E_STATE when depth requests are in flight. */
+int rf__reader_submit(rf_reader *r, rf_read *req);
+
+/* Waits up to timeout_ms (0: poll, <0: until one completes) for completions
+ * and stores up to max finished requests in done. Returns their count. */
+int rf__reader_reap(rf_reader *r, rf_read **done, int max, int timeout_ms);
+
+int64_t rf__now_ns(void);
+
+#endif

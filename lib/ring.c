@@ -1,0 +1,135 @@
+/*
+ * ring.c - slot memory and the slot state machine (see ring.h).
+ *
+ * All slot data lives in one allocation (pinned when the copier can pin), so
+ * the ring costs exactly K x batch bytes plus labels, whatever the dataset.
+ */
+#include "ring.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "copier.h"
+
+int rf__ring_init(rf_ring *r, int k, int64_t batch_size, size_t sample_bytes, int pin)
+{
+    memset(r, 0, sizeof *r);
+    assert(k >= 1 && batch_size >= 1);
+    r->k = k;
+    r->batch_size = batch_size;
+    r->sample_bytes = sample_bytes;
+    r->mem_bytes = (size_t)k * (size_t)batch_size * sample_bytes;
+    r->slots = calloc((size_t)k, sizeof *r->slots);
+    r->labels = calloc((size_t)k * (size_t)batch_size, sizeof *r->labels);
+    r->samples = calloc((size_t)k * (size_t)batch_size, sizeof *r->samples);
+    r->mem = rf__host_alloc(r->mem_bytes, pin, &r->pinned, r->note, sizeof r->note);
+    if (!r->slots || !r->labels || !r->samples || !r->mem) {
+        rf__ring_free(r);
+        return RF_E_NOMEM;
+    }
+    for (int i = 0; i < k; i++) {
+        rf_slot *s = &r->slots[i];
+        s->id = i;
+        s->state = RF_SLOT_FREE;
+        s->view.slot = s;
+        s->view.data = r->mem + (size_t)i * (size_t)batch_size * sample_bytes;
+        s->view.labels = r->labels + (size_t)i * (size_t)batch_size;
+        s->view.samples = r->samples + (size_t)i * (size_t)batch_size;
+    }
+    return 0;
+}
+
+void rf__ring_free(rf_ring *r)
+{
+    if (r->mem)
+        rf__host_free(r->mem, r->pinned);
+    free(r->slots);
+    free(r->labels);
+    free(r->samples);
+    memset(r, 0, sizeof *r);
+}
+
+rf_slot *rf__ring_claim(rf_ring *r, int64_t gen, int64_t batch, int64_t count)
+{
+    assert(count >= 1 && count <= r->batch_size);
+    for (int i = 0; i < r->k; i++) {
+        rf_slot *s = &r->slots[i];
+        if (s->state != RF_SLOT_FREE)
+            continue;
+        s->state = RF_SLOT_FILLING;
+        s->gen = gen;
+        s->batch = batch;
+        s->count = count;
+        s->submitted = 0;
+        s->pending = count;
+        s->errcode = 0;
+        s->errmsg[0] = '\0';
+        s->view.count = count;
+        s->view.index = batch;
+        s->view.nbytes = (size_t)count * r->sample_bytes;
+        return s;
+    }
+    return NULL;
+}
+
+rf_slot *rf__ring_find(rf_ring *r, int64_t gen, int64_t batch)
+{
+    for (int i = 0; i < r->k; i++) {
+        rf_slot *s = &r->slots[i];
+        if ((s->state == RF_SLOT_FILLING || s->state == RF_SLOT_READY) && s->gen == gen &&
+            s->batch == batch)
+            return s;
+    }
+    return NULL;
+}
+
+int rf__ring_sample_done(rf_slot *s, int64_t gen)
+{
+    assert(s->state == RF_SLOT_FILLING && s->pending > 0);
+    if (--s->pending > 0)
+        return 0;
+    s->state = s->gen == gen ? RF_SLOT_READY : RF_SLOT_FREE;
+    return 1;
+}
+
+void rf__ring_invalidate(rf_ring *r, int64_t gen)
+{
+    for (int i = 0; i < r->k; i++) {
+        rf_slot *s = &r->slots[i];
+        if (s->gen == gen)
+            continue;
+        if (s->state == RF_SLOT_READY) {
+            s->state = RF_SLOT_FREE;
+        } else if (s->state == RF_SLOT_FILLING) {
+            /* Samples never handed to the reader will not come back. */
+            s->pending -= s->count - s->submitted;
+            s->count = s->submitted;
+            assert(s->pending >= 0);
+            if (s->pending == 0)
+                s->state = RF_SLOT_FREE;
+        }
+    }
+}
+
+void rf__ring_lend(rf_slot *s)
+{
+    assert(s->state == RF_SLOT_READY);
+    s->state = RF_SLOT_LENT;
+}
+
+int rf__ring_release(rf_slot *s)
+{
+    if (s->state != RF_SLOT_LENT)
+        return RF_E_STATE;
+    s->state = RF_SLOT_FREE;
+    return 0;
+}
+
+int rf__ring_count(const rf_ring *r, int state)
+{
+    int n = 0;
+    for (int i = 0; i < r->k; i++)
+        n += r->slots[i].state == state;
+    return n;
+}

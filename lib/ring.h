@@ -1,0 +1,91 @@
+/*
+ * ring.h - the K batch slots between the producers and the consumer.
+ *
+ * A slot is FREE, FILLING (claimed for one batch of one generation, samples
+ * being decoded into it), READY (complete), or LENT (borrowed by the
+ * consumer). Slots are claimed in batch order but any free slot can take the
+ * next batch, so a consumer that keeps a batch only shrinks the prefetch.
+ * Memory is K x batch bytes, allocated once.
+ *
+ * The ring does no locking of its own: every transition happens under the
+ * loader's mutex (loader.c).
+ */
+#ifndef RF_RING_H
+#define RF_RING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ringfeed.h"
+
+enum rf_slot_state { RF_SLOT_FREE = 0, RF_SLOT_FILLING = 1, RF_SLOT_READY = 2, RF_SLOT_LENT = 3 };
+
+typedef struct rf_slot rf_slot;
+
+/* The public batch handle is a view of its slot. */
+struct rf_batch {
+    rf_loader *loader;
+    rf_slot *slot;
+    uint8_t *data;
+    int64_t *labels;
+    int64_t *samples;
+    int64_t count, index, epoch;
+    size_t nbytes;
+};
+
+struct rf_slot {
+    int state;           /* enum rf_slot_state */
+    int id;
+    int64_t gen;         /* loader generation the contents belong to */
+    int64_t batch;       /* batch index within the epoch */
+    int64_t count;       /* samples in the batch */
+    int64_t submitted;   /* samples handed to the reader so far */
+    int64_t pending;     /* samples not yet finished (decoded, failed or dropped) */
+    int errcode;         /* first error of the batch (0: none) */
+    char errmsg[512];
+    rf_batch view;
+};
+
+typedef struct rf_ring {
+    int k;
+    int64_t batch_size;
+    size_t sample_bytes;
+    rf_slot *slots;
+    uint8_t *mem;        /* k * batch_size * sample_bytes */
+    int64_t *labels;     /* k * batch_size */
+    int64_t *samples;    /* k * batch_size */
+    size_t mem_bytes;
+    int pinned;          /* 1: mem is page-locked (CUDA) */
+    char note[160];      /* why memory is not pinned, when it was asked for */
+} rf_ring;
+
+/* Allocates k slots of batch_size samples of sample_bytes each. pin asks for
+ * page-locked memory (used when CUDA is available). 0 or RF_E_NOMEM. */
+int rf__ring_init(rf_ring *r, int k, int64_t batch_size, size_t sample_bytes, int pin);
+void rf__ring_free(rf_ring *r);
+
+/* FREE -> FILLING for batch `batch` of generation gen with count samples.
+ * Returns the slot, or NULL when no slot is free. */
+rf_slot *rf__ring_claim(rf_ring *r, int64_t gen, int64_t batch, int64_t count);
+
+/* The slot holding batch `batch` of generation gen (FILLING or READY), or NULL. */
+rf_slot *rf__ring_find(rf_ring *r, int64_t gen, int64_t batch);
+
+/* One sample of the slot finished. Returns 1 when it was the last: the slot
+ * becomes READY if it still belongs to gen, FREE otherwise. */
+int rf__ring_sample_done(rf_slot *s, int64_t gen);
+
+/* Drops what belongs to an older generation than gen: READY slots become
+ * FREE; FILLING slots forget their unsubmitted samples (they become FREE once
+ * the submitted ones are finished). */
+void rf__ring_invalidate(rf_ring *r, int64_t gen);
+
+/* READY -> LENT. */
+void rf__ring_lend(rf_slot *s);
+
+/* LENT -> FREE. Returns 0, or RF_E_STATE if the slot was not lent. */
+int rf__ring_release(rf_slot *s);
+
+int rf__ring_count(const rf_ring *r, int state);
+
+#endif

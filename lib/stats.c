@@ -1,0 +1,152 @@
+/*
+ * stats.c - counters, the error log and the tuner log, rendered as JSON.
+ */
+#define _GNU_SOURCE
+#include "stats.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void rf__stats_free(rf_stats *s)
+{
+    for (int i = 0; i < s->nerrors; i++) {
+        free(s->errors[i].path);
+        free(s->errors[i].reason);
+    }
+    s->nerrors = 0;
+}
+
+void rf__stats_add_error(rf_stats *s, int64_t sample, int64_t epoch, const char *path,
+                         const char *reason)
+{
+    s->errors_total++;
+    if (s->nerrors >= RF_STATS_MAX_ERRORS)
+        return;
+    rf_error_entry *e = &s->errors[s->nerrors];
+    e->sample = sample;
+    e->epoch = epoch;
+    e->path = strdup(path ? path : "");
+    e->reason = strdup(reason ? reason : "");
+    if (!e->path || !e->reason) {
+        free(e->path);
+        free(e->reason);
+        return;
+    }
+    s->nerrors++;
+}
+
+void rf__stats_add_decision(rf_stats *s, int64_t batch, int workers, const char *reason)
+{
+    if (s->ndecisions >= RF_STATS_MAX_DECISIONS) {
+        /* Keep the first half (start-up) and the most recent ones. */
+        memmove(&s->decisions[RF_STATS_MAX_DECISIONS / 2],
+                &s->decisions[RF_STATS_MAX_DECISIONS / 2 + 1],
+                (RF_STATS_MAX_DECISIONS / 2 - 1) * sizeof s->decisions[0]);
+        s->ndecisions--;
+    }
+    rf_decision *d = &s->decisions[s->ndecisions++];
+    d->batch = batch;
+    d->workers = workers;
+    snprintf(d->reason, sizeof d->reason, "%s", reason);
+}
+
+static void json_reserve(rf_json *j, size_t more)
+{
+    if (j->oom || j->len + more + 1 <= j->cap)
+        return;
+    size_t cap = j->cap ? j->cap : 4096;
+    while (cap < j->len + more + 1)
+        cap *= 2;
+    char *b = realloc(j->buf, cap);
+    if (!b) {
+        j->oom = 1;
+        return;
+    }
+    j->buf = b;
+    j->cap = cap;
+}
+
+void rf__json_raw(rf_json *j, const char *s)
+{
+    size_t n = strlen(s);
+    json_reserve(j, n);
+    if (j->oom)
+        return;
+    memcpy(j->buf + j->len, s, n + 1);
+    j->len += n;
+}
+
+void rf__json_fmt(rf_json *j, const char *fmt, ...)
+{
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    rf__json_raw(j, tmp);
+}
+
+void rf__json_str(rf_json *j, const char *s)
+{
+    rf__json_raw(j, "\"");
+    char esc[8];
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)*p;
+            esc[2] = '\0';
+        } else if (*p < 0x20) {
+            snprintf(esc, sizeof esc, "\\u%04x", *p);
+        } else {
+            esc[0] = (char)*p;
+            esc[1] = '\0';
+        }
+        rf__json_raw(j, esc);
+    }
+    rf__json_raw(j, "\"");
+}
+
+void rf__stats_json(const rf_stats *s, int64_t now_ns, rf_json *j)
+{
+    double wall = s->t_first_ns ? (double)((s->t_last_ns ? s->t_last_ns : now_ns) - s->t_first_ns) / 1e9 : 0;
+    double n = s->samples_decoded ? (double)s->samples_decoded : 1;
+    rf__json_fmt(j, "\"images\": %lld, \"batches\": %lld, ", (long long)s->images,
+                 (long long)s->batches);
+    rf__json_fmt(j, "\"images_per_sec\": %.3f, \"wall_seconds\": %.6f, \"stall_seconds\": %.6f, ",
+                 wall > 0 ? (double)s->images / wall : 0.0, wall, (double)s->stall_ns / 1e9);
+    rf__json_fmt(j, "\"stall_fraction\": %.4f, ", wall > 0 ? (double)s->stall_ns / 1e9 / wall : 0.0);
+    rf__json_fmt(j, "\"samples_decoded\": %lld, \"dct_scaled\": %lld, ",
+                 (long long)s->samples_decoded, (long long)s->dct_scaled);
+    rf__json_fmt(j,
+                 "\"stage_seconds\": {\"read\": %.6f, \"header\": %.6f, \"decode\": %.6f, "
+                 "\"resize\": %.6f}, ",
+                 (double)s->read_ns / 1e9, (double)s->header_ns / 1e9, (double)s->decode_ns / 1e9,
+                 (double)s->resize_ns / 1e9);
+    rf__json_fmt(j,
+                 "\"per_image_ms\": {\"read\": %.4f, \"header\": %.4f, \"decode\": %.4f, "
+                 "\"resize\": %.4f}, ",
+                 (double)s->read_ns / 1e6 / n, (double)s->header_ns / 1e6 / n,
+                 (double)s->decode_ns / 1e6 / n, (double)s->resize_ns / 1e6 / n);
+    rf__json_fmt(j, "\"errors_count\": %lld, \"skipped\": %lld, \"errors\": [",
+                 (long long)s->errors_total, (long long)s->skipped);
+    for (int i = 0; i < s->nerrors; i++) {
+        const rf_error_entry *e = &s->errors[i];
+        rf__json_raw(j, i ? ", {\"path\": " : "{\"path\": ");
+        rf__json_str(j, e->path);
+        rf__json_raw(j, ", \"reason\": ");
+        rf__json_str(j, e->reason);
+        rf__json_fmt(j, ", \"sample\": %lld, \"epoch\": %lld}", (long long)e->sample,
+                     (long long)e->epoch);
+    }
+    rf__json_raw(j, "], \"tuner\": [");
+    for (int i = 0; i < s->ndecisions; i++) {
+        const rf_decision *d = &s->decisions[i];
+        rf__json_fmt(j, "%s{\"batch\": %lld, \"workers\": %d, \"reason\": ", i ? ", " : "",
+                     (long long)d->batch, d->workers);
+        rf__json_str(j, d->reason);
+        rf__json_raw(j, "}");
+    }
+    rf__json_raw(j, "]");
+}

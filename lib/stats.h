@@ -1,0 +1,62 @@
+/*
+ * stats.h - what the pipeline measured: per-stage time, consumer stall,
+ * throughput, errors with the paths and reasons of bad samples, the tuner's
+ * decisions. Updated under the loader's mutex; rendered as JSON.
+ */
+#ifndef RF_STATS_H
+#define RF_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RF_STATS_MAX_ERRORS 1000 /* entries kept; the count goes on */
+#define RF_STATS_MAX_DECISIONS 256
+
+typedef struct rf_error_entry {
+    int64_t sample;
+    int64_t epoch;
+    char *path;
+    char *reason;
+} rf_error_entry;
+
+typedef struct rf_decision {
+    int64_t batch;
+    int workers;
+    char reason[160];
+} rf_decision;
+
+typedef struct rf_stats {
+    int64_t images, batches;        /* lent to the consumer */
+    int64_t samples_decoded;
+    int64_t stall_ns;               /* consumer waiting in next */
+    int64_t t_first_ns, t_last_ns;  /* first next() call, last lend */
+    int64_t read_ns, header_ns, decode_ns, resize_ns; /* summed over samples */
+    int64_t dct_scaled;             /* samples decoded with DCT scaling */
+    int64_t errors_total;
+    int64_t skipped;                /* samples replaced under on_error = skip */
+    rf_error_entry errors[RF_STATS_MAX_ERRORS];
+    int nerrors;
+    rf_decision decisions[RF_STATS_MAX_DECISIONS];
+    int ndecisions;
+} rf_stats;
+
+void rf__stats_free(rf_stats *s);
+void rf__stats_add_error(rf_stats *s, int64_t sample, int64_t epoch, const char *path,
+                         const char *reason);
+void rf__stats_add_decision(rf_stats *s, int64_t batch, int workers, const char *reason);
+
+/* A small growable string for JSON. */
+typedef struct rf_json {
+    char *buf;
+    size_t len, cap;
+    int oom;
+} rf_json;
+
+void rf__json_raw(rf_json *j, const char *s);
+void rf__json_fmt(rf_json *j, const char *fmt, ...);
+void rf__json_str(rf_json *j, const char *s); /* quoted, escaped */
+
+/* Appends the stats fields (no braces) to j. */
+void rf__stats_json(const rf_stats *s, int64_t now_ns, rf_json *j);
+
+#endif

@@ -1,0 +1,81 @@
+/*
+ * transform.h - geometry of the augmentations and the antialiased resampler.
+ *
+ * A transform is described in the coordinates of the decoded picture as a
+ * source box (floats, as PIL's `box`) resampled to out_w x out_h, of which the
+ * window [crop_x, crop_x + crop_w) x [crop_y, crop_y + crop_h) is kept. This
+ * covers torchvision's Resize + CenterCrop (box = whole picture, out = resized
+ * size, window = the centre crop) and RandomResizedCrop (box = the integer crop,
+ * out = window = S x S). Because each output pixel of PIL's separable resampler
+ * depends only on its own coordinate, computing just the window gives exactly
+ * the pixels of "resize everything, then crop".
+ *
+ * The resampler is PIL's bilinear (triangle) filter, widened by the scale when
+ * downscaling (antialiasing), with PIL's fixed-point rounding, horizontal pass
+ * first into a uint8 intermediate, then vertical.
+ */
+#ifndef RF_TRANSFORM_H
+#define RF_TRANSFORM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rng.h"
+
+typedef struct rf_geom {
+    double x0, y0, x1, y1; /* source box, in decoded-picture pixels */
+    int out_w, out_h;      /* size of the whole resampled picture */
+    int crop_x, crop_y;    /* kept window, in resampled-picture pixels */
+    int crop_w, crop_h;
+    int flip;              /* 1: mirror the kept window horizontally */
+} rf_geom;
+
+/* torchvision Resize(round(size / 0.875)) + CenterCrop(size) on a w x h
+ * picture: short side to R = round(size/0.875), long side int(R * long / short),
+ * crop offsets int(round((out - size) / 2.0)) with Python's round-half-even.
+ * With size > out on a side, the window is padded as CenterCrop pads (zeros):
+ * crop_x/crop_y may be negative. */
+void rf__geom_center(int w, int h, int size, rf_geom *g);
+
+/* torchvision RandomResizedCrop(size, scale=(0.08, 1), ratio=(3/4, 4/3)) on a
+ * w x h picture, drawing from rng in torchvision's order: per try
+ * uniform(scale), exp(uniform(log ratio)), then randint for top and left;
+ * after 10 failed tries the centre fallback. */
+void rf__geom_rrc(int w, int h, int size, rf_rng *rng, rf_geom *g);
+
+/* Decode-only: the picture must be size x size; identity geometry. */
+void rf__geom_none(int w, int h, int size, rf_geom *g);
+
+/* Largest DCT scaling denominator d in {1, 2, 4, 8} (libjpeg-turbo scales by
+ * 1/d) such that the box shrunk by d still has at least out_w x out_h pixels,
+ * i.e. the resampler never upsamples because of the DCT scaling. */
+int rf__geom_dct_denom(const rf_geom *g);
+
+/* Rewrites g for a picture decoded at 1/denom scale (box divided by denom). */
+void rf__geom_scale(rf_geom *g, int denom);
+
+/* Source rectangle [*x0, *x1) x [*y0, *y1) that the kept window reads, for a
+ * decoded picture of src_w x src_h pixels (clamped to it). */
+void rf__geom_bounds(const rf_geom *g, int src_w, int src_h, int *x0, int *y0, int *x1, int *y1);
+
+enum { RF__LAYOUT_NHWC = 0, RF__LAYOUT_NCHW = 1 };
+
+/* Scratch space of one worker (coefficient tables, intermediate rows); grows
+ * as needed and is reused, so steady state allocates nothing. */
+typedef struct rf_resampler rf_resampler;
+
+rf_resampler *rf__resampler_create(void);
+void rf__resampler_destroy(rf_resampler *r);
+
+/* Resamples the kept window of g into dst (crop_w x crop_h x 3 uint8, NHWC
+ * rows of crop_w*3 bytes, or NCHW planes of crop_w*crop_h bytes).
+ * src holds RGB rows of the region [reg_x0, reg_x0 + reg_w) x
+ * [reg_y0, reg_y0 + reg_h) of a src_w x src_h picture, row stride src_stride
+ * bytes; the region must contain rf__geom_bounds(g, src_w, src_h). Window
+ * pixels outside the resampled picture (CenterCrop padding) are 0.
+ * Returns 0, or -1 when scratch memory cannot be had. */
+int rf__resample(rf_resampler *r, const rf_geom *g, int src_w, int src_h, const uint8_t *src,
+                 size_t src_stride, int reg_x0, int reg_y0, int reg_w, int reg_h, uint8_t *dst,
+                 int layout);
+
+#endif /* RF_TRANSFORM_H */

@@ -433,16 +433,18 @@ static void *worker_main(void *arg)
         rf_decode_times t = {0};
         int rc = 0;
         int64_t sample = j->rd.sample, used = sample, subs = 0;
+        char first_reason[sizeof reason];
+        msg[0] = '\0';
         if (!stale)
             rc = process_sample(w, &j->rd, j->epoch, sample, dst, reason, sizeof reason, &t);
         int skip = l->params[RF_P_ON_ERROR] == RF_ON_ERROR_SKIP;
         if (rc != 0) {
             snprintf(msg, sizeof msg, "%s: %s (sample %lld): %s",
                      rc == RF_E_IO ? "reader" : "decode", j->rd.path, (long long)sample, reason);
+            snprintf(first_reason, sizeof first_reason, "%s", reason);
             pthread_mutex_lock(&l->mu);
-            rf__stats_add_error(&l->stats, sample, j->epoch, j->rd.path, reason);
             int64_t cap = l->params[RF_P_MAX_ERRORS];
-            int over = cap >= 0 && l->stats.errors_total > cap;
+            int over = cap >= 0 && l->stats.errors_total + 1 > cap;
             pthread_mutex_unlock(&l->mu);
             if (skip && over) {
                 snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
@@ -471,7 +473,10 @@ static void *worker_main(void *arg)
             }
         }
         pthread_mutex_lock(&l->mu);
+        stale = j->gen != l->gen; /* work for an abandoned position is not counted */
         if (!stale) {
+            if (msg[0])
+                rf__stats_add_error(&l->stats, sample, j->epoch, j->rd.path, first_reason);
             l->stats.samples_decoded++;
             l->stats.header_ns += t.header_ns;
             l->stats.decode_ns += t.decode_ns;

@@ -2,7 +2,7 @@
  * transform.h - geometry of the augmentations and the antialiased resampler.
  *
  * A transform is described in the coordinates of the decoded picture as a
- * source box (floats, as PIL's `box`) resampled to out_w x out_h, of which the
+ * source box (floats, like PIL's `box`) resampled to out_w x out_h, of which the
  * window [crop_x, crop_x + crop_w) x [crop_y, crop_y + crop_h) is kept. This
  * covers torchvision's Resize + CenterCrop (box = whole picture, out = resized
  * size, window = the centre crop) and RandomResizedCrop (box = the integer crop,
@@ -13,6 +13,17 @@
  * The resampler is PIL's bilinear (triangle) filter, widened by the scale when
  * downscaling (antialiasing), with PIL's fixed-point rounding, horizontal pass
  * first into a uint8 intermediate, then vertical.
+ *
+ * The filter never reads outside the box rounded outward to whole pixels, C =
+ * [floor(x0), ceil(x1)) x [floor(y0), ceil(y1)): the result is byte for byte
+ * PIL's im.crop(C).resize((out_w, out_h), BILINEAR, box=box - C's corner).
+ * For an integer box that is torchvision's resized_crop (crop, then resize;
+ * PIL's resize(box=...) alone would also read pixels just outside the box);
+ * for the whole picture it is a plain resize; for the fractional boxes that
+ * DCT scaling leaves it reads the partly covered edge pixels and no more.
+ *
+ * The rf__geom_* functions leave flip at 0: the caller draws the flip after
+ * the crop's draws, as RandomHorizontalFlip follows RandomResizedCrop.
  */
 #ifndef RF_TRANSFORM_H
 #define RF_TRANSFORM_H
@@ -32,9 +43,12 @@ typedef struct rf_geom {
 
 /* torchvision Resize(round(size / 0.875)) + CenterCrop(size) on a w x h
  * picture: short side to R = round(size/0.875), long side int(R * long / short),
- * crop offsets int(round((out - size) / 2.0)) with Python's round-half-even.
- * With size > out on a side, the window is padded as CenterCrop pads (zeros):
- * crop_x/crop_y may be negative. */
+ * crop offsets int(round((out - size) / 2.0)) with Python's round-half-even
+ * (500 x 375 at size 224: out 341 x 256, crop_x 58, crop_y 16).
+ * With size > out on a side, the window is padded as CenterCrop pads (zeros,
+ * (size - out) // 2 before): crop_x/crop_y are then negative. Since R >= size
+ * this cannot happen here (a tiny picture is enlarged), but the resampler
+ * handles such windows for any geometry. */
 void rf__geom_center(int w, int h, int size, rf_geom *g);
 
 /* torchvision RandomResizedCrop(size, scale=(0.08, 1), ratio=(3/4, 4/3)) on a
@@ -43,7 +57,9 @@ void rf__geom_center(int w, int h, int size, rf_geom *g);
  * after 10 failed tries the centre fallback. */
 void rf__geom_rrc(int w, int h, int size, rf_rng *rng, rf_geom *g);
 
-/* Decode-only: the picture must be size x size; identity geometry. */
+/* Decode-only: the picture must be size x size; identity geometry (both
+ * resampling passes are skipped). A picture of any other size would be
+ * stretched to size x size, so the output size always holds. */
 void rf__geom_none(int w, int h, int size, rf_geom *g);
 
 /* Largest DCT scaling denominator d in {1, 2, 4, 8} (libjpeg-turbo scales by
@@ -55,7 +71,11 @@ int rf__geom_dct_denom(const rf_geom *g);
 void rf__geom_scale(rf_geom *g, int denom);
 
 /* Source rectangle [*x0, *x1) x [*y0, *y1) that the kept window reads, for a
- * decoded picture of src_w x src_h pixels (clamped to it). */
+ * decoded picture of src_w x src_h pixels (clamped to it): the union of the
+ * filter taps of the kept columns and rows, by the same rule as the
+ * coefficients (or exactly the kept pixels where a pass is skipped). The box
+ * must lie inside the picture, as it does for any geometry made above and
+ * scaled by the denominator whose decoded size is ceil(w / denom). */
 void rf__geom_bounds(const rf_geom *g, int src_w, int src_h, int *x0, int *y0, int *x1, int *y1);
 
 enum { RF__LAYOUT_NHWC = 0, RF__LAYOUT_NCHW = 1 };
@@ -71,8 +91,10 @@ void rf__resampler_destroy(rf_resampler *r);
  * rows of crop_w*3 bytes, or NCHW planes of crop_w*crop_h bytes).
  * src holds RGB rows of the region [reg_x0, reg_x0 + reg_w) x
  * [reg_y0, reg_y0 + reg_h) of a src_w x src_h picture, row stride src_stride
- * bytes; the region must contain rf__geom_bounds(g, src_w, src_h). Window
- * pixels outside the resampled picture (CenterCrop padding) are 0.
+ * bytes; the region must contain rf__geom_bounds(g, src_w, src_h) (checked
+ * by assertions only). Window pixels outside the resampled picture
+ * (CenterCrop padding) are 0. With g->flip the window is mirrored left-right.
+ * Scratch grows to the largest request seen and is reused.
  * Returns 0, or -1 when scratch memory cannot be had. */
 int rf__resample(rf_resampler *r, const rf_geom *g, int src_w, int src_h, const uint8_t *src,
                  size_t src_stride, int reg_x0, int reg_y0, int reg_w, int reg_h, uint8_t *dst,

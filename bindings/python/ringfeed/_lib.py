@@ -1,0 +1,195 @@
+"""Finds libringfeed and declares the C API for ctypes.
+
+Lookup order: $RINGFEED_LIBRARY, the package folder, the repository's build/
+folder (when the package is used from the source tree), then the system
+(ctypes.util.find_library). ctypes.CDLL releases the GIL around every call,
+so the blocking waits in the library never freeze other Python threads.
+"""
+
+import ctypes
+import ctypes.util
+import os
+import threading
+
+# Values mirror include/ringfeed.h; they are permanent there.
+RF_OK = 0
+RF_END_OF_EPOCH = 1
+RF_AGAIN = 2
+RF_E_INVALID = -1
+RF_E_NOMEM = -2
+RF_E_IO = -3
+RF_E_DECODE = -4
+RF_E_STATE = -5
+RF_E_SOURCE = -6
+RF_E_SYSTEM = -7
+RF_E_CUDA = -8
+RF_E_TIMEOUT = -9
+RF_E_LIMIT = -10
+
+RF_P_BATCH_SIZE = 1
+RF_P_IMAGE_SIZE = 2
+RF_P_TRANSFORM = 3
+RF_P_FLIP = 4
+RF_P_LAYOUT = 5
+RF_P_SHUFFLE = 6
+RF_P_SEED = 7
+RF_P_DROP_LAST = 8
+RF_P_NUM_WORKERS = 9
+RF_P_PREFETCH = 10
+RF_P_ON_ERROR = 11
+RF_P_RANK = 12
+RF_P_WORLD_SIZE = 13
+RF_P_LOCAL_WORLD_SIZE = 14
+RF_P_IO_BACKEND = 15
+RF_P_PIN_MEMORY = 16
+RF_P_DEVICE = 17
+RF_P_MAX_PIXELS = 18
+RF_P_MAX_SCANS = 19
+RF_P_READ_DEPTH = 20
+RF_P_READ_TIMEOUT_MS = 21
+RF_P_MAX_ERRORS = 22
+
+PARAM_NAMES = {
+    RF_P_BATCH_SIZE: "batch_size",
+    RF_P_IMAGE_SIZE: "image_size",
+    RF_P_TRANSFORM: "transform",
+    RF_P_FLIP: "flip",
+    RF_P_LAYOUT: "layout",
+    RF_P_SHUFFLE: "shuffle",
+    RF_P_SEED: "seed",
+    RF_P_DROP_LAST: "drop_last",
+    RF_P_NUM_WORKERS: "num_workers",
+    RF_P_PREFETCH: "prefetch",
+    RF_P_ON_ERROR: "on_error",
+    RF_P_RANK: "rank",
+    RF_P_WORLD_SIZE: "world_size",
+    RF_P_LOCAL_WORLD_SIZE: "local_world_size",
+    RF_P_IO_BACKEND: "io_backend",
+    RF_P_PIN_MEMORY: "pin_memory",
+    RF_P_DEVICE: "device",
+    RF_P_MAX_PIXELS: "max_pixels",
+    RF_P_MAX_SCANS: "max_scans",
+    RF_P_READ_DEPTH: "read_depth",
+    RF_P_READ_TIMEOUT_MS: "read_timeout_ms",
+    RF_P_MAX_ERRORS: "max_errors",
+}
+
+TRANSFORMS = {"none": 0, "center": 1, "random_resized_crop": 2}
+LAYOUTS = {"NHWC": 0, "NCHW": 1}
+ON_ERROR = {"raise": 0, "skip": 1}
+IO_BACKENDS = {"auto": 0, "io_uring": 1, "pread": 2}
+
+LIBNAME = "libringfeed.so"
+
+_c_loader_p = ctypes.c_void_p
+_c_batch_p = ctypes.c_void_p
+_i64 = ctypes.c_int64
+_i64_p = ctypes.POINTER(ctypes.c_int64)
+
+# (name, restype, argtypes): every exported function of include/ringfeed.h.
+_SIGNATURES = [
+    ("rf_version", ctypes.c_int, []),
+    ("rf_strerror", ctypes.c_char_p, [ctypes.c_int]),
+    ("rf_param_bounds", ctypes.c_int, [ctypes.c_int, _i64_p, _i64_p]),
+    ("rf_loader_create", _c_loader_p, [ctypes.c_char_p]),
+    ("rf_loader_destroy", None, [_c_loader_p]),
+    ("rf_loader_set_param", ctypes.c_int, [_c_loader_p, ctypes.c_int, _i64]),
+    ("rf_loader_get_param", ctypes.c_int, [_c_loader_p, ctypes.c_int, _i64_p]),
+    ("rf_loader_start", ctypes.c_int, [_c_loader_p]),
+    ("rf_loader_num_samples", _i64, [_c_loader_p]),
+    ("rf_loader_num_batches", _i64, [_c_loader_p]),
+    ("rf_loader_set_epoch", ctypes.c_int, [_c_loader_p, _i64]),
+    ("rf_loader_seek", ctypes.c_int, [_c_loader_p, _i64, _i64]),
+    ("rf_loader_tell", ctypes.c_int, [_c_loader_p, _i64_p, _i64_p]),
+    ("rf_loader_next", ctypes.c_int, [_c_loader_p, ctypes.POINTER(_c_batch_p)]),
+    ("rf_loader_next_wait", ctypes.c_int, [_c_loader_p, ctypes.POINTER(_c_batch_p), _i64]),
+    ("rf_loader_stop", None, [_c_loader_p]),
+    ("rf_batch_release", None, [_c_batch_p]),
+    ("rf_batch_data", ctypes.c_void_p, [_c_batch_p]),
+    ("rf_batch_labels", _i64_p, [_c_batch_p]),
+    ("rf_batch_count", _i64, [_c_batch_p]),
+    ("rf_batch_index", _i64, [_c_batch_p]),
+    ("rf_batch_epoch", _i64, [_c_batch_p]),
+    ("rf_batch_samples", _i64_p, [_c_batch_p]),
+    ("rf_batch_nbytes", ctypes.c_size_t, [_c_batch_p]),
+    ("rf_loader_errmsg", ctypes.c_char_p, [_c_loader_p]),
+    ("rf_loader_stats_json", _i64, [_c_loader_p, ctypes.c_char_p, ctypes.c_size_t]),
+    ("rf_loader_sample_path", ctypes.c_char_p, [_c_loader_p, _i64]),
+    ("rf_loader_sample_label", _i64, [_c_loader_p, _i64]),
+]
+
+
+def _candidates():
+    """Paths (or names) to try, in order, with where each came from."""
+    env = os.environ.get("RINGFEED_LIBRARY")
+    if env:
+        yield env, "RINGFEED_LIBRARY"
+    here = os.path.dirname(os.path.abspath(__file__))
+    yield os.path.join(here, LIBNAME), "package folder"
+    repo_build = os.path.normpath(os.path.join(here, "..", "..", "..", "build", LIBNAME))
+    yield repo_build, "repository build/"
+    found = ctypes.util.find_library("ringfeed")
+    if found:
+        yield found, "system"
+
+
+def _declare(lib):
+    for name, restype, argtypes in _SIGNATURES:
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+    return lib
+
+
+_lock = threading.Lock()
+_lib = None
+_lib_path = None
+
+
+def load():
+    """Returns the loaded, declared library (loads it on first use).
+
+    Raises OSError naming every place that was tried. When RINGFEED_LIBRARY
+    is set, only that path is tried: a wrong setting is an error, never a
+    silent fall-through to some other copy of the library.
+    """
+    global _lib, _lib_path
+    with _lock:
+        if _lib is not None:
+            return _lib
+        tried = []
+        for path, origin in _candidates():
+            if origin != "RINGFEED_LIBRARY" and origin != "system" and not os.path.exists(path):
+                tried.append("%s (%s): not found" % (path, origin))
+                continue
+            try:
+                lib = ctypes.CDLL(path)
+                _declare(lib)
+            except (OSError, AttributeError) as e:
+                tried.append("%s (%s): %s" % (path, origin, e))
+                if origin == "RINGFEED_LIBRARY":
+                    break
+                continue
+            _lib, _lib_path = lib, path
+            return lib
+        raise OSError("ringfeed: cannot load libringfeed; tried:\n  " + "\n  ".join(tried)
+                      + "\nset RINGFEED_LIBRARY to the path of libringfeed.so")
+
+
+def path():
+    """Path of the loaded library (loads it if needed)."""
+    load()
+    return _lib_path
+
+
+def strerror(status):
+    s = load().rf_strerror(int(status))
+    return s.decode("utf-8", "replace") if s else "status %d" % status
+
+
+def param_bounds(param):
+    lo, hi = ctypes.c_int64(), ctypes.c_int64()
+    rc = load().rf_param_bounds(int(param), ctypes.byref(lo), ctypes.byref(hi))
+    if rc < 0:
+        return None
+    return lo.value, hi.value

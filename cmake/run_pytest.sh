@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# python test (run by CTest): pytest over the binding's tests.
+#
+#   run_pytest.sh PYTHON TESTS_DIR
+#
+# Exit status: pytest's, except
+#   - "no tests collected" (pytest exit 5) is a FAILURE with a clear message:
+#     a green run with nothing tested must not happen;
+#   - pytest not installed: 77 (CTest reports "skipped") on a developer machine,
+#     a failure when $CI is set.
+# The environment (RINGFEED_LIBRARY, RINGFEED_GEN, PYTHONPATH, ...) comes from CTest.
+set -uo pipefail
+py=$1
+dir=$2
+
+if ! "$py" -c 'import pytest' 2>/dev/null; then
+    if [ -n "${CI:-}" ]; then
+        echo "python: $py cannot import pytest (apt-get install python3-pytest)" >&2
+        exit 1
+    fi
+    echo "python: SKIPPED - $py cannot import pytest (apt-get install python3-pytest)"
+    exit 77
+fi
+
+echo "RINGFEED_LIBRARY=${RINGFEED_LIBRARY:-} RINGFEED_GEN=${RINGFEED_GEN:-}"
+"$py" -m pytest -q -rs -p no:cacheprovider "$dir"
+rc=$?
+if [ "$rc" -eq 5 ]; then
+    echo "python: FAILED - pytest collected no tests in $dir" >&2
+    exit 1
+fi
+exit "$rc"

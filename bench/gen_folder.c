@@ -63,12 +63,11 @@ static void *work(void *arg)
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: rf-gen-folder OUT_DIR [--classes N] [--per-class N] [--width W]\n"
-            "                     [--height H] [--quality Q] [--seed S] [--threads T]\n"
-            "                     [--mix photo|cycle]\n"
-            "Writes OUT_DIR/classCC/imgIIII.jpg, photo-like JPEGs (defaults: 10 classes,\n"
-            "300 per class, about 500x375, quality 90, seed 0, threads = online CPUs).\n");
+    fprintf(out, "usage: rf-gen-folder OUT_DIR [--classes N] [--per-class N] [--width W]\n"
+                 "                     [--height H] [--quality Q] [--seed S] [--threads T]\n"
+                 "                     [--mix photo|cycle]\n"
+                 "Writes OUT_DIR/classCC/imgIIII.jpg, photo-like JPEGs (defaults: 10 classes,\n"
+                 "300 per class, about 500x375, quality 90, seed 0, threads = online CPUs).\n");
 }
 
 /* Parses a whole decimal number in [lo, hi]; 0 on success. */

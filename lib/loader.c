@@ -130,6 +130,7 @@ struct rf_loader {
     rf_job **queue; /* decode queue, FIFO */
     int qhead, qlen;
     int active_workers;
+    int64_t errors_seen; /* bad samples met by workers: the max_errors cap */
     rf_stats stats;
 };
 
@@ -444,7 +445,7 @@ static void *worker_main(void *arg)
             snprintf(first_reason, sizeof first_reason, "%s", reason);
             pthread_mutex_lock(&l->mu);
             int64_t cap = l->params[RF_P_MAX_ERRORS];
-            int over = cap >= 0 && l->stats.errors_total + 1 > cap;
+            int over = cap >= 0 && ++l->errors_seen > cap;
             pthread_mutex_unlock(&l->mu);
             if (skip && over) {
                 snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
@@ -475,8 +476,13 @@ static void *worker_main(void *arg)
         pthread_mutex_lock(&l->mu);
         stale = j->gen != l->gen; /* work for an abandoned position is not counted */
         if (!stale) {
-            if (msg[0])
-                rf__stats_add_error(&l->stats, sample, j->epoch, j->rd.path, first_reason);
+            if (msg[0] && s->nbad < RF_SLOT_MAX_BAD) {
+                s->bad[s->nbad].sample = sample;
+                snprintf(s->bad[s->nbad].reason, sizeof s->bad[0].reason, "%s", first_reason);
+                s->nbad++;
+            } else if (msg[0]) {
+                s->bad_dropped++;
+            }
             l->stats.samples_decoded++;
             l->stats.header_ns += t.header_ns;
             l->stats.decode_ns += t.decode_ns;
@@ -806,6 +812,10 @@ int rf_loader_next_wait(rf_loader *l, rf_batch **out, int64_t timeout_ms)
     }
     l->next_batch++;
     pthread_cond_signal(&l->cv_disp); /* the prefetch window moved */
+    for (int i = 0; i < s->nbad; i++)
+        rf__stats_add_error(&l->stats, s->bad[i].sample, l->epoch,
+                            rf__source_path(&l->src, s->bad[i].sample), s->bad[i].reason);
+    l->stats.errors_total += s->bad_dropped;
     if (s->errcode) {
         rc = s->errcode;
         snprintf(l->errmsg, sizeof l->errmsg, "%s", s->errmsg);

@@ -65,6 +65,7 @@ rf_slot *rf__ring_claim(rf_ring *r, int64_t gen, int64_t batch, int64_t count)
         s->pending = count;
         s->errcode = 0;
         s->errmsg[0] = '\0';
+        s->nbad = s->bad_dropped = 0;
         s->view.count = count;
         s->view.index = batch;
         s->view.nbytes = (size_t)count * r->sample_bytes;

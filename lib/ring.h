@@ -18,6 +18,8 @@
 
 #include "ringfeed.h"
 
+#define RF_SLOT_MAX_BAD 16
+
 enum rf_slot_state { RF_SLOT_FREE = 0, RF_SLOT_FILLING = 1, RF_SLOT_READY = 2, RF_SLOT_LENT = 3 };
 
 typedef struct rf_slot rf_slot;
@@ -41,8 +43,15 @@ struct rf_slot {
     int64_t count;       /* samples in the batch */
     int64_t submitted;   /* samples handed to the reader so far */
     int64_t pending;     /* samples not yet finished (decoded, failed or dropped) */
-    int errcode;         /* first error of the batch (0: none) */
+    int errcode;         /* first error that fails the batch (0: none) */
     char errmsg[512];
+    /* Bad samples met while filling (raised or skipped), moved to the stats
+     * when the batch is delivered, so abandoned work is never counted. */
+    int nbad, bad_dropped;
+    struct {
+        int64_t sample;
+        char reason[400];
+    } bad[RF_SLOT_MAX_BAD];
     rf_batch view;
 };
 

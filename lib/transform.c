@@ -184,15 +184,15 @@ void rf__geom_scale(rf_geom *g, int denom)
  * relative to the clamp region, as Pillow computes them in the cropped
  * picture, then shifted to picture coordinates. */
 typedef struct axis {
-    int c0, n;             /* clamp region [c0, c0 + n), picture pixels */
-    float in0, in1;        /* box relative to c0, as Pillow's float box */
-    double scale;          /* source pixels per output pixel */
-    double filterscale;    /* max(scale, 1): how much the filter is widened */
-    double support;        /* filter half-width in source pixels */
-    int ksize;             /* most taps of one output pixel */
-    int out;               /* whole resampled length */
-    int a, b;              /* kept outputs [a, b) */
-    int skip;              /* 1: pass is the identity, output i is source c0 + i */
+    int c0, n;          /* clamp region [c0, c0 + n), picture pixels */
+    float in0, in1;     /* box relative to c0, as Pillow's float box */
+    double scale;       /* source pixels per output pixel */
+    double filterscale; /* max(scale, 1): how much the filter is widened */
+    double support;     /* filter half-width in source pixels */
+    int ksize;          /* most taps of one output pixel */
+    int out;            /* whole resampled length */
+    int a, b;           /* kept outputs [a, b) */
+    int skip;           /* 1: pass is the identity, output i is source c0 + i */
 } axis;
 
 static void axis_init(axis *ax, double x0, double x1, int out, int crop, int crop_n, int src_n)
@@ -319,11 +319,11 @@ typedef struct buf {
 } buf;
 
 struct rf_resampler {
-    buf w;                   /* double weights of one output pixel */
-    buf xfirst, xcount, xk;  /* horizontal taps of the kept columns */
-    buf yfirst, ycount, yk;  /* vertical taps of the kept rows */
-    buf tmp;                 /* horizontal pass output, uint8 */
-    buf row;                 /* one output row before flip / NCHW split */
+    buf w;                  /* double weights of one output pixel */
+    buf xfirst, xcount, xk; /* horizontal taps of the kept columns */
+    buf yfirst, ycount, yk; /* vertical taps of the kept rows */
+    buf tmp;                /* horizontal pass output, uint8 */
+    buf row;                /* one output row before flip / NCHW split */
 };
 
 /* Grows b to at least n items of size sz (contents not kept). */
@@ -361,8 +361,8 @@ void rf__resampler_destroy(rf_resampler *r)
 {
     if (!r)
         return;
-    buf *all[] = {&r->w,  &r->xfirst, &r->xcount, &r->xk,  &r->yfirst,
-                  &r->ycount, &r->yk, &r->tmp,    &r->row};
+    buf *all[] = {&r->w,      &r->xfirst, &r->xcount, &r->xk, &r->yfirst,
+                  &r->ycount, &r->yk,     &r->tmp,    &r->row};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]->p);
     free(r);
@@ -391,6 +391,8 @@ static int taps_uniform(int n, int ksize, int lo, int hi, int32_t *first, const 
     for (int i = 0; i < n; i++)
         K = count[i] > K ? count[i] : K;
     assert(K <= ksize);
+    assert(hi - lo >= K);
+    (void)lo; /* only checked */
     for (int i = 0; i < n; i++) {
         int shift = first[i] + K > hi ? first[i] + K - hi : 0;
         assert(first[i] - shift >= lo && count[i] + shift <= K);
@@ -439,13 +441,27 @@ static void hpass_row(const uint8_t *srow, int n, const int32_t *first, const in
 {
     /* Bilinear taps: 2-3 when enlarging, about 2 * scale + 1 when shrinking. */
     switch (K) {
-    case 2: hpass_taps(srow, n, first, k, 2, out); break;
-    case 3: hpass_taps(srow, n, first, k, 3, out); break;
-    case 4: hpass_taps(srow, n, first, k, 4, out); break;
-    case 5: hpass_taps(srow, n, first, k, 5, out); break;
-    case 6: hpass_taps(srow, n, first, k, 6, out); break;
-    case 7: hpass_taps(srow, n, first, k, 7, out); break;
-    default: hpass_taps(srow, n, first, k, K, out); break;
+    case 2:
+        hpass_taps(srow, n, first, k, 2, out);
+        break;
+    case 3:
+        hpass_taps(srow, n, first, k, 3, out);
+        break;
+    case 4:
+        hpass_taps(srow, n, first, k, 4, out);
+        break;
+    case 5:
+        hpass_taps(srow, n, first, k, 5, out);
+        break;
+    case 6:
+        hpass_taps(srow, n, first, k, 6, out);
+        break;
+    case 7:
+        hpass_taps(srow, n, first, k, 7, out);
+        break;
+    default:
+        hpass_taps(srow, n, first, k, K, out);
+        break;
     }
 }
 
@@ -610,8 +626,8 @@ int rf__resample(rf_resampler *r, const rf_geom *g, int src_w, int src_h, const 
     } else {
         for (int i = 0; i < ny; i++) {
             int y = ay.c0 + ay.a + i;
-            store_row(ibase + (size_t)(y - by0) * istride, nx, g, layout, ay.a + i - g->crop_y,
-                      wx0, dst);
+            store_row(ibase + (size_t)(y - by0) * istride, nx, g, layout, ay.a + i - g->crop_y, wx0,
+                      dst);
         }
     }
     return 0;

@@ -38,7 +38,7 @@ typedef struct rf_geom {
     int out_w, out_h;      /* size of the whole resampled picture */
     int crop_x, crop_y;    /* kept window, in resampled-picture pixels */
     int crop_w, crop_h;
-    int flip;              /* 1: mirror the kept window horizontally */
+    int flip; /* 1: mirror the kept window horizontally */
 } rf_geom;
 
 /* torchvision Resize(round(size / 0.875)) + CenterCrop(size) on a w x h

@@ -25,7 +25,7 @@
 
 /* What the frame header and markers before the first scan say. */
 typedef struct {
-    int sof;          /* 0xc0 baseline, 0xc1 extended, 0xc2 progressive, 0xc9/0xca arithmetic */
+    int sof; /* 0xc0 baseline, 0xc1 extended, 0xc2 progressive, 0xc9/0xca arithmetic */
     int width, height;
     int ncomp;
     int hs[3], vs[3]; /* sampling factors */
@@ -132,8 +132,8 @@ static void test_roundtrip_every_variant(void **state)
                 double py = tu_psnr(ypix, gray, npix * 3);
                 free(ypix);
                 if (getenv("TU_VERBOSE"))
-                    print_message("%dx%d subsamp %d coding %zu: %.2f dB (luma %.2f)\n", w, h,
-                                  ss, k, p, py);
+                    print_message("%dx%d subsamp %d coding %zu: %.2f dB (luma %.2f)\n", w, h, ss, k,
+                                  p, py);
                 /* Luma is never subsampled: it must survive at q95 whatever
                  * the size. Colour must too, except where halving chroma
                  * resolution on a picture a few pixels wide loses whole

@@ -70,8 +70,7 @@ static size_t out_bytes(const rf_geom *g)
 }
 
 /* Resamples the whole w x h picture with g; returns a malloc'd buffer. */
-static uint8_t *run(rf_resampler *r, const rf_geom *g, const uint8_t *pic, int w, int h,
-                    int layout)
+static uint8_t *run(rf_resampler *r, const rf_geom *g, const uint8_t *pic, int w, int h, int layout)
 {
     uint8_t *dst = malloc(out_bytes(g));
     assert_non_null(dst);
@@ -104,8 +103,7 @@ static uint8_t *cut(const rf_geom *g, const uint8_t *full)
             if (x < 0 || y < 0 || x >= g->out_w || y >= g->out_h)
                 continue;
             int dx = g->flip ? g->crop_w - 1 - wx : wx;
-            memcpy(d + ((size_t)wy * g->crop_w + dx) * 3,
-                   full + ((size_t)y * g->out_w + x) * 3, 3);
+            memcpy(d + ((size_t)wy * g->crop_w + dx) * 3, full + ((size_t)y * g->out_w + x) * 3, 3);
         }
     return d;
 }
@@ -384,10 +382,25 @@ static void test_identity(void **state)
     assert_non_null(reg);
     for (int y = 0; y < 12; y++)
         memcpy(reg + (size_t)y * 16 * 3, pic + ((size_t)(y + 3) * w + 5) * 3, 16 * 3);
-    assert_int_equal(rf__resample(r, &c, w, h, reg, 16 * 3, 5, 3, 16, 12, dst, RF__LAYOUT_NHWC),
-                     0);
+    assert_int_equal(rf__resample(r, &c, w, h, reg, 16 * 3, 5, 3, 16, 12, dst, RF__LAYOUT_NHWC), 0);
     assert_memory_equal(dst, reg, sizeof dst);
     free(reg);
+
+    /* Rows farther apart than w * 3 bytes (a stride with slack). */
+    rf_geom cg;
+    rf__geom_center(w, h, 12, &cg);
+    uint8_t *tight = run(r, &cg, pic, w, h, RF__LAYOUT_NHWC);
+    size_t stride = (size_t)w * 3 + 7;
+    uint8_t *wide = calloc(stride * h, 1), *d2 = malloc(out_bytes(&cg));
+    assert_non_null(wide);
+    assert_non_null(d2);
+    for (int y = 0; y < h; y++)
+        memcpy(wide + y * stride, pic + (size_t)y * w * 3, (size_t)w * 3);
+    assert_int_equal(rf__resample(r, &cg, w, h, wide, stride, 0, 0, w, h, d2, RF__LAYOUT_NHWC), 0);
+    assert_memory_equal(d2, tight, out_bytes(&cg));
+    free(tight);
+    free(wide);
+    free(d2);
 
     rf__resampler_destroy(r);
     free(pic);
@@ -609,7 +622,12 @@ static const golden goldens[] = {
     {"down", 16, 11, 0x32cf5198u, {0, 75, 176, 264, 352, 527}, {24, 135, 134, 128, 125, 154}},
     {"up", 50, 30, 0x621378e5u, {0, 642, 1500, 2250, 3000, 4499}, {0, 104, 167, 83, 58, 64}},
     {"crop_down", 13, 9, 0xf13418ecu, {0, 50, 117, 175, 234, 350}, {114, 146, 125, 123, 123, 203}},
-    {"crop_up", 31, 29, 0x60d86823u, {0, 385, 899, 1348, 1798, 2696}, {158, 119, 121, 124, 86, 126}},
+    {"crop_up",
+     31,
+     29,
+     0x60d86823u,
+     {0, 385, 899, 1348, 1798, 2696},
+     {158, 119, 121, 124, 86, 126}},
     {"frac_box", 11, 7, 0x5df86430u, {0, 33, 77, 115, 154, 230}, {140, 127, 146, 120, 120, 98}},
     {"quarter", 9, 6, 0x0a1c15e1u, {0, 23, 54, 81, 108, 161}, {112, 131, 129, 130, 135, 128}},
     {"h_only", 20, 23, 0x01df1e87u, {0, 197, 460, 690, 920, 1379}, {9, 79, 191, 101, 165, 150}},
@@ -671,18 +689,12 @@ static void test_golden_pillow(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_center_geometry),
-        cmocka_unit_test(test_padding),
-        cmocka_unit_test(test_rrc_properties),
-        cmocka_unit_test(test_rrc_fallback),
-        cmocka_unit_test(test_geom_none),
-        cmocka_unit_test(test_dct_denom_and_scale),
-        cmocka_unit_test(test_identity),
-        cmocka_unit_test(test_constant),
-        cmocka_unit_test(test_window_and_bounds),
-        cmocka_unit_test(test_bounds_tight),
-        cmocka_unit_test(test_flip_and_nchw),
-        cmocka_unit_test(test_reuse),
+        cmocka_unit_test(test_center_geometry),   cmocka_unit_test(test_padding),
+        cmocka_unit_test(test_rrc_properties),    cmocka_unit_test(test_rrc_fallback),
+        cmocka_unit_test(test_geom_none),         cmocka_unit_test(test_dct_denom_and_scale),
+        cmocka_unit_test(test_identity),          cmocka_unit_test(test_constant),
+        cmocka_unit_test(test_window_and_bounds), cmocka_unit_test(test_bounds_tight),
+        cmocka_unit_test(test_flip_and_nchw),     cmocka_unit_test(test_reuse),
         cmocka_unit_test(test_golden_pillow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -102,9 +102,10 @@ static int add_octave(int32_t *f, int w, int h, int p, int amp, uint32_t seed)
     }
     for (int gy = 0; gy < gh; gy++)
         for (int gx = 0; gx < gw; gx++)
-            lat[(size_t)gy * gw + gx] = (int16_t)((int)(hash2(seed, (uint32_t)gx, (uint32_t)gy) & 511) - 256);
+            lat[(size_t)gy * gw + gx] =
+                (int16_t)((int)(hash2(seed, (uint32_t)gx, (uint32_t)gy) & 511) - 256);
     for (int t = 0; t < p; t++) {
-        int32_t s = t * 256 / p; /* 0..255 */
+        int32_t s = t * 256 / p;               /* 0..255 */
         wt[t] = s * s * (768 - 2 * s) / 65536; /* smoothstep, 0..256 */
     }
     for (int y = 0; y < h; y++) {
@@ -144,7 +145,7 @@ enum { SH_ELLIPSE, SH_RECT, SH_TRIANGLE };
 
 typedef struct {
     int kind;
-    int x0, y0, x1, y1;    /* bounding box, half-open */
+    int x0, y0, x1, y1;     /* bounding box, half-open */
     int64_t cx, cy, rx, ry; /* ellipse centre and radii */
     int64_t e[3][3];        /* triangle: inside when a*x + b*y + c >= 0 for all edges */
     int col[3];
@@ -154,8 +155,8 @@ typedef struct {
 } shape;
 
 /* Directions for stripes: cos/sin of k * 22.5 degrees, times 256. */
-static const int dir8[8][2] = {{256, 0},   {237, 98},   {181, 181}, {98, 237},
-                               {0, 256},   {-98, 237},  {-181, 181}, {-237, 98}};
+static const int dir8[8][2] = {{256, 0}, {237, 98},  {181, 181},  {98, 237},
+                               {0, 256}, {-98, 237}, {-181, 181}, {-237, 98}};
 
 static int64_t floor_div(int64_t a, int64_t b) /* b > 0 */
 {
@@ -277,7 +278,7 @@ uint8_t *tu_make_rgb(int width, int height, uint32_t seed)
         return NULL;
     size_t n = (size_t)width * (size_t)height;
     uint8_t *rgb = malloc(n * 3);
-    int32_t *tex = calloc(n, sizeof *tex);   /* fine texture, about -256..256 */
+    int32_t *tex = calloc(n, sizeof *tex);     /* fine texture, about -256..256 */
     int32_t *light = calloc(n, sizeof *light); /* slow lighting, -256..256 */
     if (!rgb || !tex || !light)
         goto fail;
@@ -324,7 +325,8 @@ uint8_t *tu_make_rgb(int width, int height, uint32_t seed)
         } else {
             int span = height - horizon;
             for (int c = 0; c < 3; c++)
-                bg[c] = ground_far[c] + (ground[c] - ground_far[c]) * (y - horizon) / (span > 0 ? span : 1);
+                bg[c] = ground_far[c] +
+                        (ground[c] - ground_far[c]) * (y - horizon) / (span > 0 ? span : 1);
             bgtex = ground_tex;
         }
         int xa[MAX_SHAPES], xb[MAX_SHAPES];
@@ -719,14 +721,30 @@ void tu_folder_item(const tu_folder_opts *f, int index, tu_jpeg_opts *o)
         portrait = (hk >> 8) % 100 < 20;
     } else {
         switch (index % 8) {
-        case 0: break;
-        case 1: o->subsamp = TU_422; break;
-        case 2: o->subsamp = TU_444; break;
-        case 3: o->subsamp = TU_GRAY; break;
-        case 4: o->progressive = 1; break;
-        case 5: o->subsamp = TU_444; o->progressive = 1; break;
-        case 6: o->restart_rows = 1; break;
-        default: o->arithmetic = 1; break;
+        case 0:
+            break;
+        case 1:
+            o->subsamp = TU_422;
+            break;
+        case 2:
+            o->subsamp = TU_444;
+            break;
+        case 3:
+            o->subsamp = TU_GRAY;
+            break;
+        case 4:
+            o->progressive = 1;
+            break;
+        case 5:
+            o->subsamp = TU_444;
+            o->progressive = 1;
+            break;
+        case 6:
+            o->restart_rows = 1;
+            break;
+        default:
+            o->arithmetic = 1;
+            break;
         }
         portrait = index % 5 == 3;
     }
@@ -822,7 +840,8 @@ static int is_dir(const char *path)
 static int has_image_ext(const char *name)
 {
     const char *dot = strrchr(name, '.');
-    return dot && (strcmp(dot, ".jpg") == 0 || strcmp(dot, ".jpeg") == 0 || strcmp(dot, ".JPEG") == 0);
+    return dot &&
+           (strcmp(dot, ".jpg") == 0 || strcmp(dot, ".jpeg") == 0 || strcmp(dot, ".JPEG") == 0);
 }
 
 /* Sorted names in dir that pass keep (NULL: all but . and ..); *out is a
@@ -836,7 +855,8 @@ static int sorted_names(const char *dir, int want_dirs, char ***out)
     int n = 0, cap = 0, bad = 0;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
-        if (de->d_name[0] == '.' && (de->d_name[1] == 0 || (de->d_name[1] == '.' && de->d_name[2] == 0)))
+        if (de->d_name[0] == '.' &&
+            (de->d_name[1] == 0 || (de->d_name[1] == '.' && de->d_name[2] == 0)))
             continue;
         char path[PATH_MAX];
         if (snprintf(path, sizeof path, "%s/%s", dir, de->d_name) >= (int)sizeof path)

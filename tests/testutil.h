@@ -13,12 +13,12 @@ enum tu_subsamp { TU_444 = 0, TU_422 = 1, TU_420 = 2, TU_GRAY = 3 };
 
 typedef struct tu_jpeg_opts {
     int width, height;
-    int quality;        /* 1..100 */
-    int subsamp;        /* enum tu_subsamp */
-    int progressive;    /* 1: progressive scans */
-    int restart_rows;   /* >0: restart marker every N MCU rows */
-    int arithmetic;     /* 1: arithmetic coding */
-    uint32_t seed;      /* picture content */
+    int quality;      /* 1..100 */
+    int subsamp;      /* enum tu_subsamp */
+    int progressive;  /* 1: progressive scans */
+    int restart_rows; /* >0: restart marker every N MCU rows */
+    int arithmetic;   /* 1: arithmetic coding */
+    uint32_t seed;    /* picture content */
 } tu_jpeg_opts;
 
 /* Photo-like RGB picture (smooth gradients, shapes, texture, noise), w*h*3. */
@@ -71,7 +71,7 @@ typedef struct tu_folder_opts {
     int width, height; /* nominal; each side varies 80..120% per image */
     int quality;       /* 1..100; 0 means 90 */
     uint32_t seed;
-    int mix;           /* enum tu_mix */
+    int mix; /* enum tu_mix */
 } tu_folder_opts;
 
 /* Image `index` (0 <= index < classes*per_class, class-major: label is

@@ -1,0 +1,577 @@
+/*
+ * test_source.c - the sample index (lib/source.c): image folders with
+ * torchvision ImageFolder semantics, and list files.
+ *
+ * ImageFolder, written out: classes = sorted(d.name for d in
+ * os.scandir(root) if d.is_dir()), label = position in that list; within a
+ * class, for root, _, files in sorted(os.walk(class_dir, followlinks=True)):
+ * for f in sorted(files): a sample when f.lower() ends in .jpg or .jpeg.
+ * The expected orders below are what that Python gives for the same trees.
+ *
+ * Trees are made of empty files (and FIFOs, which would block anyone who
+ * opened them: indexing must not) in a temporary folder under
+ * $RINGFEED_TEST_TMP, $TMPDIR or /tmp, removed afterwards.
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ringfeed.h"
+#include "source.h"
+#include "testutil.h"
+
+/* ----------------------------------------------------------------- helpers */
+
+static char *g_tmp; /* this run's temporary folder */
+
+static char *make_tempdir(void)
+{
+    const char *base = getenv("RINGFEED_TEST_TMP");
+    if (!base || !*base)
+        return tu_tempdir("source");
+    size_t n = strlen(base) + 32;
+    char *p = malloc(n);
+    if (!p)
+        return NULL;
+    snprintf(p, n, "%s/rf-source-XXXXXX", base);
+    if (!mkdtemp(p)) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* g_tmp/<name>, malloc'd; nothing is created. */
+static char *sub(const char *name)
+{
+    char *p = NULL;
+    assert_true(asprintf(&p, "%s/%s", g_tmp, name) > 0);
+    return p;
+}
+
+/* Makes root/rel: a folder when rel ends in '/' (put(root, "") makes root
+ * itself), else an empty file; missing parents are created. */
+static void put(const char *root, const char *rel)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    size_t n = strlen(path);
+    for (size_t i = 1; i < n; i++) {
+        if (path[i] != '/')
+            continue;
+        path[i] = '\0';
+        if (mkdir(path, 0755) != 0)
+            assert_true(access(path, F_OK) == 0);
+        path[i] = '/';
+    }
+    if (path[n - 1] == '/')
+        return;
+    assert_int_equal(tu_write_file(path, "", 0), 0);
+}
+
+static void link_at(const char *target, const char *root, const char *rel)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    assert_int_equal(symlink(target, path), 0);
+}
+
+static void fifo_at(const char *root, const char *rel)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    assert_int_equal(mkfifo(path, 0644), 0);
+}
+
+static void write_text(const char *path, const char *text)
+{
+    assert_int_equal(tu_write_file(path, text, strlen(text)), 0);
+}
+
+static void open_ok(rf_source *s, const char *spec)
+{
+    char err[512] = "";
+    int rc = rf__source_open(s, spec, err, sizeof err);
+    if (rc != 0)
+        fail_msg("rf__source_open(%s) = %d: %s", spec, rc, err);
+}
+
+/* Opens spec expecting RF_E_SOURCE and a message containing each of the
+ * given substrings (NULL-terminated). */
+static void open_fails(const char *spec, ...)
+{
+    rf_source s;
+    char err[1024] = "";
+    int rc = rf__source_open(&s, spec, err, sizeof err);
+    if (rc != RF_E_SOURCE)
+        fail_msg("rf__source_open(%s) = %d (n=%lld), expected RF_E_SOURCE", spec, rc,
+                 (long long)s.n);
+    assert_int_equal(s.n, 0); /* nothing left behind */
+    assert_null(s.arena);
+    va_list ap;
+    va_start(ap, spec);
+    const char *want;
+    while ((want = va_arg(ap, const char *)) != NULL)
+        if (!strstr(err, want))
+            fail_msg("error message \"%s\" lacks \"%s\"", err, want);
+    va_end(ap);
+    printf("  %s\n", err);
+}
+
+/* Checks the index against (root-relative path, label) pairs. */
+typedef struct {
+    const char *rel;
+    int64_t label;
+} want_t;
+
+static void expect_index(const rf_source *s, const char *root, const want_t *w, int64_t n)
+{
+    for (int64_t i = 0; i < s->n && i < n; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", root, w[i].rel);
+        if (strcmp(rf__source_path(s, i), path) != 0 || s->labels[i] != w[i].label)
+            fail_msg("sample %lld: got (%s, %lld), want (%s, %lld)", (long long)i,
+                     rf__source_path(s, i), (long long)s->labels[i], path,
+                     (long long)w[i].label);
+    }
+    assert_int_equal(s->n, n);
+}
+
+static const char *class_name(const rf_source *s, int64_t c)
+{
+    return s->arena + s->class_off[c];
+}
+
+/* ----------------------------------------------------- image folder tests */
+
+static void test_folder_classes_and_files_sorted(void **state)
+{
+    (void)state;
+    char *root = sub("basic");
+    /* Made out of order on purpose: readdir order must not leak through. */
+    put(root, "dog/b.jpg");
+    put(root, "cat/z.jpg");
+    put(root, "dog/a.jpg");
+    put(root, "cat/a10.jpg");
+    put(root, "cat/a2.jpg");
+    put(root, "Zebra/x.jpg"); /* uppercase sorts first (byte order, as Python) */
+    put(root, "ant/m.jpg");
+    put(root, "ant/M.jpg");
+    rf_source s;
+    open_ok(&s, root);
+    assert_int_equal(s.kind, RF_SOURCE_FOLDER);
+    assert_int_equal(s.nclasses, 4);
+    assert_string_equal(class_name(&s, 0), "Zebra");
+    assert_string_equal(class_name(&s, 1), "ant");
+    assert_string_equal(class_name(&s, 2), "cat");
+    assert_string_equal(class_name(&s, 3), "dog");
+    static const want_t w[] = {
+        {"Zebra/x.jpg", 0}, {"ant/M.jpg", 1}, {"ant/m.jpg", 1},   {"cat/a10.jpg", 2},
+        {"cat/a2.jpg", 2},  {"cat/z.jpg", 2}, {"dog/a.jpg", 3},   {"dog/b.jpg", 3},
+    };
+    expect_index(&s, root, w, 8);
+    rf__source_close(&s);
+    assert_int_equal(s.n, 0);
+    rf__source_close(&s); /* twice is harmless */
+    rf__source_close(NULL);
+
+    /* A trailing slash on the root does not double the separator. */
+    char *slashed = NULL;
+    assert_true(asprintf(&slashed, "%s//", root) > 0);
+    open_ok(&s, slashed);
+    expect_index(&s, root, w, 8);
+    rf__source_close(&s);
+    free(slashed);
+    free(root);
+}
+
+static void test_folder_nested_walk_order(void **state)
+{
+    (void)state;
+    char *root = sub("nested");
+    put(root, "c0/z.jpg");
+    put(root, "c0/b.jpg");
+    put(root, "c0/a/x.jpg");
+    put(root, "c0/a/deeper/v.jpg");
+    put(root, "c0/a b/y.jpg");
+    put(root, "c0/a-b/w.jpg");
+    put(root, "c0/a/deeper/empty/");
+    put(root, "c0/a/deeper/only.png");
+    put(root, "c1/q/r/s/t.jpg");
+    rf_source s;
+    open_ok(&s, root);
+    /* sorted(os.walk()) sorts by the walked path: "c0/a b" and "c0/a-b"
+     * (' ' and '-' sort before '/') come before "c0/a/deeper". */
+    static const want_t w[] = {
+        {"c0/b.jpg", 0},       {"c0/z.jpg", 0},          {"c0/a/x.jpg", 0},
+        {"c0/a b/y.jpg", 0},   {"c0/a-b/w.jpg", 0},      {"c0/a/deeper/v.jpg", 0},
+        {"c1/q/r/s/t.jpg", 1},
+    };
+    expect_index(&s, root, w, 7);
+    assert_int_equal(s.nclasses, 2);
+    rf__source_close(&s);
+    free(root);
+}
+
+static void test_folder_extensions(void **state)
+{
+    (void)state;
+    char *root = sub("ext");
+    static const char *names[] = {
+        "c/a.jpg",   "c/b.jpeg",    "c/c.JPEG",  "c/d.Jpg",    "c/e.JPG",     "c/f.jPeG",
+        "c/g.png",   "c/h.txt",     "c/i",       "c/j.jpg.bak", "c/k.jpgx",   "c/jpg",
+        "c/l.gif",   "c/.hidden.jpg", "c/.hidden.png", "c/.jpg", "c/m.tar.jpeg", "c/n.JPEG.txt",
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        put(root, names[i]);
+    rf_source s;
+    open_ok(&s, root);
+    /* f.lower().endswith((".jpg", ".jpeg")), hidden files included. */
+    static const want_t w[] = {
+        {"c/.hidden.jpg", 0}, {"c/.jpg", 0},  {"c/a.jpg", 0},  {"c/b.jpeg", 0},
+        {"c/c.JPEG", 0},      {"c/d.Jpg", 0}, {"c/e.JPG", 0},  {"c/f.jPeG", 0},
+        {"c/m.tar.jpeg", 0},
+    };
+    expect_index(&s, root, w, 9);
+    rf__source_close(&s);
+    free(root);
+}
+
+static void test_folder_directory_named_like_image(void **state)
+{
+    (void)state;
+    char *root = sub("dirjpg");
+    put(root, "c/real.jpg");
+    put(root, "c/folder.jpg/"); /* not a sample, but walked into */
+    put(root, "c/folder.jpg/inner.jpg");
+    put(root, "c/empty.jpeg/");
+    rf_source s;
+    open_ok(&s, root);
+    static const want_t w[] = {{"c/real.jpg", 0}, {"c/folder.jpg/inner.jpg", 0}};
+    expect_index(&s, root, w, 2);
+    rf__source_close(&s);
+    free(root);
+}
+
+static void test_folder_symlinks(void **state)
+{
+    (void)state;
+    char *root = sub("links");
+    char *elsewhere = sub("links-target");
+    put(elsewhere, "real/one.jpg");
+    put(elsewhere, "real/two.jpg");
+    put(elsewhere, "sub/deep.jpg");
+    put(elsewhere, "pic.jpg");
+    put(root, "a/own.jpg");
+    char target[4096];
+    snprintf(target, sizeof target, "%s/real", elsewhere);
+    link_at(target, root, "b"); /* a symlinked class folder is a class */
+    snprintf(target, sizeof target, "%s/sub", elsewhere);
+    link_at(target, root, "a/linked"); /* symlinked subfolder: walked */
+    snprintf(target, sizeof target, "%s/pic.jpg", elsewhere);
+    link_at(target, root, "a/link.jpg"); /* symlink to a file: a sample */
+    link_at(elsewhere, root, "a/dirlink.jpg"); /* symlink to a folder: not a sample */
+    link_at("does-not-exist", root, "a/broken.jpg"); /* listed, as os.walk lists it */
+    link_at("a/own.jpg", root, "notaclass"); /* a file link at the root: not a class */
+    rf_source s;
+    open_ok(&s, root);
+    assert_int_equal(s.nclasses, 2);
+    assert_string_equal(class_name(&s, 0), "a");
+    assert_string_equal(class_name(&s, 1), "b");
+    /* "a/dirlink.jpg" is a folder too (followed), holding pic.jpg and more. */
+    static const want_t w[] = {
+        {"a/broken.jpg", 0},
+        {"a/link.jpg", 0},
+        {"a/own.jpg", 0},
+        {"a/dirlink.jpg/pic.jpg", 0},
+        {"a/dirlink.jpg/real/one.jpg", 0},
+        {"a/dirlink.jpg/real/two.jpg", 0},
+        {"a/dirlink.jpg/sub/deep.jpg", 0},
+        {"a/linked/deep.jpg", 0},
+        {"b/one.jpg", 1},
+        {"b/two.jpg", 1},
+    };
+    expect_index(&s, root, w, 10);
+    rf__source_close(&s);
+    free(root);
+    free(elsewhere);
+}
+
+static void test_folder_never_opens_samples(void **state)
+{
+    (void)state;
+    /* FIFOs block whoever opens them for reading until a writer comes: an
+     * indexer that opened sample files would hang here (alarm in main). */
+    char *root = sub("fifo");
+    put(root, "c/");
+    fifo_at(root, "c/a.jpg");
+    fifo_at(root, "c/b.jpeg");
+    fifo_at(root, "c/c.png");
+    rf_source s;
+    open_ok(&s, root);
+    static const want_t w[] = {{"c/a.jpg", 0}, {"c/b.jpeg", 0}};
+    expect_index(&s, root, w, 2);
+    rf__source_close(&s);
+
+    /* Unreadable sample files index fine (meaningful when not root). */
+    char *root2 = sub("noperm");
+    put(root2, "c/x.jpg");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/c/x.jpg", root2);
+    assert_int_equal(chmod(path, 0), 0);
+    open_ok(&s, root2);
+    assert_int_equal(s.n, 1);
+    rf__source_close(&s);
+    free(root);
+    free(root2);
+}
+
+static void test_folder_empty_class(void **state)
+{
+    (void)state;
+    char *root = sub("emptyclass");
+    put(root, "full/a.jpg");
+    put(root, "hollow_class/readme.txt");
+    put(root, "hollow_class/pic.png");
+    put(root, "hollow_class/sub/");
+    put(root, "zfull/b.jpg");
+    open_fails(root, "hollow_class", NULL);
+    free(root);
+
+    char *root2 = sub("emptyclass2");
+    put(root2, "only_empty/");
+    open_fails(root2, "only_empty", NULL);
+    free(root2);
+}
+
+static void test_folder_missing_or_classless_root(void **state)
+{
+    (void)state;
+    char *missing = sub("no/such/root");
+    open_fails(missing, missing, NULL);
+    free(missing);
+
+    /* Root holding only files: no class folders. */
+    char *flat = sub("flat");
+    put(flat, "a.jpg");
+    put(flat, "b.jpg");
+    open_fails(flat, flat, NULL);
+    free(flat);
+
+    /* Empty root. */
+    char *empty = sub("emptyroot");
+    put(empty, "");
+    open_fails(empty, empty, NULL);
+    free(empty);
+
+    /* Neither a folder nor a regular file. */
+    open_fails("/dev/null", "/dev/null", NULL);
+}
+
+static void test_add_and_arena(void **state)
+{
+    (void)state;
+    /* Many appends: offsets stay valid as the arena and arrays grow. */
+    rf_source s;
+    memset(&s, 0, sizeof s);
+    char path[64];
+    for (int i = 0; i < 5000; i++) {
+        int len = snprintf(path, sizeof path, "dir/%d.jpg", i * 7);
+        assert_int_equal(rf__source_add(&s, path, (size_t)len, i % 13), 0);
+    }
+    /* path_len is honoured: only the first 3 bytes are taken. */
+    assert_int_equal(rf__source_add(&s, "abcdef", 3, 99), 0);
+    assert_int_equal(s.n, 5001);
+    for (int i = 0; i < 5000; i++) {
+        snprintf(path, sizeof path, "dir/%d.jpg", i * 7);
+        assert_string_equal(rf__source_path(&s, i), path);
+        assert_int_equal(s.labels[i], i % 13);
+    }
+    assert_string_equal(rf__source_path(&s, 5000), "abc");
+    rf__source_close(&s);
+}
+
+/* --------------------------------------------------------- list file tests */
+
+static void test_list_basic(void **state)
+{
+    (void)state;
+    char *dir = sub("list");
+    put(dir, "sub/");
+    char list[4096];
+    snprintf(list, sizeof list, "%s/sub/train.txt", dir);
+    write_text(list, "# a comment\n"
+                     "a/x.jpg\t0\n"
+                     "\n"
+                     "/abs/path/y.jpg\t2\n"
+                     "b c.jpg\t1\r\n"
+                     "#another\t5\n"
+                     "\r\n"
+                     "../up.jpg\t3\n"
+                     "last.jpg\t1"); /* no final newline */
+    rf_source s;
+    open_ok(&s, list);
+    assert_int_equal(s.kind, RF_SOURCE_LIST);
+    assert_int_equal(s.n, 5);
+    assert_int_equal(s.nclasses, 4); /* max label + 1; '#' lines do not count */
+    char want[4096];
+    snprintf(want, sizeof want, "%s/sub/a/x.jpg", dir);
+    assert_string_equal(rf__source_path(&s, 0), want);
+    assert_string_equal(rf__source_path(&s, 1), "/abs/path/y.jpg");
+    snprintf(want, sizeof want, "%s/sub/b c.jpg", dir);
+    assert_string_equal(rf__source_path(&s, 2), want);
+    snprintf(want, sizeof want, "%s/sub/../up.jpg", dir);
+    assert_string_equal(rf__source_path(&s, 3), want);
+    snprintf(want, sizeof want, "%s/sub/last.jpg", dir);
+    assert_string_equal(rf__source_path(&s, 4), want);
+    static const int64_t labels[] = {0, 2, 1, 3, 1};
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(s.labels[i], labels[i]);
+    rf__source_close(&s);
+
+    /* The list file's folder, not the working directory, anchors relative
+     * paths; a bare file name in the working directory anchors to ".". */
+    char *cwd = getcwd(NULL, 0);
+    assert_non_null(cwd);
+    char sd[4096];
+    snprintf(sd, sizeof sd, "%s/sub", dir);
+    assert_int_equal(chdir(sd), 0);
+    open_ok(&s, "train.txt");
+    assert_string_equal(rf__source_path(&s, 0), "a/x.jpg");
+    assert_string_equal(rf__source_path(&s, 1), "/abs/path/y.jpg");
+    rf__source_close(&s);
+    assert_int_equal(chdir(dir), 0);
+    open_ok(&s, "sub/train.txt");
+    assert_string_equal(rf__source_path(&s, 0), "sub/a/x.jpg");
+    rf__source_close(&s);
+    assert_int_equal(chdir(cwd), 0);
+    free(cwd);
+
+    /* Labels need not be dense: nclasses is still max + 1. */
+    snprintf(list, sizeof list, "%s/sparse.txt", dir);
+    write_text(list, "p.jpg\t7\nq.jpg\t0\n");
+    open_ok(&s, list);
+    assert_int_equal(s.nclasses, 8);
+    rf__source_close(&s);
+
+    /* None of the listed files exists: nothing is opened until read time. */
+    free(dir);
+}
+
+static void test_list_malformed(void **state)
+{
+    (void)state;
+    char *dir = sub("badlist");
+    put(dir, "");
+    static const struct {
+        const char *text;
+        const char *line;
+    } cases[] = {
+        {"a.jpg\t0\nno-tab-here 3\n", ":2:"},
+        {"a.jpg\t0\n\n# c\nb.jpg\t-1\n", ":4:"},
+        {"b.jpg\tcat\n", ":1:"},
+        {"a.jpg\t1\nb.jpg\t\n", ":2:"},
+        {"a.jpg\t1\n\t3\n", ":2:"},
+        {"a.jpg\t1\nb.jpg\t3x\n", ":2:"},
+        {"a.jpg\t1\nb.jpg\t3 \n", ":2:"},
+        {"a.jpg\t1\nb.jpg\t1.5\n", ":2:"},
+        {"a.jpg 1\n", ":1:"},
+    };
+    char list[4096];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(list, sizeof list, "%s/bad%zu.txt", dir, i);
+        write_text(list, cases[i].text);
+        open_fails(list, list, cases[i].line, NULL);
+    }
+    /* No samples at all. */
+    snprintf(list, sizeof list, "%s/empty.txt", dir);
+    write_text(list, "");
+    open_fails(list, list, NULL);
+    snprintf(list, sizeof list, "%s/comments.txt", dir);
+    write_text(list, "# nothing\n\n#\n");
+    open_fails(list, list, NULL);
+    free(dir);
+}
+
+static void test_list_scale(void **state)
+{
+    (void)state;
+    enum { LINES = 200000 };
+    char *dir = sub("scale");
+    put(dir, "");
+    char list[4096];
+    snprintf(list, sizeof list, "%s/big.txt", dir);
+    FILE *f = fopen(list, "w");
+    assert_non_null(f);
+    for (int i = 0; i < LINES; i++)
+        fprintf(f, "train/n%08d/n%08d_%06d.JPEG\t%d\n", i % 1000, i % 1000, i, i % 1000);
+    assert_int_equal(fclose(f), 0);
+
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rf_source s;
+    open_ok(&s, list);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    printf("  list of %d lines indexed in %.3f s (arena %zu bytes)\n", LINES, secs,
+           s.arena_len);
+    assert_int_equal(s.n, LINES);
+    assert_int_equal(s.nclasses, 1000);
+    char want[4096];
+    snprintf(want, sizeof want, "%s/train/n%08d/n%08d_%06d.JPEG", dir, 123, 123, 199123);
+    assert_string_equal(rf__source_path(&s, 199123), want);
+    assert_int_equal(s.labels[199123], 123);
+    rf__source_close(&s);
+    assert_true(secs < 10.0); /* generous: this is a sanity check, not a benchmark */
+    free(dir);
+}
+
+/* ------------------------------------------------------------------- main */
+
+static int setup(void **state)
+{
+    (void)state;
+    g_tmp = make_tempdir();
+    return g_tmp ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (g_tmp) {
+        tu_rmtree(g_tmp);
+        free(g_tmp);
+        g_tmp = NULL;
+    }
+    return 0;
+}
+
+int main(void)
+{
+    alarm(120); /* a hang (e.g. a FIFO opened while indexing) fails the run */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_folder_classes_and_files_sorted),
+        cmocka_unit_test(test_folder_nested_walk_order),
+        cmocka_unit_test(test_folder_extensions),
+        cmocka_unit_test(test_folder_directory_named_like_image),
+        cmocka_unit_test(test_folder_symlinks),
+        cmocka_unit_test(test_folder_never_opens_samples),
+        cmocka_unit_test(test_folder_empty_class),
+        cmocka_unit_test(test_folder_missing_or_classless_root),
+        cmocka_unit_test(test_add_and_arena),
+        cmocka_unit_test(test_list_basic),
+        cmocka_unit_test(test_list_malformed),
+        cmocka_unit_test(test_list_scale),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

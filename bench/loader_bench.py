@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """loader_bench.py - images/s of ringfeed vs torchvision's DataLoader, side by side.
 
     loader_bench.py --gen build/rf-gen-folder --lib build/libringfeed.so --out build/bench

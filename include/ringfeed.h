@@ -156,7 +156,8 @@ RF_API int64_t rf_loader_num_batches(const rf_loader *l);
 
 /* Positions the loader at batch 0 of `epoch` (order and augmentations derive
  * from seed and epoch). Work in flight for the previous position is dropped.
- * All lent batches must have been released (RF_E_STATE otherwise).
+ * Batches still lent stay valid until released; they only shrink the
+ * prefetch meanwhile.
  * Thread-safety: the consumer thread. */
 RF_API int rf_loader_set_epoch(rf_loader *l, int64_t epoch);
 

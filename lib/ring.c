@@ -12,31 +12,56 @@
 
 #include "copier.h"
 
+static void slot_setup(rf_ring *r, int i, uint8_t *data)
+{
+    rf_slot *s = &r->slots[i];
+    s->id = i;
+    s->state = RF_SLOT_FREE;
+    s->view.slot = s;
+    s->view.data = data;
+    s->view.labels = r->labels + (size_t)i * (size_t)r->batch_size;
+    s->view.samples = r->samples + (size_t)i * (size_t)r->batch_size;
+}
+
 int rf__ring_init(rf_ring *r, int k, int64_t batch_size, size_t sample_bytes, int pin)
 {
     memset(r, 0, sizeof *r);
     assert(k >= 1 && batch_size >= 1);
     r->k = k;
+    r->cap = k + RF_RING_MAX_GROW;
     r->batch_size = batch_size;
     r->sample_bytes = sample_bytes;
+    r->pin = pin;
     r->mem_bytes = (size_t)k * (size_t)batch_size * sample_bytes;
-    r->slots = calloc((size_t)k, sizeof *r->slots);
-    r->labels = calloc((size_t)k * (size_t)batch_size, sizeof *r->labels);
-    r->samples = calloc((size_t)k * (size_t)batch_size, sizeof *r->samples);
+    r->slots = calloc((size_t)r->cap, sizeof *r->slots);
+    r->labels = calloc((size_t)r->cap * (size_t)batch_size, sizeof *r->labels);
+    r->samples = calloc((size_t)r->cap * (size_t)batch_size, sizeof *r->samples);
     r->mem = rf__host_alloc(r->mem_bytes, pin, &r->pinned, r->note, sizeof r->note);
     if (!r->slots || !r->labels || !r->samples || !r->mem) {
         rf__ring_free(r);
         return RF_E_NOMEM;
     }
-    for (int i = 0; i < k; i++) {
-        rf_slot *s = &r->slots[i];
-        s->id = i;
-        s->state = RF_SLOT_FREE;
-        s->view.slot = s;
-        s->view.data = r->mem + (size_t)i * (size_t)batch_size * sample_bytes;
-        s->view.labels = r->labels + (size_t)i * (size_t)batch_size;
-        s->view.samples = r->samples + (size_t)i * (size_t)batch_size;
-    }
+    for (int i = 0; i < k; i++)
+        slot_setup(r, i, r->mem + (size_t)i * (size_t)batch_size * sample_bytes);
+    return 0;
+}
+
+int rf__ring_grow(rf_ring *r)
+{
+    if (r->k >= r->cap)
+        return RF_E_LIMIT;
+    size_t bytes = (size_t)r->batch_size * r->sample_bytes;
+    int pinned = 0;
+    char note[160] = "";
+    uint8_t *p = rf__host_alloc(bytes, r->pin, &pinned, note, sizeof note);
+    if (!p)
+        return RF_E_NOMEM;
+    r->grown[r->ngrown] = p;
+    r->grown_pinned[r->ngrown] = pinned;
+    r->ngrown++;
+    slot_setup(r, r->k, p);
+    r->k++;
+    r->mem_bytes += bytes;
     return 0;
 }
 
@@ -44,6 +69,8 @@ void rf__ring_free(rf_ring *r)
 {
     if (r->mem)
         rf__host_free(r->mem, r->pinned);
+    for (int i = 0; i < r->ngrown; i++)
+        rf__host_free(r->grown[i], r->grown_pinned[i]);
     free(r->slots);
     free(r->labels);
     free(r->samples);

@@ -55,15 +55,22 @@ struct rf_slot {
     rf_batch view;
 };
 
+#define RF_RING_MAX_GROW 16 /* slots the tuner may add to the initial k */
+
 typedef struct rf_ring {
-    int k;
+    int k;               /* slots in use */
+    int cap;             /* slot structs allocated: k + RF_RING_MAX_GROW */
     int64_t batch_size;
     size_t sample_bytes;
     rf_slot *slots;
-    uint8_t *mem;        /* k * batch_size * sample_bytes */
-    int64_t *labels;     /* k * batch_size */
-    int64_t *samples;    /* k * batch_size */
-    size_t mem_bytes;
+    uint8_t *mem;        /* first block: the initial k slots' images */
+    uint8_t *grown[RF_RING_MAX_GROW]; /* one block per slot added by rf__ring_grow */
+    int grown_pinned[RF_RING_MAX_GROW];
+    int ngrown;
+    int64_t *labels;     /* cap * batch_size */
+    int64_t *samples;    /* cap * batch_size */
+    size_t mem_bytes;    /* image bytes of all slots in use */
+    int pin;             /* page-locked memory was asked for */
     int pinned;          /* 1: mem is page-locked (CUDA) */
     char note[160];      /* why memory is not pinned, when it was asked for */
 } rf_ring;
@@ -72,6 +79,9 @@ typedef struct rf_ring {
  * page-locked memory (used when CUDA is available). 0 or RF_E_NOMEM. */
 int rf__ring_init(rf_ring *r, int k, int64_t batch_size, size_t sample_bytes, int pin);
 void rf__ring_free(rf_ring *r);
+
+/* Adds one FREE slot (prefetch grows). 0, RF_E_LIMIT at the cap, RF_E_NOMEM. */
+int rf__ring_grow(rf_ring *r);
 
 /* FREE -> FILLING for batch `batch` of generation gen with count samples.
  * Returns the slot, or NULL when no slot is free. */

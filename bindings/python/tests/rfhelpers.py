@@ -89,8 +89,7 @@ def find_gen():
 
 
 def gen_folder(gen, out, classes, per_class, width, height, quality=90, seed=1):
-    """Runs rf-gen-folder (flag form; falls back to the positional form
-    OUT CLASSES PER_CLASS WIDTH HEIGHT [SEED])."""
+    """Runs rf-gen-folder OUT --classes N --per-class N --width W --height H ..."""
     if os.path.exists(out):
         shutil.rmtree(out)
     cmd = [gen, out, "--classes", str(classes), "--per-class", str(per_class),
@@ -98,13 +97,8 @@ def gen_folder(gen, out, classes, per_class, width, height, quality=90, seed=1):
            "--seed", str(seed)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
-        if os.path.exists(out):
-            shutil.rmtree(out)
-        cmd2 = [gen, out, str(classes), str(per_class), str(width), str(height), str(seed)]
-        r2 = subprocess.run(cmd2, capture_output=True, text=True, timeout=600)
-        if r2.returncode != 0:
-            raise RuntimeError("rf-gen-folder failed:\n%s -> %d %s\n%s -> %d %s"
-                               % (cmd, r.returncode, r.stderr, cmd2, r2.returncode, r2.stderr))
+        raise RuntimeError("rf-gen-folder failed (%d): %s\n%s%s"
+                           % (r.returncode, " ".join(cmd), r.stdout, r.stderr))
     return out
 
 

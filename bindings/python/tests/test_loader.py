@@ -430,6 +430,18 @@ def test_close_while_iterating(folder):
         next(it)
 
 
+def test_close_from_another_thread_while_waiting(folder):
+    import threading
+    ld = make(folder, batch_size=48, image_size=448, num_workers=1, transform="random_resized_crop")
+    threading.Timer(0.05, ld.close).start()
+    with pytest.raises(ringfeed.RingfeedError):
+        for epoch in range(100):
+            ld.set_epoch(epoch)
+            for _ in ld:
+                pass
+    assert ld.closed
+
+
 @pytest.mark.parametrize("output", ["numpy", "torch"])
 def test_leases_survive_close(folder, output):
     if output == "torch" and torch is None:
@@ -634,4 +646,5 @@ def test_ctrl_c_interrupts_a_wait(folder):
         print(json.dumps(out))
     """, args=[folder])
     assert isinstance(res, float), res
+    print("KeyboardInterrupt after %.3f s" % res)
     assert res < 1.0

@@ -98,7 +98,21 @@ enum rf_param {
     RF_P_READ_DEPTH = 20,      /* reads in flight; 0 = auto; default 0. Fixed. */
     RF_P_READ_TIMEOUT_MS = 21, /* a read taking longer fails with RF_E_TIMEOUT; 0 = none. Fixed. */
     RF_P_MAX_ERRORS = 22,      /* with RF_ON_ERROR_SKIP: skips allowed before raising; -1 = no cap. Fixed. */
+    /* Record files (fixed-size binary records, e.g. token shards). record_size > 0
+     * makes the source a record source: the spec names one file, a pattern or a
+     * '\n'-separated list of files, and sample i is record i of their concatenation,
+     * bytes [header_size + j * record_size, + record_size) of its file (a trailing
+     * partial record is ignored). Requires RF_TRANSFORM_NONE; the bytes are copied
+     * to the batch unchanged (record_size bytes per sample, the file's byte order;
+     * image_size, flip and layout are ignored); labels are 0. */
+    RF_P_RECORD_SIZE = 23,     /* bytes per record; 0 = not a record source; default 0. Fixed. */
+    RF_P_HEADER_SIZE = 24,     /* bytes skipped at the start of each record file; default 0. Fixed. */
+    RF_P_DTYPE = 25,           /* enum rf_dtype of the records' elements; record_size must be a
+                                  multiple of its size; default RF_DTYPE_UINT8. Fixed. */
 };
+
+/* Element type of record data (RF_P_DTYPE): how bindings view the bytes. */
+enum rf_dtype { RF_DTYPE_UINT8 = 0, RF_DTYPE_UINT16 = 1, RF_DTYPE_INT32 = 2, RF_DTYPE_INT64 = 3 };
 
 enum rf_transform {
     RF_TRANSFORM_NONE = 0,                /* decode only: image must already be image_size x image_size */
@@ -125,10 +139,14 @@ RF_API const char *rf_strerror(int status);
  * Thread-safety: any thread. */
 RF_API int rf_param_bounds(int param, int64_t *lo, int64_t *hi);
 
-/* New loader over `source`: an image folder (root/<class>/<file>.jpg) or a
- * list file ("path<TAB>label" lines). The string is copied. Nothing is read
- * until rf_loader_start. Returns NULL only when memory is exhausted or source
- * is NULL.
+/* New loader over `source`: an image folder (root/<class>/<file>.jpg), a
+ * list file ("path<TAB>label" lines), WebDataset tar shards (a .tar path, a
+ * brace pattern "shards/train-{0000..0099}.tar", a glob "shards/train-*.tar" whose
+ * matches are sorted, or several of these separated by '\n'; a sample is a
+ * key's .jpg/.jpeg member, its label the integer text of the key's .cls
+ * member), or record files (with RF_P_RECORD_SIZE). The string is copied.
+ * Nothing is read until rf_loader_start. Returns NULL only when memory is
+ * exhausted or source is NULL.
  * Thread-safety: any thread. */
 RF_API rf_loader *rf_loader_create(const char *source);
 
@@ -191,12 +209,15 @@ RF_API int rf_loader_next_wait(rf_loader *l, rf_batch **out, int64_t timeout_ms)
  * Thread-safety: any thread. */
 RF_API void rf_loader_stop(rf_loader *l);
 
-/* Returns a lent batch to its loader; the slot is refilled. NULL is a no-op.
+/* Returns a lent batch to its loader; the slot is refilled (once the copies
+ * out of it completed). A batch lent by rf_loader_next_device gives its device
+ * buffer back for work ordered after this call on its stream. NULL is a no-op.
  * Thread-safety: any thread, once per batch. */
 RF_API void rf_batch_release(rf_batch *b);
 
 /* The batch's images (uint8, [count, S, S, 3] for NHWC or [count, 3, S, S]
- * for NCHW; rows of batch_size samples are allocated, count are filled).
+ * for NCHW; rows of batch_size samples are allocated, count are filled), or
+ * for a record source the records (count x record_size bytes).
  * Valid until rf_batch_release.
  * Thread-safety: any thread holding the batch. */
 RF_API void *rf_batch_data(const rf_batch *b);
@@ -215,6 +236,61 @@ RF_API const int64_t *rf_batch_samples(const rf_batch *b);
 /* Bytes of the image data of this batch (count * per-sample bytes). */
 RF_API size_t rf_batch_nbytes(const rf_batch *b);
 
+/* ---- CUDA -----------------------------------------------------------------
+ * With RF_P_DEVICE = N >= 0 and a usable CUDA device N, the ring is
+ * page-locked (unless RF_P_PIN_MEMORY = 0) and the loader owns a
+ * non-blocking copy stream on device N. Streams travel as `void *` (a
+ * cudaStream_t; NULL is the legacy default stream). Nothing here makes the
+ * host wait for the device: the copies are ordered on the caller's stream by
+ * events. A host slot is refilled only after its copy completed, a device
+ * buffer only after the release recorded on the consumer's stream. Failed CUDA
+ * calls return RF_E_CUDA, and rf_loader_errmsg names the call and the CUDA
+ * error; RF_E_STATE means the loader has no CUDA device (RF_P_DEVICE = -1,
+ * no device, no driver, or a library built without CUDA: the stats say why).
+ * These functions exist in every build. */
+
+/* Number of usable CUDA devices: 0 without a device, a driver, or CUDA
+ * support in this build.
+ * Thread-safety: any thread. */
+RF_API int rf_cuda_device_count(void);
+
+/* As rf_loader_next, and the batch's images and labels are copied into one of
+ * the loader's device buffers: complete for work ordered after this call on
+ * `stream`, valid until rf_batch_release (which records the release on
+ * `stream`; the stream must outlive the batch). rf_batch_device_data and
+ * rf_batch_device_labels point at them; rf_batch_data still holds the host
+ * copy. Returns what rf_loader_next returns, RF_E_STATE without a CUDA
+ * device, or RF_E_CUDA (the batch is then not lent).
+ * Thread-safety: the consumer thread. */
+RF_API int rf_loader_next_device(rf_loader *l, void *stream, rf_batch **out);
+
+/* As rf_loader_next_device, but returns RF_AGAIN when the batch is not ready
+ * within timeout_ms (see rf_loader_next_wait).
+ * Thread-safety: the consumer thread. */
+RF_API int rf_loader_next_device_wait(rf_loader *l, void *stream, rf_batch **out,
+                                      int64_t timeout_ms);
+
+/* Device copy of the batch's images (layout as rf_batch_data) and labels
+ * (count int64 values), or NULL when the batch was not lent by
+ * rf_loader_next_device. Valid until rf_batch_release.
+ * Thread-safety: any thread holding the batch. */
+RF_API void *rf_batch_device_data(const rf_batch *b);
+RF_API const int64_t *rf_batch_device_labels(const rf_batch *b);
+
+/* Copies the batch into caller memory on the loader's device:
+ * rf_batch_nbytes(b) bytes of images to dst_images and count int64 labels to
+ * dst_labels (either may be NULL to skip it; device pointers, or page-locked /
+ * managed memory the device can reach). The destination may be written by
+ * work ordered after this call on `stream` (memory from a stream-ordered
+ * allocator, such as torch's, is safe), and holds the batch for work ordered
+ * after it on `stream`. A batch lent by rf_loader_next_device is copied from
+ * its device buffer, any other through the loader's copy stream from host
+ * memory. The batch may be released right after the call: its host slot is
+ * reused only once the copy completed. Returns 0, RF_E_INVALID, RF_E_STATE or
+ * RF_E_CUDA.
+ * Thread-safety: any thread holding the batch, one call at a time per batch. */
+RF_API int rf_batch_copy_to(rf_batch *b, void *dst_images, void *dst_labels, void *stream);
+
 /* Detail of the last error on this loader ("" if none): component, path and
  * cause, e.g. "decode: cls1/x.jpg (sample 12): Premature end of JPEG file".
  * Valid until the next call on the loader.
@@ -224,17 +300,20 @@ RF_API const char *rf_loader_errmsg(const rf_loader *l);
 /* Writes the loader's statistics as one JSON object into buf (at most cap
  * bytes, NUL-terminated) and returns the length the full text needs, not
  * counting the NUL (as snprintf). Fields: images, batches, images_per_sec,
- * stall_seconds, num_workers, io_backend, memory, device, errors [{path,
- * reason, sample}], stage seconds (read, decode, transform).
+ * stall_seconds, num_workers, io_backend, memory {mode: "pinned" |
+ * "pageable", note}, device ("cpu" | "cuda:N"), cuda {built, available,
+ * reason, copies, ...}, errors [{path, reason, sample}], stage seconds (read,
+ * decode, transform).
  * Thread-safety: any thread. */
 RF_API int64_t rf_loader_stats_json(rf_loader *l, char *buf, size_t cap);
 
-/* Name of the sample with global index `sample` (its path), or NULL.
+/* The file holding the sample with global index `sample` (its path; for tar
+ * shards and record files, the shard or record file), or NULL.
  * Valid while the loader exists.
  * Thread-safety: any thread after rf_loader_start. */
 RF_API const char *rf_loader_sample_path(const rf_loader *l, int64_t sample);
 
-/* Label of the sample with global index `sample`, or -1.
+/* Label of the sample with global index `sample` (0 for records), or -1.
  * Thread-safety: any thread after rf_loader_start. */
 RF_API int64_t rf_loader_sample_label(const rf_loader *l, int64_t sample);
 

@@ -48,7 +48,7 @@
 #include "stats.h"
 #include "tuner.h"
 
-#define RF_NPARAMS 23
+#define RF_NPARAMS 26
 
 typedef struct param_def {
     int64_t lo, hi, def;
@@ -77,6 +77,9 @@ static const param_def params_table[RF_NPARAMS] = {
     [RF_P_READ_DEPTH] = {0, 4096, 0},
     [RF_P_READ_TIMEOUT_MS] = {0, INT64_C(1) << 40, 0},
     [RF_P_MAX_ERRORS] = {-1, INT64_MAX, -1},
+    [RF_P_RECORD_SIZE] = {0, 1 << 30, 0},
+    [RF_P_HEADER_SIZE] = {0, INT64_C(1) << 50, 0},
+    [RF_P_DTYPE] = {0, 3, RF_DTYPE_UINT8},
 };
 
 typedef struct rf_job {
@@ -105,6 +108,8 @@ struct rf_loader {
     rf_source src;
     rf_sampler sampler;
     rf_ring ring;
+    rf_copier *copier;   /* NULL: no CUDA device (cuda_note says why) */
+    char cuda_note[240];
     rf_reader *reader;
     size_t sample_bytes;
     int nworkers;
@@ -130,6 +135,13 @@ struct rf_loader {
     rf_job **queue; /* decode queue, FIFO */
     int qhead, qlen;
     int active_workers;
+    /* Tuner (num_workers = 0): measurements of the current window. */
+    int tuning;
+    rf_tuner tuner;
+    int64_t win_t0, win_batches, win_samples, win_stall_ns, win_step_ns;
+    int64_t win_cpu_ns, win_busy_ns, win_blocked_ns, win_read_ns;
+    int64_t last_return_ns; /* when next() last handed out a batch: the step starts */
+    int64_t blocked_since;  /* producers idle on a full ring since (0: they are not) */
     int64_t errors_seen; /* bad samples met by workers: the max_errors cap */
     rf_stats stats;
 };
@@ -232,7 +244,7 @@ int rf_loader_get_param(const rf_loader *l, int param, int64_t *out)
     if (!l || !out || !param_known(param))
         return RF_E_INVALID;
     if (param == RF_P_NUM_WORKERS && l->started)
-        *out = l->nworkers;
+        *out = l->active_workers; /* the tuner's current choice under auto */
     else
         *out = l->params[param];
     return RF_OK;
@@ -269,14 +281,25 @@ static void schedule(rf_loader *l)
         int64_t count = rf__sampler_batch(&l->sampler, l->sched_batch, &idx);
         rf_slot *s = rf__ring_claim(&l->ring, l->gen, l->sched_batch, count);
         if (!s)
-            return;
+            break;
         for (int64_t i = 0; i < count; i++) {
             s->view.samples[i] = idx[i];
-            s->view.labels[i] = l->src.labels[idx[i]];
+            s->view.labels[i] = rf__source_label(&l->src, idx[i]);
         }
         s->view.epoch = l->epoch;
         l->fill[l->nfill++] = s;
         l->sched_batch++;
+    }
+    /* Producers are blocked on a full ring when batches remain to be made,
+     * nothing is left to read or decode, and no slot can take the next one. */
+    int blocked = l->sched_batch < nb && l->nfill == 0 && l->qlen == 0 &&
+                  rf__reader_inflight(l->reader) == 0;
+    int64_t now = blocked || l->blocked_since ? rf__now_ns() : 0;
+    if (blocked && !l->blocked_since)
+        l->blocked_since = now;
+    else if (!blocked && l->blocked_since) {
+        l->win_blocked_ns += now - l->blocked_since;
+        l->blocked_since = 0;
     }
 }
 
@@ -297,6 +320,7 @@ static void *dispatcher_main(void *arg)
             j->gen = l->gen;
             j->epoch = l->epoch;
             j->rd.path = rf__source_path(&l->src, sample);
+            rf__source_extent(&l->src, sample, &j->rd.ranged, &j->rd.offset, &j->rd.length);
             j->rd.sample = sample;
             if (rf__reader_submit(l->reader, &j->rd) != 0) {
                 l->free_jobs[l->nfree_jobs++] = j; /* file slots busy closing: later */
@@ -308,7 +332,20 @@ static void *dispatcher_main(void *arg)
             }
         }
         if (rf__reader_inflight(l->reader) == 0) {
-            pthread_cond_wait(&l->cv_disp, &l->mu);
+            if (rf__ring_reap_copies(&l->ring) > 0) {
+                /* A free slot waits for its copy to the GPU, whose end
+                 * signals nobody: look again in 0.5 ms (ring.h). */
+                struct timespec t;
+                clock_gettime(CLOCK_REALTIME, &t);
+                t.tv_nsec += 500000;
+                if (t.tv_nsec >= 1000000000) {
+                    t.tv_sec++;
+                    t.tv_nsec -= 1000000000;
+                }
+                pthread_cond_timedwait(&l->cv_disp, &l->mu, &t);
+            } else {
+                pthread_cond_wait(&l->cv_disp, &l->mu);
+            }
             continue;
         }
         pthread_mutex_unlock(&l->mu);
@@ -317,6 +354,7 @@ static void *dispatcher_main(void *arg)
         for (int i = 0; i < n; i++) {
             rf_job *j = (rf_job *)done[i];
             l->stats.read_ns += j->rd.t_done_ns - j->rd.t_submit_ns;
+            l->win_read_ns += j->rd.t_done_ns - j->rd.t_submit_ns;
             if (j->gen != l->gen || l->stopped) {
                 finish_job(l, j);
                 continue;
@@ -336,52 +374,12 @@ static void read_reason(const rf_read *rd, char *out, size_t cap)
 }
 
 /* Reads a substitute sample synchronously (rare path: on_error = skip). */
-static int read_whole(const char *path, rf_read *rd)
+static int read_sample_sync(const rf_source *src, int64_t sample, rf_read *rd)
 {
-    rd->len = 0;
-    rd->err = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        rd->err = errno;
-        rd->what = "open";
-        return -1;
-    }
-    struct stat st;
-    int rc = -1;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        rd->err = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
-        rd->what = "not a regular file";
-    } else {
-        size_t need = (size_t)st.st_size + 1;
-        if (rd->cap < need) {
-            uint8_t *b = realloc(rd->buf, need);
-            if (b) {
-                rd->buf = b;
-                rd->cap = need;
-            }
-        }
-        if (rd->cap >= need) {
-            while (rd->len < (size_t)st.st_size) {
-                ssize_t got = pread(fd, rd->buf + rd->len, (size_t)st.st_size - rd->len,
-                                    (off_t)rd->len);
-                if (got < 0 && errno == EINTR)
-                    continue;
-                if (got <= 0)
-                    break;
-                rd->len += (size_t)got;
-            }
-            rc = rd->len == (size_t)st.st_size ? 0 : -1;
-            if (rc) {
-                rd->err = EIO;
-                rd->what = "read";
-            }
-        } else {
-            rd->err = ENOMEM;
-            rd->what = "allocate";
-        }
-    }
-    close(fd);
-    return rc;
+    rd->path = rf__source_path(src, sample);
+    rf__source_extent(src, sample, &rd->ranged, &rd->offset, &rd->length);
+    rd->sample = sample;
+    return rf__read_sync(rd);
 }
 
 static void worker_opts(const rf_loader *l, int64_t epoch, int64_t sample, rf_decode_opts *o)
@@ -407,9 +405,25 @@ static int process_sample(rf_worker *w, const rf_read *rd, int64_t epoch, int64_
         read_reason(rd, reason, cap);
         return RF_E_IO;
     }
+    if (l->src.kind == RF_SOURCE_RECORDS) {
+        /* records: the bytes themselves, no decode (the reader failed short reads) */
+        if (rd->len != l->sample_bytes) {
+            snprintf(reason, cap, "short read: %zu of %zu bytes", rd->len, l->sample_bytes);
+            return RF_E_IO;
+        }
+        memcpy(dst, rd->buf, rd->len);
+        return 0;
+    }
     rf_decode_opts o;
     worker_opts(l, epoch, sample, &o);
     return rf__decode_sample(w->dec, rd->buf, rd->len, &o, dst, reason, cap, t);
+}
+
+static int64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 static void *worker_main(void *arg)
@@ -431,6 +445,7 @@ static void *worker_main(void *arg)
 
         rf_slot *s = j->slot;
         uint8_t *dst = s->view.data + (size_t)j->pos * l->ring.sample_bytes;
+        int64_t busy0 = rf__now_ns(), cpu0 = thread_cpu_ns();
         rf_decode_times t = {0};
         int rc = 0;
         int64_t sample = j->rd.sample, used = sample, subs = 0;
@@ -440,8 +455,10 @@ static void *worker_main(void *arg)
             rc = process_sample(w, &j->rd, j->epoch, sample, dst, reason, sizeof reason, &t);
         int skip = l->params[RF_P_ON_ERROR] == RF_ON_ERROR_SKIP;
         if (rc != 0) {
+            char name[440]; /* the path, "shard.tar:key.jpg" or "file.bin at offset N" */
+            rf__source_name(&l->src, sample, name, sizeof name);
             snprintf(msg, sizeof msg, "%s: %s (sample %lld): %s",
-                     rc == RF_E_IO ? "reader" : "decode", j->rd.path, (long long)sample, reason);
+                     rc == RF_E_IO ? "reader" : "decode", name, (long long)sample, reason);
             snprintf(first_reason, sizeof first_reason, "%s", reason);
             pthread_mutex_lock(&l->mu);
             int64_t cap = l->params[RF_P_MAX_ERRORS];
@@ -458,8 +475,7 @@ static void *worker_main(void *arg)
             while (skip && rc != 0 && subs < 16) {
                 subs++;
                 used = (int64_t)rf__rng_below(&rng, (uint64_t)l->src.n);
-                const char *path = rf__source_path(&l->src, used);
-                if (read_whole(path, &w->sub) != 0) {
+                if (read_sample_sync(&l->src, used, &w->sub) != 0) {
                     rc = RF_E_IO;
                     continue;
                 }
@@ -467,13 +483,16 @@ static void *worker_main(void *arg)
             }
             if (skip && rc == 0) {
                 s->view.samples[j->pos] = used;
-                s->view.labels[j->pos] = l->src.labels[used];
+                s->view.labels[j->pos] = rf__source_label(&l->src, used);
             } else if (skip) {
                 snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
                          " [no readable substitute in %lld tries]", (long long)subs);
             }
         }
+        int64_t cpu1 = thread_cpu_ns(), busy1 = rf__now_ns();
         pthread_mutex_lock(&l->mu);
+        l->win_cpu_ns += cpu1 - cpu0;
+        l->win_busy_ns += busy1 - busy0;
         stale = j->gen != l->gen; /* work for an abandoned position is not counted */
         if (!stale) {
             if (msg[0] && s->nbad < RF_SLOT_MAX_BAD) {
@@ -527,6 +546,8 @@ static void teardown(rf_loader *l)
     l->free_jobs = NULL;
     l->queue = NULL;
     l->fill = NULL;
+    rf__copier_destroy(l->copier); /* waits for copies out of the ring's memory */
+    l->copier = NULL;
     rf__ring_free(&l->ring);
     rf__sampler_free(&l->sampler);
     rf__source_close(&l->src);
@@ -550,8 +571,22 @@ int rf_loader_start(rf_loader *l)
                 (long long)p[RF_P_WORLD_SIZE]);
         return RF_E_INVALID;
     }
+    if (p[RF_P_RECORD_SIZE] > 0) {
+        static const int64_t itemsize[] = {1, 2, 4, 8}; /* enum rf_dtype */
+        if (p[RF_P_TRANSFORM] != RF_TRANSFORM_NONE) {
+            set_err(l, "options: record files need transform none (their bytes are passed "
+                       "through, not decoded)");
+            return RF_E_INVALID;
+        }
+        if (p[RF_P_RECORD_SIZE] % itemsize[p[RF_P_DTYPE]] != 0) {
+            set_err(l, "options: record_size %lld is not a multiple of the dtype's size %lld",
+                    (long long)p[RF_P_RECORD_SIZE], (long long)itemsize[p[RF_P_DTYPE]]);
+            return RF_E_INVALID;
+        }
+    }
     char err[600];
-    rc = rf__source_open(&l->src, l->spec, err, sizeof err);
+    rf_source_opts so = {(uint64_t)p[RF_P_RECORD_SIZE], (uint64_t)p[RF_P_HEADER_SIZE]};
+    rc = rf__source_open_ex(&l->src, l->spec, &so, err, sizeof err);
     if (rc < 0) {
         set_err(l, "%s", err);
         return rc;
@@ -565,9 +600,25 @@ int rf_loader_start(rf_loader *l)
         return rc;
     }
     int64_t size = p[RF_P_IMAGE_SIZE];
-    l->sample_bytes = (size_t)size * (size_t)size * 3;
-    int pin = p[RF_P_PIN_MEMORY] && p[RF_P_DEVICE] >= 0;
+    l->sample_bytes = p[RF_P_RECORD_SIZE] > 0 ? (size_t)p[RF_P_RECORD_SIZE]
+                                              : (size_t)size * (size_t)size * 3;
+    /* The copier first: it makes the device current, so that the ring's
+     * page-locked memory belongs to the loader's device's context. */
+    rc = rf__copier_open(&l->copier, (int)p[RF_P_DEVICE], (int)p[RF_P_PREFETCH] + RF_RING_MAX_GROW,
+                         (size_t)p[RF_P_BATCH_SIZE] * l->sample_bytes, p[RF_P_BATCH_SIZE],
+                         l->cuda_note, sizeof l->cuda_note, err, sizeof err);
+    if (rc < 0) {
+        set_err(l, "%s", err);
+        teardown(l);
+        return rc;
+    }
+    int pin = p[RF_P_PIN_MEMORY] && l->copier;
     rc = rf__ring_init(&l->ring, (int)p[RF_P_PREFETCH], p[RF_P_BATCH_SIZE], l->sample_bytes, pin);
+    if (rc == 0 && l->copier) {
+        assert(l->ring.cap <= (int)p[RF_P_PREFETCH] + RF_RING_MAX_GROW);
+        l->ring.copy_done = rf__copier_slot_done;
+        l->ring.copy_ctx = l->copier;
+    }
     if (rc < 0) {
         set_err(l, "ring: cannot allocate %lld slots of %lld x %zu bytes",
                 (long long)p[RF_P_PREFETCH], (long long)p[RF_P_BATCH_SIZE], l->sample_bytes);
@@ -578,6 +629,16 @@ int rf_loader_start(rf_loader *l)
                                    sizeof l->budget_why);
     l->nworkers = p[RF_P_NUM_WORKERS] > 0 ? (int)p[RF_P_NUM_WORKERS] : budget;
     l->active_workers = l->nworkers;
+    l->tuning = p[RF_P_NUM_WORKERS] == 0;
+    if (l->tuning) {
+        /* Prefetch may grow within RF_RING_MAX_GROW slots and 2 GiB of ring. */
+        size_t slot_bytes = (size_t)p[RF_P_BATCH_SIZE] * l->sample_bytes;
+        int64_t by_mem = (int64_t)(((size_t)2 << 30) / (slot_bytes ? slot_bytes : 1));
+        int max_prefetch = (int)p[RF_P_PREFETCH] + RF_RING_MAX_GROW;
+        if (by_mem < max_prefetch)
+            max_prefetch = by_mem > p[RF_P_PREFETCH] ? (int)by_mem : (int)p[RF_P_PREFETCH];
+        rf__tuner_init(&l->tuner, budget, budget, (int)p[RF_P_PREFETCH], max_prefetch);
+    }
     unsigned depth = p[RF_P_READ_DEPTH] > 0 ? (unsigned)p[RF_P_READ_DEPTH]
                                              : (unsigned)(16 + 4 * l->nworkers);
     int backend = p[RF_P_IO_BACKEND] == RF_IO_URING   ? RF__IO_URING
@@ -593,7 +654,7 @@ int rf_loader_start(rf_loader *l)
     l->jobs = calloc((size_t)l->njobs, sizeof *l->jobs);
     l->free_jobs = calloc((size_t)l->njobs, sizeof *l->free_jobs);
     l->queue = calloc((size_t)l->njobs, sizeof *l->queue);
-    l->fill = calloc((size_t)l->ring.k, sizeof *l->fill);
+    l->fill = calloc((size_t)l->ring.cap, sizeof *l->fill);
     l->workers = calloc((size_t)l->nworkers, sizeof *l->workers);
     if (!l->jobs || !l->free_jobs || !l->queue || !l->fill || !l->workers) {
         set_err(l, "loader: out of memory");
@@ -717,6 +778,7 @@ int rf_loader_seek(rf_loader *l, int64_t epoch, int64_t batch)
     rf__sampler_set_epoch(&l->sampler, epoch);
     l->next_batch = l->sched_batch = batch;
     l->nfill = 0;
+    l->last_return_ns = 0; /* time between epochs is not a training step */
     rf__ring_invalidate(&l->ring, l->gen);
     pthread_cond_broadcast(&l->cv_disp);
     pthread_cond_broadcast(&l->cv_work);
@@ -744,6 +806,43 @@ int rf_loader_tell(const rf_loader *l, int64_t *epoch, int64_t *batch)
 }
 
 /* ---- consuming ----------------------------------------------------------- */
+
+/* Closes the measurement window: feeds it to the tuner and applies the
+ * decision (unparks/parks workers, grows the ring). Called with l->mu held. */
+static void tuner_window(rf_loader *l, int64_t now)
+{
+    if (l->blocked_since) {
+        l->win_blocked_ns += now - l->blocked_since;
+        l->blocked_since = now;
+    }
+    rf_tuner_window w = {
+        .batches = l->win_batches,
+        .samples = l->win_samples,
+        .wall_s = (double)(now - l->win_t0) / 1e9,
+        .stall_s = (double)l->win_stall_ns / 1e9,
+        .step_s = (double)l->win_step_ns / 1e9,
+        .worker_cpu_s = (double)l->win_cpu_ns / 1e9,
+        .worker_busy_s = (double)l->win_busy_ns / 1e9,
+        .blocked_s = (double)l->win_blocked_ns / 1e9,
+        .read_s = (double)l->win_read_ns / 1e9,
+        .workers = l->active_workers,
+        .prefetch = l->ring.k,
+    };
+    rf_tuner_decision d;
+    rf__tuner_step(&l->tuner, &w, &d);
+    if (d.workers >= 1 && d.workers <= l->nworkers && d.workers != l->active_workers) {
+        l->active_workers = d.workers;
+        pthread_cond_broadcast(&l->cv_work); /* unpark, or let the extra ones park */
+    }
+    while (d.prefetch > l->ring.k && rf__ring_grow(&l->ring) == 0)
+        pthread_cond_signal(&l->cv_disp);
+    if (d.changed)
+        rf__stats_add_decision(&l->stats, l->stats.batches, l->active_workers, d.reason);
+    l->win_t0 = now;
+    l->win_batches = l->win_samples = 0;
+    l->win_stall_ns = l->win_step_ns = l->win_cpu_ns = l->win_busy_ns = 0;
+    l->win_blocked_ns = l->win_read_ns = 0;
+}
 
 int rf_loader_next_wait(rf_loader *l, rf_batch **out, int64_t timeout_ms)
 {
@@ -773,6 +872,12 @@ int rf_loader_next_wait(rf_loader *l, rf_batch **out, int64_t timeout_ms)
     pthread_mutex_lock(&l->mu);
     if (!l->stats.t_first_ns)
         l->stats.t_first_ns = t0;
+    if (!l->win_t0)
+        l->win_t0 = t0;
+    if (l->last_return_ns) {
+        l->win_step_ns += t0 - l->last_return_ns; /* the consumer's step since its last batch */
+        l->last_return_ns = 0;
+    }
     rf_slot *s = NULL;
     for (;;) {
         if (l->stopped) {
@@ -806,15 +911,18 @@ int rf_loader_next_wait(rf_loader *l, rf_batch **out, int64_t timeout_ms)
     }
     int64_t t1 = rf__now_ns();
     l->stats.stall_ns += t1 - t0;
+    l->win_stall_ns += t1 - t0;
     if (rc != RF_OK) {
         pthread_mutex_unlock(&l->mu);
         return rc;
     }
     l->next_batch++;
     pthread_cond_signal(&l->cv_disp); /* the prefetch window moved */
-    for (int i = 0; i < s->nbad; i++)
-        rf__stats_add_error(&l->stats, s->bad[i].sample, l->epoch,
-                            rf__source_path(&l->src, s->bad[i].sample), s->bad[i].reason);
+    for (int i = 0; i < s->nbad; i++) {
+        char name[512]; /* the path, or "shard.tar:key.jpg", or "file at offset N" */
+        rf__source_name(&l->src, s->bad[i].sample, name, sizeof name);
+        rf__stats_add_error(&l->stats, s->bad[i].sample, l->epoch, name, s->bad[i].reason);
+    }
     l->stats.errors_total += s->bad_dropped;
     if (s->errcode) {
         rc = s->errcode;
@@ -828,6 +936,11 @@ int rf_loader_next_wait(rf_loader *l, rf_batch **out, int64_t timeout_ms)
     l->stats.images += s->count;
     l->stats.batches++;
     l->stats.t_last_ns = t1;
+    l->last_return_ns = t1;
+    l->win_batches++;
+    l->win_samples += s->count;
+    if (l->tuning && rf__tuner_window_ready(l->win_batches, (double)(t1 - l->win_t0) / 1e9))
+        tuner_window(l, t1);
     pthread_mutex_unlock(&l->mu);
     *out = &s->view;
     return RF_OK;
@@ -843,6 +956,12 @@ void rf_batch_release(rf_batch *b)
     if (!b || !b->loader)
         return;
     rf_loader *l = b->loader;
+    if (b->dev_data && l->copier) {
+        /* Records the release on the consumer's stream (copier.h). */
+        rf__copier_release(l->copier, b->slot->id);
+        b->dev_data = NULL;
+        b->dev_labels = NULL;
+    }
     pthread_mutex_lock(&l->mu);
     if (rf__ring_release(b->slot) == 0)
         pthread_cond_signal(&l->cv_disp);
@@ -884,6 +1003,85 @@ size_t rf_batch_nbytes(const rf_batch *b)
     return b ? b->nbytes : 0;
 }
 
+/* ---- CUDA (the copier does the work: copier.c) ---------------------------- */
+
+int rf_cuda_device_count(void)
+{
+    char note[240];
+    return rf__cuda_devices(note, sizeof note);
+}
+
+static int no_device(rf_loader *l)
+{
+    set_err(l, "copier: this loader has no CUDA device: %s",
+            l->started ? l->cuda_note : "not started");
+    return RF_E_STATE;
+}
+
+int rf_loader_next_device_wait(rf_loader *l, void *stream, rf_batch **out, int64_t timeout_ms)
+{
+    if (!out)
+        return RF_E_INVALID;
+    *out = NULL;
+    if (!l)
+        return RF_E_INVALID;
+    if (!l->copier)
+        return no_device(l);
+    rf_batch *b;
+    int rc = rf_loader_next_wait(l, &b, timeout_ms);
+    if (rc != RF_OK)
+        return rc;
+    void *dev = NULL;
+    int64_t *dev_labels = NULL;
+    rc = rf__copier_to_device(l->copier, b->slot->id, b->data, b->nbytes, b->labels, b->count,
+                              stream, &dev, &dev_labels, l->errmsg, sizeof l->errmsg);
+    rf__ring_mark_copy(b->slot); /* also on failure: something may have been enqueued */
+    if (rc < 0) {
+        rf_batch_release(b);
+        return rc;
+    }
+    b->dev_data = dev;
+    b->dev_labels = dev_labels;
+    *out = b;
+    return RF_OK;
+}
+
+int rf_loader_next_device(rf_loader *l, void *stream, rf_batch **out)
+{
+    return rf_loader_next_device_wait(l, stream, out, -1);
+}
+
+void *rf_batch_device_data(const rf_batch *b)
+{
+    return b ? b->dev_data : NULL;
+}
+
+const int64_t *rf_batch_device_labels(const rf_batch *b)
+{
+    return b ? b->dev_labels : NULL;
+}
+
+int rf_batch_copy_to(rf_batch *b, void *dst_images, void *dst_labels, void *stream)
+{
+    if (!b || !b->loader || !b->slot)
+        return RF_E_INVALID;
+    rf_loader *l = b->loader;
+    if (!l->copier)
+        return no_device(l);
+    pthread_mutex_lock(&l->mu);
+    int lent = b->slot->state == RF_SLOT_LENT;
+    pthread_mutex_unlock(&l->mu);
+    if (!lent) {
+        set_err(l, "copier: rf_batch_copy_to: the batch was released");
+        return RF_E_STATE;
+    }
+    int rc = rf__copier_copy_to(l->copier, b->slot->id, b->data, b->nbytes, b->labels, b->count,
+                                dst_images, dst_labels, stream, l->errmsg, sizeof l->errmsg);
+    if (rc != RF_E_INVALID)
+        rf__ring_mark_copy(b->slot);
+    return rc;
+}
+
 const char *rf_loader_errmsg(const rf_loader *l)
 {
     return l ? l->errmsg : "no loader";
@@ -900,7 +1098,7 @@ int64_t rf_loader_sample_label(const rf_loader *l, int64_t sample)
 {
     if (!l || !l->started || sample < 0 || sample >= l->src.n)
         return -1;
-    return l->src.labels[sample];
+    return rf__source_label(&l->src, sample);
 }
 
 int64_t rf_loader_stats_json(rf_loader *l, char *buf, size_t cap)
@@ -911,8 +1109,9 @@ int64_t rf_loader_stats_json(rf_loader *l, char *buf, size_t cap)
     pthread_mutex_lock(&l->mu);
     rf__json_raw(&j, "{");
     rf__stats_json(&l->stats, rf__now_ns(), &j);
-    rf__json_fmt(&j, ", \"num_workers\": %d, \"active_workers\": %d, \"epoch\": %lld, ",
-                 l->nworkers, l->active_workers, (long long)l->epoch);
+    rf__json_fmt(&j, ", \"num_workers\": %d, \"worker_threads\": %d, \"auto_workers\": %s, ",
+                 l->active_workers, l->nworkers, l->tuning ? "true" : "false");
+    rf__json_fmt(&j, "\"epoch\": %lld, ", (long long)l->epoch);
     rf__json_fmt(&j, "\"num_samples\": %lld, \"num_batches\": %lld, \"batch_size\": %lld, ",
                  (long long)l->src.n, (long long)l->sampler.num_batches,
                  (long long)l->params[RF_P_BATCH_SIZE]);
@@ -922,20 +1121,46 @@ int64_t rf_loader_stats_json(rf_loader *l, char *buf, size_t cap)
                                                                      : "pread");
     rf__json_raw(&j, ", \"io_note\": ");
     rf__json_str(&j, l->reader ? rf__reader_note(l->reader) : "");
-    size_t index_bytes = l->src.arena_cap + (size_t)l->src.cap * 16 + (size_t)l->src.n * 12;
+    size_t index_bytes = rf__source_bytes(&l->src) + (size_t)l->src.n * 12;
     rf__json_fmt(&j,
                  ", \"memory\": {\"mode\": \"%s\", \"ring_bytes\": %zu, \"index_bytes\": %zu, "
                  "\"prefetch\": %d, \"note\": ",
                  l->ring.pinned ? "pinned" : "pageable", l->ring.mem_bytes, index_bytes,
                  l->ring.k);
-    rf__json_str(&j, l->ring.note);
+    char why[300];
+    if (l->ring.note[0] || l->ring.pinned || !l->started)
+        snprintf(why, sizeof why, "%s", l->ring.note);
+    else if (!l->copier)
+        snprintf(why, sizeof why, "pageable: %s", l->cuda_note);
+    else
+        snprintf(why, sizeof why, "pageable on purpose: pin_memory=0");
+    rf__json_str(&j, why);
     char dev[32];
-    if (l->params[RF_P_DEVICE] >= 0)
+    if (l->copier)
         snprintf(dev, sizeof dev, "cuda:%lld", (long long)l->params[RF_P_DEVICE]);
     else
         snprintf(dev, sizeof dev, "cpu");
     rf__json_raw(&j, "}, \"device\": ");
     rf__json_str(&j, dev);
+    rf_copier_stats cs = {0};
+    if (l->copier)
+        rf__copier_stats(l->copier, &cs);
+#ifdef RF_HAVE_CUDA
+    rf__json_raw(&j, ", \"cuda\": {\"built\": true");
+#else
+    rf__json_raw(&j, ", \"cuda\": {\"built\": false");
+#endif
+    rf__json_fmt(&j,
+                 ", \"available\": %s, \"requested_device\": %lld, \"copies\": %lld, "
+                 "\"copy_bytes\": %lld, \"d2d_copies\": %lld, \"device_buffer_bytes\": %lld, "
+                 "\"errors\": %lld, \"last_error\": ",
+                 l->copier ? "true" : "false", (long long)l->params[RF_P_DEVICE],
+                 (long long)cs.copies, (long long)cs.bytes, (long long)cs.d2d,
+                 (long long)cs.dev_bytes, (long long)cs.errors);
+    rf__json_str(&j, cs.last_error);
+    rf__json_raw(&j, ", \"reason\": ");
+    rf__json_str(&j, l->cuda_note);
+    rf__json_raw(&j, "}");
     rf__json_raw(&j, ", \"worker_budget\": ");
     rf__json_str(&j, l->budget_why);
     rf__json_raw(&j, "}");

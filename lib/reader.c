@@ -1,14 +1,17 @@
 /*
- * reader.c - whole-file reads with io_uring, or pread when io_uring is refused.
+ * reader.c - whole-file and ranged reads with io_uring, or pread when
+ * io_uring is refused.
  *
  * io_uring path: each request opens its file into a slot of a registered
- * (sparse) file table and stats it by path, both submitted together; once
- * both complete, one read of the whole size goes out on the fixed file, short
- * reads are resubmitted for the rest, EINTR/EAGAIN are retried, and the slot
- * is closed with close_direct. The request completes when its bytes are in;
- * the slot returns to the free list when its close completes. The completion
- * queue is twice the submission queue, and at most three operations per slot
- * can be outstanding, so it cannot overrun (asserted).
+ * (sparse) file table and, for a whole-file read, stats it by path, both
+ * submitted together; once both complete, one read of the whole size goes
+ * out on the fixed file, short reads are resubmitted for the rest,
+ * EINTR/EAGAIN are retried, and the slot is closed with close_direct. A
+ * ranged read (a tar member, a record) knows its length: no statx, the read
+ * at its offset follows the open. The request completes when its bytes are
+ * in; the slot returns to the free list when its close completes. The
+ * completion queue is twice the submission queue, and at most three
+ * operations per slot can be outstanding, so it cannot overrun (asserted).
  *
  * user_data encoding: pointer to the rf_read | op tag (0 open, 1 statx,
  * 2 read) for request operations; (slot << 3) | 7 for closes, which outlive
@@ -37,6 +40,12 @@
 
 enum { ST_IDLE = 0, ST_OPENING, ST_READING, ST_DONE };
 enum { OP_OPEN = 0, OP_STATX = 1, OP_READ = 2, OP_CLOSE = 7 };
+
+/* One read operation asks for at most this much (io_uring takes an unsigned length). */
+#define RF_READ_CHUNK ((size_t)1 << 30)
+
+static const char *const eof_early_whole = "read (file shrank while reading)";
+static const char *const eof_early_range = "read (end of file before the end of the range)";
 
 struct rf_reader {
     int backend;
@@ -93,36 +102,47 @@ static void fail(rf_read *req, int err, const char *what)
 static void pread_one(rf_read *req)
 {
     int fd;
+    /* O_NONBLOCK: a FIFO must not block open() until a writer comes (it then
+     * fails as "not a regular file"); regular files ignore the flag. */
     do
-        fd = open(req->path, O_RDONLY | O_CLOEXEC);
+        fd = open(req->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     while (fd < 0 && (errno == EINTR || errno == EAGAIN));
     if (fd < 0) {
         fail(req, errno, "open");
         return;
     }
     struct stat st;
-    if (fstat(fd, &st) != 0) {
+    if (req->ranged) {
+        /* The length is known: no stat. A directory fails its read (EISDIR). */
+        req->base = req->offset;
+        req->want = (size_t)req->length;
+        if (req->length >= SIZE_MAX || grow(req, (size_t)req->length + 1) != 0)
+            fail(req, ENOMEM, "allocate");
+    } else if (fstat(fd, &st) != 0) {
         fail(req, errno, "stat");
     } else if (!S_ISREG(st.st_mode)) {
         fail(req, S_ISDIR(st.st_mode) ? EISDIR : EINVAL, "not a regular file");
     } else if (grow(req, (size_t)st.st_size + 1) != 0) {
         fail(req, ENOMEM, "allocate");
     } else {
-        size_t want = (size_t)st.st_size;
-        while (req->len < want) {
-            ssize_t got = pread(fd, req->buf + req->len, want - req->len, (off_t)req->len);
-            if (got < 0 && (errno == EINTR || errno == EAGAIN))
-                continue;
-            if (got < 0) {
-                fail(req, errno, "read");
-                break;
-            }
-            if (got == 0) {
-                fail(req, EIO, "read (file shrank while reading)");
-                break;
-            }
-            req->len += (size_t)got;
+        req->base = 0;
+        req->want = (size_t)st.st_size;
+    }
+    while (!req->err && req->len < req->want) {
+        size_t ask = req->want - req->len;
+        ssize_t got = pread(fd, req->buf + req->len, ask < RF_READ_CHUNK ? ask : RF_READ_CHUNK,
+                            (off_t)(req->base + req->len));
+        if (got < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (got < 0) {
+            fail(req, errno, "read");
+            break;
         }
+        if (got == 0) {
+            fail(req, EIO, req->ranged ? eof_early_range : eof_early_whole);
+            break;
+        }
+        req->len += (size_t)got;
     }
     close(fd);
 }
@@ -147,8 +167,9 @@ static struct io_uring_sqe *get_sqe(rf_reader *r)
 static void queue_read(rf_reader *r, rf_read *req)
 {
     struct io_uring_sqe *sqe = get_sqe(r);
-    io_uring_prep_read(sqe, req->slot, req->buf + req->len, (unsigned)(req->want - req->len),
-                       req->len);
+    size_t ask = req->want - req->len;
+    io_uring_prep_read(sqe, req->slot, req->buf + req->len,
+                       (unsigned)(ask < RF_READ_CHUNK ? ask : RF_READ_CHUNK), req->base + req->len);
     sqe->flags |= IOSQE_FIXED_FILE;
     io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)req | OP_READ);
 }
@@ -180,24 +201,39 @@ static void on_cqe(rf_reader *r, uint64_t ud, int res)
     }
     rf_read *req = (rf_read *)(uintptr_t)(ud & ~(uint64_t)7);
     if (op == OP_OPEN || op == OP_STATX) {
-        /* state counts the outstanding halves of the open+statx pair */
-        if (res < 0)
-            fail(req, -res, op == OP_OPEN ? "open" : "stat");
+        /* state counts the outstanding halves of the open+statx pair. The two
+         * race: a failed open is the step reported, as with pread, whichever
+         * completed first. */
+        if (res < 0 && op == OP_OPEN) {
+            req->err = -res;
+            req->what = "open";
+        } else if (res < 0) {
+            fail(req, -res, "stat");
+        }
         if (op == OP_OPEN && res >= 0)
             req->want = 1; /* marks the slot as opened */
         if (--req->state > ST_IDLE)
             return;
         int opened = req->want == 1;
         req->want = 0;
-        if (!req->err && !S_ISREG(req->stx.stx_mode))
-            fail(req, S_ISDIR(req->stx.stx_mode) ? EISDIR : EINVAL, "not a regular file");
-        if (!req->err && grow(req, (size_t)req->stx.stx_size + 1) != 0)
+        uint64_t size;
+        if (req->ranged) {
+            /* no statx: the length is known; a directory fails its read (EISDIR) */
+            size = req->length;
+            req->base = req->offset;
+        } else {
+            size = req->stx.stx_size;
+            req->base = 0;
+            if (!req->err && !S_ISREG(req->stx.stx_mode))
+                fail(req, S_ISDIR(req->stx.stx_mode) ? EISDIR : EINVAL, "not a regular file");
+        }
+        if (!req->err && (size >= SIZE_MAX || grow(req, (size_t)size + 1) != 0))
             fail(req, ENOMEM, "allocate");
-        if (req->err || req->stx.stx_size == 0) {
+        if (req->err || size == 0) {
             finish(r, req, opened);
             return;
         }
-        req->want = (size_t)req->stx.stx_size;
+        req->want = (size_t)size;
         req->state = ST_READING;
         queue_read(r, req);
         return;
@@ -210,7 +246,7 @@ static void on_cqe(rf_reader *r, uint64_t ud, int res)
     if (res < 0)
         fail(req, -res, "read");
     else if (res == 0)
-        fail(req, EIO, "read (file shrank while reading)");
+        fail(req, EIO, req->ranged ? eof_early_range : eof_early_whole);
     else
         req->len += (size_t)res;
     if (!req->err && req->len < req->want) {
@@ -265,12 +301,14 @@ static int uring_submit(rf_reader *r, rf_read *req)
     if (r->nfree == 0)
         return RF_E_STATE;
     req->slot = r->free_slots[--r->nfree];
-    req->state = 2; /* open and statx outstanding */
+    req->state = req->ranged ? 1 : 2; /* open (and statx) outstanding */
     req->want = 0;
     struct io_uring_sqe *sqe = get_sqe(r);
     /* Direct descriptors refuse O_CLOEXEC (EINVAL); they are not inherited anyway. */
     io_uring_prep_openat_direct(sqe, AT_FDCWD, req->path, O_RDONLY, 0, (unsigned)req->slot);
     io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)req | OP_OPEN);
+    if (req->ranged)
+        return 0;
     sqe = get_sqe(r);
     io_uring_prep_statx(sqe, AT_FDCWD, req->path, 0, STATX_TYPE | STATX_SIZE, &req->stx);
     io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)req | OP_STATX);
@@ -429,6 +467,18 @@ int rf__reader_submit(rf_reader *r, rf_read *req)
     if (rc == 0)
         r->inflight++;
     return rc;
+}
+
+int rf__read_sync(rf_read *req)
+{
+    req->len = 0;
+    req->err = 0;
+    req->what = "";
+    req->slot = -1;
+    req->t_submit_ns = rf__now_ns();
+    pread_one(req);
+    req->t_done_ns = rf__now_ns();
+    return req->err ? -1 : 0;
 }
 
 int rf__reader_reap(rf_reader *r, rf_read **done, int max, int timeout_ms)

@@ -1,11 +1,14 @@
 /*
- * reader.h - whole-file reads, many in flight, with io_uring or pread.
+ * reader.h - file reads, many in flight, with io_uring or pread: whole files
+ * (size learned at read time), or a known range of a file (a tar member, a
+ * record).
  *
  * The caller owns rf_read requests (and their buffers, which the reader grows
  * as needed and which are reused from one sample to the next). It submits
  * them, then reaps completed ones; a completed request has either len bytes
- * in buf or err != 0 with the failing step in `what`. One reader is used by
- * one thread.
+ * in buf or err != 0 with the failing step in `what`. A ranged read that
+ * meets the end of the file early fails with EIO. One reader is used by one
+ * thread.
  */
 #ifndef RF_READER_H
 #define RF_READER_H
@@ -17,6 +20,9 @@
 typedef struct rf_read {
     /* set by the caller */
     const char *path;
+    int ranged;        /* 1: read exactly [offset, offset + length) (no statx); 0: the whole file */
+    uint64_t offset;
+    uint64_t length;
     int64_t sample;    /* caller's tag */
     void *user;        /* caller's tag */
     /* buffer: owned by the request, grown with realloc by the reader */
@@ -30,6 +36,7 @@ typedef struct rf_read {
     /* reader's private state */
     int state, slot;
     size_t want;
+    uint64_t base;     /* file offset of buf[0] */
     struct statx stx;
 } rf_read;
 
@@ -55,6 +62,10 @@ int rf__reader_submit(rf_reader *r, rf_read *req);
 /* Waits up to timeout_ms (0: poll, <0: until one completes) for completions
  * and stores up to max finished requests in done. Returns their count. */
 int rf__reader_reap(rf_reader *r, rf_read **done, int max, int timeout_ms);
+
+/* Performs one request synchronously on the calling thread (the pread path;
+ * for rare reads outside the pipeline). 0, or -1 with err and what set. */
+int rf__read_sync(rf_read *req);
 
 int64_t rf__now_ns(void);
 

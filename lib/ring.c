@@ -84,6 +84,12 @@ rf_slot *rf__ring_claim(rf_ring *r, int64_t gen, int64_t batch, int64_t count)
         rf_slot *s = &r->slots[i];
         if (s->state != RF_SLOT_FREE)
             continue;
+        if (s->copy_pending) {
+            /* The copier may still be reading this memory (DMA). */
+            if (r->copy_done && !r->copy_done(r->copy_ctx, s->id))
+                continue;
+            s->copy_pending = 0;
+        }
         s->state = RF_SLOT_FILLING;
         s->gen = gen;
         s->batch = batch;
@@ -152,6 +158,27 @@ int rf__ring_release(rf_slot *s)
         return RF_E_STATE;
     s->state = RF_SLOT_FREE;
     return 0;
+}
+
+void rf__ring_mark_copy(rf_slot *s)
+{
+    assert(s->state == RF_SLOT_LENT);
+    s->copy_pending = 1;
+}
+
+int rf__ring_reap_copies(rf_ring *r)
+{
+    int n = 0;
+    for (int i = 0; i < r->k; i++) {
+        rf_slot *s = &r->slots[i];
+        if (s->state != RF_SLOT_FREE || !s->copy_pending)
+            continue;
+        if (!r->copy_done || r->copy_done(r->copy_ctx, s->id))
+            s->copy_pending = 0;
+        else
+            n++;
+    }
+    return n;
 }
 
 int rf__ring_count(const rf_ring *r, int state)

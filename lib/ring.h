@@ -33,6 +33,8 @@ struct rf_batch {
     int64_t *samples;
     int64_t count, index, epoch;
     size_t nbytes;
+    void *dev_data;      /* lent by rf_loader_next_device: the batch on the device, else NULL */
+    int64_t *dev_labels;
 };
 
 struct rf_slot {
@@ -44,6 +46,10 @@ struct rf_slot {
     int64_t submitted;   /* samples handed to the reader so far */
     int64_t pending;     /* samples not yet finished (decoded, failed or dropped) */
     int errcode;         /* first error that fails the batch (0: none) */
+    /* A copy out of the slot's memory was enqueued while it was lent: once
+     * FREE, the slot is claimed only after the ring's copy_done says that
+     * copy completed (copier.h). */
+    int copy_pending;
     char errmsg[512];
     /* Bad samples met while filling (raised or skipped), moved to the stats
      * when the batch is delivered, so abandoned work is never counted. */
@@ -73,6 +79,10 @@ typedef struct rf_ring {
     int pin;             /* page-locked memory was asked for */
     int pinned;          /* 1: mem is page-locked (CUDA) */
     char note[160];      /* why memory is not pinned, when it was asked for */
+    /* With a copier: 1 when the last copy out of slot `slot` completed, 0
+     * while it runs (rf__copier_slot_done; a fake in tests). NULL: no copies. */
+    int (*copy_done)(void *ctx, int slot);
+    void *copy_ctx;
 } rf_ring;
 
 /* Allocates k slots of batch_size samples of sample_bytes each. pin asks for
@@ -84,7 +94,8 @@ void rf__ring_free(rf_ring *r);
 int rf__ring_grow(rf_ring *r);
 
 /* FREE -> FILLING for batch `batch` of generation gen with count samples.
- * Returns the slot, or NULL when no slot is free. */
+ * Returns the slot, or NULL when no slot is free. A FREE slot whose copy is
+ * still pending (copy_done says 0) is not free yet. */
 rf_slot *rf__ring_claim(rf_ring *r, int64_t gen, int64_t batch, int64_t count);
 
 /* The slot holding batch `batch` of generation gen (FILLING or READY), or NULL. */
@@ -104,6 +115,14 @@ void rf__ring_lend(rf_slot *s);
 
 /* LENT -> FREE. Returns 0, or RF_E_STATE if the slot was not lent. */
 int rf__ring_release(rf_slot *s);
+
+/* A copy out of the lent slot's memory was enqueued (sets copy_pending). */
+void rf__ring_mark_copy(rf_slot *s);
+
+/* Asks copy_done about every FREE slot whose copy is pending, clears the
+ * finished ones, and returns how many still wait (nobody signals when a copy
+ * ends: the dispatcher polls while this is not 0). */
+int rf__ring_reap_copies(rf_ring *r);
 
 int rf__ring_count(const rf_ring *r, int state);
 

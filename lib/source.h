@@ -1,9 +1,16 @@
 /*
  * source.h - the index of samples: where each sample's bytes are and its label.
  *
- * Paths live in one string arena addressed by offsets: no per-sample heap
- * allocation, so a million-file index is a few tens of MB and builds in about
- * a second. Indexing never opens or stats the sample files themselves.
+ * Four kinds. Image folder and list file: one file per sample, paths in one
+ * string arena addressed by offsets. WebDataset tar shards: per sample the
+ * shard id, the member's data offset and length in flat arrays, the shard
+ * paths once in the arena (and the member names, for messages). Record files:
+ * nothing per sample at all; sample i is found from the files' record counts.
+ *
+ * No per-sample heap allocation: a million-sample index is a few tens of MB
+ * and builds in about a second. Indexing never opens or stats the sample
+ * files themselves (folder, list); tar shards are opened once for the header
+ * walk, record files are stat'ed for their sizes.
  */
 #ifndef RF_SOURCE_H
 #define RF_SOURCE_H
@@ -11,31 +18,98 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum rf_source_kind { RF_SOURCE_FOLDER = 1, RF_SOURCE_LIST = 2 };
+enum rf_source_kind {
+    RF_SOURCE_FOLDER = 1,
+    RF_SOURCE_LIST = 2,
+    RF_SOURCE_TAR = 3,
+    RF_SOURCE_RECORDS = 4,
+};
+
+/* What rf__source_open_ex needs beyond the spec. Zero: no records. */
+typedef struct rf_source_opts {
+    uint64_t record_size; /* > 0: the spec names record files of this record size */
+    uint64_t header_size; /* records: bytes skipped at the start of each file */
+} rf_source_opts;
 
 typedef struct rf_source {
     int kind;
     int64_t n;            /* samples */
-    int64_t nclasses;     /* folder: number of class folders; list: max label + 1 */
-    char *arena;          /* NUL-terminated paths, back to back */
+    int64_t nclasses;     /* folder: class folders; list, tar: max label + 1; records: 0 */
+    char *arena;          /* NUL-terminated strings, back to back */
     size_t arena_len, arena_cap;
-    uint64_t *path_off;   /* n offsets into arena */
-    int64_t *labels;      /* n labels */
-    int64_t cap;          /* allocated entries of path_off / labels */
+    uint64_t *path_off;   /* folder, list: n paths; tar: n member names (into arena) */
+    int64_t *labels;      /* folder, list, tar: n labels; records: NULL (labels are 0) */
+    int64_t cap;          /* allocated entries of the per-sample arrays */
     uint64_t *class_off;  /* folder: nclasses offsets of class names into arena */
+    /* tar, records: the files, in spec order */
+    uint32_t nfiles;
+    uint64_t *file_off;   /* nfiles offsets of the file paths into arena */
+    /* tar: per sample */
+    uint32_t *shard;      /* index into file_off */
+    uint64_t *data_off;   /* offset of the member's data in its shard */
+    uint32_t *data_len;   /* bytes of the member */
+    /* records */
+    uint64_t record_size, header_size;
+    int64_t *first;       /* nfiles + 1: index of the first record of each file; first[nfiles] = n */
 } rf_source;
 
-/* Indexes `spec` (a directory: image folder; a regular file: list file).
- * On error returns a negative RF_E_* and writes the reason into err. */
+/* Indexes `spec`:
+ *   - several specs separated by '\n' (each may be a pattern, below);
+ *   - a brace pattern (zero-padded ranges "{0000..0099}", lists "{a,b}") or a
+ *     glob ("*", "?", "[...]"; matches sorted), expanded to files;
+ *   - a directory: image folder; a regular file named *.tar: a tar shard;
+ *     any other regular file: a list file.
+ * With opts->record_size > 0 every file is a record file instead. Several
+ * files must all be tar shards (or record files). On error returns a
+ * negative RF_E_* and writes the reason into err; *s is then empty. */
+int rf__source_open_ex(rf_source *s, const char *spec, const rf_source_opts *opts, char *err,
+                       size_t errcap);
+/* rf__source_open_ex without records. */
 int rf__source_open(rf_source *s, const char *spec, char *err, size_t errcap);
 void rf__source_close(rf_source *s);
 
+/* Bytes held by the index (for the stats). */
+size_t rf__source_bytes(const rf_source *s);
+
+/* File index of record i (binary search over first[]). */
+uint32_t rf__source_record_file(const rf_source *s, int64_t i);
+
+/* The file holding sample i's bytes: its own path (folder, list) or its
+ * shard / record file. Valid while the source lives. */
 static inline const char *rf__source_path(const rf_source *s, int64_t i)
 {
+    if (s->kind == RF_SOURCE_TAR)
+        return s->arena + s->file_off[s->shard[i]];
+    if (s->kind == RF_SOURCE_RECORDS)
+        return s->arena + s->file_off[rf__source_record_file(s, i)];
     return s->arena + s->path_off[i];
 }
 
-/* Appends one sample (used by the indexers and by tests). 0 or RF_E_NOMEM. */
+/* Where sample i's bytes are in that file: *ranged = 0 for the whole file
+ * (folder, list), else [*offset, *offset + *length). */
+void rf__source_extent(const rf_source *s, int64_t i, int *ranged, uint64_t *offset,
+                       uint64_t *length);
+
+/* Label of sample i (0 for records). */
+static inline int64_t rf__source_label(const rf_source *s, int64_t i)
+{
+    return s->labels ? s->labels[i] : 0;
+}
+
+/* Name of sample i for messages, as snprintf: the path (folder, list),
+ * "shard.tar:key.jpg" (tar) or "file.bin@offset" (records). */
+int rf__source_name(const rf_source *s, int64_t i, char *buf, size_t cap);
+
+/* Appends one sample of a folder / list index (used by the indexers and by
+ * tests). 0 or RF_E_NOMEM. */
 int rf__source_add(rf_source *s, const char *path, size_t path_len, int64_t label);
+
+/* Expands a brace / glob pattern into files (sorted glob matches, brace
+ * alternatives in order). Calls fn(path, ctx) for each; stops at the first
+ * nonzero return and returns it. A pattern without braces or glob
+ * characters yields itself. Returns RF_E_SOURCE with the reason in err for a
+ * malformed pattern, a glob matching nothing, or more than 1<<20 paths. */
+int rf__source_expand(const char *pattern, int (*fn)(const char *path, void *ctx), void *ctx,
+                      char *err, size_t errcap);
 
 #endif

@@ -13,6 +13,7 @@
  * $RINGFEED_TEST_TMP, $TMPDIR or /tmp, removed afterwards.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -113,9 +114,12 @@ static void open_fails(const char *spec, ...)
     rf_source s;
     char err[1024] = "";
     int rc = rf__source_open(&s, spec, err, sizeof err);
-    if (rc != RF_E_SOURCE)
-        fail_msg("rf__source_open(%s) = %d (n=%lld), expected RF_E_SOURCE", spec, rc,
-                 (long long)s.n);
+    if (rc != RF_E_SOURCE) {
+        long long n = (long long)s.n;
+        if (rc == 0)
+            rf__source_close(&s);
+        fail_msg("rf__source_open(%s) = %d (n=%lld), expected RF_E_SOURCE", spec, rc, n);
+    }
     assert_int_equal(s.n, 0); /* nothing left behind */
     assert_null(s.arena);
     va_list ap;
@@ -378,6 +382,85 @@ static void test_folder_missing_or_classless_root(void **state)
     open_fails("/dev/null", "/dev/null", NULL);
 }
 
+/* Two loaders may be started on two threads at once, so indexing must not
+ * share state between calls (a sort comparator's context in a global, say). */
+enum { CC_CLASSES = 12, CC_FILES = 40, CC_ROUNDS = 40, CC_THREADS = 4 };
+
+typedef struct {
+    char root[4096];
+    int id;
+    int bad; /* rounds that came out wrong */
+    int rounds;
+} cc_job;
+
+/* File f of job t: f + 1 + 3t copies of the letter 'a' + t, so names sort
+ * in f order and every job's names (and their offsets) differ. */
+static void cc_name(char *buf, int t, int f)
+{
+    int n = f + 1 + 3 * t;
+    memset(buf, 'a' + t, (size_t)n);
+    strcpy(buf + n, ".jpg");
+}
+
+static void *cc_main(void *arg)
+{
+    cc_job *j = arg;
+    for (int r = 0; r < CC_ROUNDS; r++) {
+        rf_source s;
+        char err[512];
+        int ok = rf__source_open(&s, j->root, err, sizeof err) == 0 &&
+                 s.n == CC_CLASSES * CC_FILES && s.nclasses == CC_CLASSES;
+        for (int64_t i = 0; ok && i < s.n; i++) {
+            char want[4400], name[128];
+            cc_name(name, j->id, (int)(i % CC_FILES));
+            snprintf(want, sizeof want, "%s/k%03d/%s", j->root, (int)(i / CC_FILES), name);
+            ok = strcmp(rf__source_path(&s, i), want) == 0 && s.labels[i] == i / CC_FILES;
+        }
+        rf__source_close(&s);
+        j->bad += !ok;
+        j->rounds++;
+    }
+    return NULL;
+}
+
+static void test_folder_concurrent_indexing(void **state)
+{
+    (void)state;
+    cc_job jobs[CC_THREADS];
+    pthread_t th[CC_THREADS];
+    for (int t = 0; t < CC_THREADS; t++) {
+        char dirname[32];
+        snprintf(dirname, sizeof dirname, "concurrent%d", t);
+        char *root = sub(dirname);
+        snprintf(jobs[t].root, sizeof jobs[t].root, "%s", root);
+        free(root);
+        jobs[t].id = t;
+        jobs[t].bad = jobs[t].rounds = 0;
+        for (int c = CC_CLASSES - 1; c >= 0; c--)
+            for (int f = CC_FILES - 1; f >= 0; f--) {
+                char rel[160], name[128];
+                cc_name(name, t, f);
+                snprintf(rel, sizeof rel, "k%03d/%s", c, name);
+                put(jobs[t].root, rel);
+            }
+    }
+    /* One job alone comes out right: the expectation itself is sound. */
+    cc_main(&jobs[0]);
+    assert_int_equal(jobs[0].bad, 0);
+    jobs[0].bad = jobs[0].rounds = 0;
+    for (int t = 0; t < CC_THREADS; t++)
+        assert_int_equal(pthread_create(&th[t], NULL, cc_main, &jobs[t]), 0);
+    int bad = 0;
+    for (int t = 0; t < CC_THREADS; t++) {
+        pthread_join(th[t], NULL);
+        assert_int_equal(jobs[t].rounds, CC_ROUNDS);
+        bad += jobs[t].bad;
+    }
+    if (bad)
+        fail_msg("%d of %d concurrent indexings came out in the wrong order", bad,
+                 CC_THREADS * CC_ROUNDS);
+}
+
 static void test_add_and_arena(void **state)
 {
     (void)state;
@@ -486,6 +569,8 @@ static void test_list_malformed(void **state)
         {"a.jpg\t1\nb.jpg\t3 \n", ":2:"},
         {"a.jpg\t1\nb.jpg\t1.5\n", ":2:"},
         {"a.jpg 1\n", ":1:"},
+        /* Beyond int64: strtoll saturates (ERANGE); not a label. */
+        {"a.jpg\t1\nb.jpg\t99999999999999999999\n", ":2:"},
     };
     char list[4096];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -493,6 +578,23 @@ static void test_list_malformed(void **state)
         write_text(list, cases[i].text);
         open_fails(list, list, cases[i].line, NULL);
     }
+    /* The largest int64 label: either refused, or nclasses = max + 1 must
+     * not overflow into a negative count. */
+    snprintf(list, sizeof list, "%s/maxlabel.txt", dir);
+    write_text(list, "a.jpg\t9223372036854775807\n");
+    rf_source s;
+    char err[512] = "";
+    int rc = rf__source_open(&s, list, err, sizeof err);
+    if (rc == 0) {
+        int64_t nclasses = s.nclasses;
+        rf__source_close(&s);
+        if (nclasses <= 0)
+            fail_msg("label INT64_MAX accepted with nclasses = %lld", (long long)nclasses);
+    } else {
+        assert_int_equal(rc, RF_E_SOURCE);
+        assert_non_null(strstr(err, ":1:"));
+    }
+
     /* No samples at all. */
     snprintf(list, sizeof list, "%s/empty.txt", dir);
     write_text(list, "");
@@ -568,6 +670,7 @@ int main(void)
         cmocka_unit_test(test_folder_never_opens_samples),
         cmocka_unit_test(test_folder_empty_class),
         cmocka_unit_test(test_folder_missing_or_classless_root),
+        cmocka_unit_test(test_folder_concurrent_indexing),
         cmocka_unit_test(test_add_and_arena),
         cmocka_unit_test(test_list_basic),
         cmocka_unit_test(test_list_malformed),

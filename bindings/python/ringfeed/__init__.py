@@ -186,6 +186,16 @@ class _CpuOutput:
             return self.torch.from_numpy(images), self.torch.from_numpy(labels)
         return images, labels
 
+    def wrap_data(self, data):
+        """Record data alone. torch before 2.3 has no uint16: such data come
+        as int32 tensors there (a copy; the values are kept)."""
+        if self.torch is None:
+            return data
+        try:
+            return self.torch.from_numpy(data)
+        except TypeError:
+            return self.torch.from_numpy(data.astype(np.int32))
+
 
 def _parse_device(device):
     """('cpu', -1) or ('cuda', index)."""
@@ -203,13 +213,82 @@ def _parse_device(device):
     raise ValueError("ringfeed: device must be 'cpu', 'cuda' or 'cuda:N', not %r" % (device,))
 
 
-def _make_output(kind, index, output, pin_memory):
+class _CudaOutput:
+    """Hands out CUDA torch tensors on device `index`, ready on
+    torch.cuda.current_stream(device) at the time the batch was asked for.
+
+    The tensors come from torch's allocator (torch.empty), and the library
+    copies into their data_ptr() on the current stream (rf_batch_copy_to);
+    the batch is then released at once, and its ring slot is refilled only
+    after the copy completed (enforced in C). So a tensor never changes under
+    its user, whatever the user keeps. copy_mode "ring" (the default): the
+    batch first goes to one of the loader's device buffers on the library's
+    own copy stream (rf_loader_next_device), overlapping the work already
+    queued on the current stream, then a device-to-device copy fills the
+    tensors; "direct": one host-to-device copy into the tensors, ordered after
+    the work already queued on the current stream (as .cuda(non_blocking=True)).
+    """
+
+    def __init__(self, index, output, copy_mode):
+        where = "cuda:%d" % index
+        if output not in ("auto", "torch"):
+            raise ValueError("ringfeed: device=%r yields torch tensors; output=%r is not possible"
+                             % (where, output))
+        if copy_mode not in ("ring", "direct"):
+            raise ValueError("ringfeed: copy_mode must be 'ring' or 'direct', not %r" % (copy_mode,))
+        torch = _import_torch()
+        if torch is None:
+            raise ImportError("ringfeed: device=%r needs torch with CUDA, and torch cannot be "
+                              "imported" % where)
+        if not torch.cuda.is_available():
+            raise RingfeedError(
+                "ringfeed: device=%r but torch.cuda.is_available() is False (torch %s%s): use "
+                "device='cpu'" % (where, torch.__version__,
+                                  ", a build without CUDA" if not torch.version.cuda else
+                                  ", no usable GPU or driver"), RF_E_STATE)
+        n = torch.cuda.device_count()
+        if not 0 <= index < n:
+            raise ValueError("ringfeed: device=%r but torch sees %d CUDA device%s"
+                             % (where, n, "" if n == 1 else "s"))
+        self.torch = torch
+        self.device = torch.device("cuda", index)
+        self.native_device = index
+        self.ring = copy_mode == "ring"
+
+    def stream(self):
+        """The current stream of the loader's device, as an integer (cudaStream_t)."""
+        return self.torch.cuda.current_stream(self.device).cuda_stream
+
+    def next_stream(self):
+        """Stream for rf_loader_next_device, or None to take host batches."""
+        return self.stream() if self.ring else None
+
+    def deliver(self, lib, lease, count, nbytes, shape, dtype, records):
+        """Copies the lent batch into new tensors and releases it. Returns
+        (images, labels or None, status)."""
+        torch = self.torch
+        tdtype = getattr(torch, np.dtype(dtype).name)
+        images = torch.empty((nbytes,), dtype=torch.uint8, device=self.device)
+        labels = None if records else torch.empty((count,), dtype=torch.int64, device=self.device)
+        rc = RF_OK
+        if count:
+            rc = lib.rf_batch_copy_to(lease.batch, images.data_ptr(),
+                                      labels.data_ptr() if labels is not None else None,
+                                      self.stream())
+        lease.release()  # the slot waits in C for the copy; the tensors are torch's
+        return images.view(tdtype).reshape(shape), labels, rc
+
+    def wrap(self, images, labels):
+        return images, labels
+
+    def wrap_data(self, data):
+        return data
+
+
+def _make_output(kind, index, output, pin_memory, copy_mode="ring"):
     if kind == "cpu":
         return _CpuOutput(output)
-    raise NotImplementedError(
-        "ringfeed: device=%r is not supported yet: this version delivers batches on the CPU "
-        "only (the CUDA copier comes in a later release). Use device='cpu' and move the "
-        "batch with images.to('cuda', non_blocking=True)." % ("%s:%d" % (kind, index)))
+    return _CudaOutput(index, output, copy_mode)
 
 
 # --------------------------------------------------------------------------
@@ -251,7 +330,40 @@ _EXTRA_INT_OPTIONS = {
     "read_timeout_ms": _lib.RF_P_READ_TIMEOUT_MS,
     "max_errors": _lib.RF_P_MAX_ERRORS,
 }
-_LATER_OPTIONS = ("record_size", "header_size", "dtype")
+
+
+def _source_spec(source):
+    """The C source string: a path, or a list of paths joined by newlines."""
+    if isinstance(source, (list, tuple)):
+        if not source:
+            raise ValueError("ringfeed: the list of sources is empty")
+        parts = []
+        for s in source:
+            try:
+                p = os.fsdecode(s)
+            except TypeError:
+                raise TypeError("ringfeed: sources must be paths, not %r" % (s,)) from None
+            if "\n" in p or not p:
+                raise ValueError("ringfeed: bad source path %r in the list" % (p,))
+            parts.append(p)
+        return os.fsencode("\n".join(parts))
+    try:
+        return os.fsencode(source)
+    except TypeError:
+        raise TypeError("ringfeed: source must be a path or a list of paths, not %r"
+                        % (source,)) from None
+
+
+def _dtype_value(dtype):
+    """enum rf_dtype of a dtype given as a string or a numpy dtype."""
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:
+        name = None
+    if name not in _lib.DTYPES:
+        raise ValueError("ringfeed: dtype must be one of %s, not %r"
+                         % (", ".join(_lib.DTYPES), dtype))
+    return _lib.DTYPES[name], np.dtype(name)
 
 
 # --------------------------------------------------------------------------
@@ -259,7 +371,16 @@ _LATER_OPTIONS = ("record_size", "header_size", "dtype")
 # --------------------------------------------------------------------------
 
 class Loader:
-    """Iterable of (images, labels) batches from an image folder or list file.
+    """Iterable of (images, labels) batches from an image folder, a list file
+    or WebDataset tar shards; or of data batches alone from record files.
+
+    source: a folder, a list file, a .tar shard, a brace pattern
+    ("shards/train-{0000..0099}.tar"), a glob ("shards/*.tar"), or a list of
+    these. record_size > 0 reads fixed-size records instead (token shards):
+    header_size bytes are skipped at the start of each file, dtype ("uint8",
+    "uint16", "int32", "int64") types the output, transform must be "none"
+    (the default for records); each batch is the data array alone, shape
+    [B, record_size // itemsize] (torch before 2.3 has no uint16: int32 there).
 
     See DESIGN.md, "Python surface". Options map one to one to the C API's
     RF_P_* parameters; rank/world_size default to torchrun's RANK/WORLD_SIZE
@@ -268,9 +389,16 @@ class Loader:
     io_backend ("auto", "io_uring", "pread"), max_pixels, max_scans,
     read_depth, read_timeout_ms, max_errors, and output ("auto": torch tensors
     when torch imports, else numpy; or "torch", "numpy").
+
+    device="cuda" / "cuda:N" yields CUDA tensors (images and labels) ready on
+    torch.cuda.current_stream(); they belong to torch's allocator, so keeping
+    them is always safe. The ring is then page-locked (pin_memory=False keeps
+    it pageable, for comparison); stats()["memory"]["mode"] and
+    stats()["cuda"] say what is in use. copy_mode="ring" (default) or
+    "direct": see _CudaOutput.
     """
 
-    def __init__(self, source, batch_size=256, image_size=224, transform="random_resized_crop",
+    def __init__(self, source, batch_size=256, image_size=224, transform=None,
                  flip=None, layout="NHWC", shuffle=True, seed=0, drop_last=False, num_workers=0,
                  device="cpu", pin_memory=True, prefetch=4, on_error="raise", rank=None,
                  world_size=None, local_world_size=None, **options):
@@ -279,20 +407,25 @@ class Loader:
         self._closed = False
         self._generation = 0
 
-        if isinstance(source, (list, tuple)):
-            raise NotImplementedError("ringfeed: a list of sources (tar shards) is not supported "
-                                      "by this version; pass an image folder or a list file")
-        try:
-            self._source = os.fsencode(source)
-        except TypeError:
-            raise TypeError("ringfeed: source must be a path, not %r" % (source,)) from None
-        self._source_str = os.fsdecode(self._source)
+        self._source = _source_spec(source)
+        self._source_str = os.fsdecode(self._source).replace("\n", ", ")
 
-        later = [k for k in _LATER_OPTIONS if k in options]
-        if later:
-            raise NotImplementedError("ringfeed: option(s) %s are not supported by this version "
-                                      "of the library (record sources come later)" % ", ".join(later))
+        record_size = _int("record_size", options.pop("record_size", 0))
+        header_size = _int("header_size", options.pop("header_size", 0))
+        dtype_v, self._dtype = _dtype_value(options.pop("dtype", "uint8"))
+        self._records = record_size > 0
+        if record_size < 0 or header_size < 0:
+            raise ValueError("ringfeed: record_size and header_size must be >= 0")
+        if self._records and record_size % self._dtype.itemsize:
+            raise ValueError("ringfeed: record_size %d is not a multiple of %s's size %d"
+                             % (record_size, self._dtype.name, self._dtype.itemsize))
+        if transform is None:
+            transform = "none" if self._records else "random_resized_crop"
+        if self._records and transform != "none":
+            raise ValueError("ringfeed: record files need transform='none' (their bytes are "
+                             "passed through), not %r" % (transform,))
         output = options.pop("output", "auto")
+        copy_mode = options.pop("copy_mode", "ring")
         io_backend = options.pop("io_backend", "auto")
         extra = {}
         for k in list(options):
@@ -322,7 +455,7 @@ class Loader:
                              % (rank, world_size))
 
         kind, index = _parse_device(device)
-        self._output = _make_output(kind, index, output, bool(pin_memory))
+        self._output = _make_output(kind, index, output, bool(pin_memory), copy_mode)
         self._device = "cpu" if kind == "cpu" else "%s:%d" % (kind, index)
 
         P = _lib
@@ -347,9 +480,20 @@ class Loader:
         ]
         for k, v in extra.items():
             self._params.append((_EXTRA_INT_OPTIONS[k], _int(k, v)))
+        if self._records:
+            self._params += [(P.RF_P_RECORD_SIZE, record_size), (P.RF_P_HEADER_SIZE, header_size),
+                             (P.RF_P_DTYPE, dtype_v)]
 
         self._lib = _lib.load()
         self._handle = self._new_handle()
+        if kind == "cuda":
+            cuda = self.stats().get("cuda", {})
+            if not cuda.get("available"):
+                self.close()
+                raise RingfeedError("ringfeed: device=%r but libringfeed (%s) has no CUDA "
+                                    "device: %s" % (self._device, _lib.path(),
+                                                    cuda.get("reason", "no 'cuda' in its stats")),
+                                    RF_E_STATE)
 
         h = self._handle
         self._batch_size = self._get(h, P.RF_P_BATCH_SIZE)
@@ -364,6 +508,9 @@ class Loader:
         s = self._image_size
         self._sample_shape = (3, s, s) if self._layout == "NCHW" else (s, s, 3)
         self._sample_bytes = 3 * s * s
+        if self._records:
+            self._sample_shape = (record_size // self._dtype.itemsize,)
+            self._sample_bytes = record_size
 
         # _positioned: the next iteration starts where the loader stands
         # (just started, set_epoch, load_state_dict); otherwise it restarts
@@ -465,8 +612,13 @@ class Loader:
         """The next batch as a _Lease, or None at the end of the epoch."""
         lib = self._lib
         out = ctypes.c_void_p()
+        next_stream = getattr(self._output, "next_stream", None)
         while True:
-            rc = lib.rf_loader_next_wait(h.ptr, ctypes.byref(out), _WAIT_MS)
+            stream = next_stream() if next_stream else None
+            if stream is not None:  # CUDA, copy_mode "ring": onto the device buffers
+                rc = lib.rf_loader_next_device_wait(h.ptr, stream, ctypes.byref(out), _WAIT_MS)
+            else:
+                rc = lib.rf_loader_next_wait(h.ptr, ctypes.byref(out), _WAIT_MS)
             if rc == RF_OK:
                 return _Lease(h, out.value)
             if rc == RF_AGAIN:
@@ -490,25 +642,43 @@ class Loader:
                 if count else np.empty(0, np.int64)
         nbytes = count * self._sample_bytes
         shape = (count,) + self._sample_shape
+        deliver = getattr(self._output, "deliver", None)
+        if deliver is not None:  # CUDA: copied into torch's tensors, released at once
+            images, dlabels, rc = deliver(lib, lease, count, nbytes, shape,
+                                          self._dtype if self._records else np.uint8,
+                                          self._records)
+            del lease
+            if rc < 0:
+                raise self._error(h, rc, "copy to %s" % self._device)
+            out = (images,) if self._records else (images, dlabels)
+            if with_indices:
+                out = out + (self._output.torch.from_numpy(indices),)
+            return out[0] if self._records and not with_indices else out
         # Copy when a zero-copy view could starve the ring (the caller holds
         # prefetch - 1 batches besides this one), and for the epoch's last
         # batch, which the loop variable still holds when the next epoch is
         # positioned.
         held = h.outstanding() - 1
+        dtype = self._dtype if self._records else np.uint8
         if count == 0:
-            images = np.empty(shape, np.uint8)
+            images = np.empty(shape, dtype)
             lease.release()
         elif held >= self._prefetch - 1 or index == self._num_batches - 1:
-            images = np.array(_view(None, lib.rf_batch_data(b), nbytes)).reshape(shape)
+            images = np.array(_view(None, lib.rf_batch_data(b), nbytes)).view(dtype).reshape(shape)
             lease.release()
         else:
-            images = _view(lease, lib.rf_batch_data(b), nbytes).reshape(shape)
+            images = _view(lease, lib.rf_batch_data(b), nbytes).view(dtype).reshape(shape)
         del lease
-        out = self._output.wrap(images, labels)
+        if self._records:
+            # Records are label-less: the data alone (with the indices when asked).
+            wrap_data = getattr(self._output, "wrap_data", None)
+            out = (wrap_data(images) if wrap_data else self._output.wrap(images, labels)[0],)
+        else:
+            out = self._output.wrap(images, labels)
         if with_indices:
             idx = self._output.torch.from_numpy(indices) if self._output.torch is not None else indices
             return out + (idx,)
-        return out
+        return out[0] if self._records else out
 
     def _iterate(self, generation, with_indices):
         while True:
@@ -538,12 +708,13 @@ class Loader:
     # -- public surface ----------------------------------------------------
 
     def __iter__(self):
-        """Batches of the current epoch: (images, labels)."""
+        """Batches of the current epoch: (images, labels); for records, data."""
         return self._start_iteration(False)
 
     def iter_with_indices(self):
-        """As iter(loader), yielding (images, labels, sample_indices); the
-        indices (int64 [B]) point into the source's index (sample_path)."""
+        """As iter(loader), yielding (images, labels, sample_indices) (for
+        records, (data, sample_indices)); the indices (int64 [B]) point into
+        the source's index (sample_path)."""
         return self._start_iteration(True)
 
     def __len__(self):
@@ -573,6 +744,11 @@ class Loader:
     @property
     def image_size(self):
         return self._image_size
+
+    @property
+    def dtype(self):
+        """Element type of the batches: numpy uint8 for images, the records' dtype."""
+        return self._dtype if self._records else np.dtype(np.uint8)
 
     @property
     def layout(self):

@@ -48,6 +48,9 @@ RF_P_MAX_SCANS = 19
 RF_P_READ_DEPTH = 20
 RF_P_READ_TIMEOUT_MS = 21
 RF_P_MAX_ERRORS = 22
+RF_P_RECORD_SIZE = 23
+RF_P_HEADER_SIZE = 24
+RF_P_DTYPE = 25
 
 PARAM_NAMES = {
     RF_P_BATCH_SIZE: "batch_size",
@@ -72,12 +75,16 @@ PARAM_NAMES = {
     RF_P_READ_DEPTH: "read_depth",
     RF_P_READ_TIMEOUT_MS: "read_timeout_ms",
     RF_P_MAX_ERRORS: "max_errors",
+    RF_P_RECORD_SIZE: "record_size",
+    RF_P_HEADER_SIZE: "header_size",
+    RF_P_DTYPE: "dtype",
 }
 
 TRANSFORMS = {"none": 0, "center": 1, "random_resized_crop": 2}
 LAYOUTS = {"NHWC": 0, "NCHW": 1}
 ON_ERROR = {"raise": 0, "skip": 1}
 IO_BACKENDS = {"auto": 0, "io_uring": 1, "pread": 2}
+DTYPES = {"uint8": 0, "uint16": 1, "int32": 2, "int64": 3}  # enum rf_dtype
 
 LIBNAME = "libringfeed.so"
 
@@ -116,6 +123,17 @@ _SIGNATURES = [
     ("rf_loader_stats_json", _i64, [_c_loader_p, ctypes.c_char_p, ctypes.c_size_t]),
     ("rf_loader_sample_path", ctypes.c_char_p, [_c_loader_p, _i64]),
     ("rf_loader_sample_label", _i64, [_c_loader_p, _i64]),
+    # CUDA (present in every build; RF_E_STATE / 0 without a device). Streams
+    # and device pointers travel as integers (cudaStream_t, data_ptr()).
+    ("rf_cuda_device_count", ctypes.c_int, []),
+    ("rf_loader_next_device", ctypes.c_int,
+     [_c_loader_p, ctypes.c_void_p, ctypes.POINTER(_c_batch_p)]),
+    ("rf_loader_next_device_wait", ctypes.c_int,
+     [_c_loader_p, ctypes.c_void_p, ctypes.POINTER(_c_batch_p), _i64]),
+    ("rf_batch_device_data", ctypes.c_void_p, [_c_batch_p]),
+    ("rf_batch_device_labels", ctypes.c_void_p, [_c_batch_p]),
+    ("rf_batch_copy_to", ctypes.c_int,
+     [_c_batch_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]),
 ]
 
 

@@ -596,11 +596,16 @@ def test_forked_child_gets_clear_error(folder):
     ld.close()
 
 
-def test_cuda_device_not_implemented_yet(folder):
-    with pytest.raises(NotImplementedError, match="cuda"):
-        ringfeed.Loader(folder, device="cuda")
-    with pytest.raises(NotImplementedError):
-        ringfeed.Loader(folder, device="cuda:1")
+def test_cuda_device_needs_cuda(folder):
+    """device='cuda' yields CUDA tensors (test_cuda.py); without CUDA it is a
+    clear error, never a silent fallback to the CPU."""
+    have_cuda = (torch is not None and torch.cuda.is_available()
+                 and ringfeed._lib.load().rf_cuda_device_count() > 0)
+    if not have_cuda:
+        with pytest.raises((ImportError, ringfeed.RingfeedError), match="cuda"):
+            ringfeed.Loader(folder, device="cuda")
+        with pytest.raises((ImportError, ringfeed.RingfeedError)):
+            ringfeed.Loader(folder, device="cuda:1")
     with pytest.raises(ValueError):
         ringfeed.Loader(folder, device="tpu")
 

@@ -1,0 +1,623 @@
+/*
+ * fuzz_decode.c - fuzz target over the decode path: file bytes -> 
+ * rf__decode_sample -> a slot-sized buffer, as a decode worker does it.
+ *
+ * Input: byte 0 picks the options (transform = b % 3, flip = bit 2, output
+ * side = sizes[b >> 3]; for transform "none" the side is the picture's own,
+ * read from its SOF, when it is square and small); the rest is the file.
+ * Every input is decoded twice, NHWC into a buffer filled with 0x00 and NCHW
+ * into one filled with 0xff, each exactly one sample's size (any overrun is an
+ * ASan report). Oracles beyond "no crash, no UB, no leak": both layouts agree
+ * on success or failure, a success fills every byte (the two fills would show
+ * through) and NCHW is NHWC transposed; a failure returns RF_E_DECODE,
+ * RF_E_LIMIT or RF_E_NOMEM with a NUL-terminated, non-empty reason.
+ *
+ * The decoder is reused from one input to the next, as a worker reuses its
+ * libjpeg handle after errors.
+ *
+ * Built two ways from this one file:
+ *   fuzz_decode        clang -fsanitize=fuzzer,address,undefined (CMake RF_FUZZ):
+ *                      libFuzzer's main; `make fuzz`, `make fuzz FUZZ_TIME=600`.
+ *   fuzz_decode_seeds  any compiler, RF_FUZZ_STANDALONE (every build):
+ *                        --gen DIR    writes the seed corpus (made with testutil.h)
+ *                        --list       decodes every seed, printing the outcome
+ *                        --self [N]   runs every seed and N deterministic
+ *                                     mutations of each through the target: a
+ *                                     regression run for builds without libFuzzer
+ *                        FILE|DIR...  replays inputs (reproduces a finding)
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "decode.h"
+#include "ringfeed.h"
+
+#define FZ_MAX_PIXELS (4096 * 4096)
+#define FZ_MAX_SCANS 64
+#define FZ_NONE_MAX_SIDE 512
+
+static const int fz_sizes[8] = {1, 2, 7, 16, 31, 32, 57, 64};
+
+/* Width and height from the first SOF marker; -1 when there is none. A bounded
+ * walk over the marker segments: it only needs to be right for well-formed
+ * headers (the decoder judges the rest). */
+static int sof_dims(const uint8_t *p, size_t n, int *w, int *h)
+{
+    size_t i = 2;
+    while (i + 4 <= n) {
+        if (p[i] != 0xFF)
+            return -1;
+        uint8_t m = p[i + 1];
+        if (m == 0xFF) {
+            i++;
+            continue;
+        }
+        if (m == 0xD8 || m == 0x01 || (m >= 0xD0 && m <= 0xD7)) {
+            i += 2;
+            continue;
+        }
+        size_t len = ((size_t)p[i + 2] << 8) | p[i + 3];
+        if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) {
+            if (i + 9 > n)
+                return -1;
+            *h = (p[i + 5] << 8) | p[i + 6];
+            *w = (p[i + 7] << 8) | p[i + 8];
+            return 0;
+        }
+        if (len < 2)
+            return -1;
+        i += 2 + len;
+    }
+    return -1;
+}
+
+static rf_decoder *fz_decoder;
+static int fz_verbose; /* standalone --list: print each input's outcome */
+
+static void finding(const char *what, int rc1, int rc2, const char *e1, const char *e2)
+{
+    fprintf(stderr, "fuzz_decode: FINDING: %s (rc %d / %d; \"%s\" / \"%s\")\n", what, rc1, rc2,
+            e1, e2);
+    abort(); /* libFuzzer saves the input as a crash artifact */
+}
+
+static void check_failure(int rc, const char *err, size_t cap)
+{
+    if (rc != RF_E_DECODE && rc != RF_E_LIMIT && rc != RF_E_NOMEM)
+        finding("unexpected status", rc, rc, "", "");
+    if (memchr(err, '\0', cap) == NULL)
+        finding("reason not NUL-terminated", rc, rc, "", "");
+    if (err[0] == '\0')
+        finding("failure without a reason", rc, rc, "", "");
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (!fz_decoder) {
+        fz_decoder = rf__decoder_create();
+        if (!fz_decoder)
+            abort();
+    }
+    uint8_t ctl = size ? data[0] : 0;
+    const uint8_t *jpg = size ? data + 1 : data;
+    size_t len = size ? size - 1 : 0;
+
+    rf_decode_opts o;
+    memset(&o, 0, sizeof o);
+    o.transform = ctl % 3;
+    o.flip = (ctl >> 2) & 1;
+    o.size = fz_sizes[ctl >> 5 & 7];
+    o.max_pixels = FZ_MAX_PIXELS;
+    o.max_scans = FZ_MAX_SCANS;
+    o.seed = (uint64_t)ctl * 0x9e3779b97f4a7c15ULL;
+    o.epoch = (ctl >> 3) & 3;
+    o.sample = (int64_t)len;
+    int w, h;
+    if (o.transform == RF_TRANSFORM_NONE && (ctl & 0x18) == 0x18 && len >= 4 &&
+        sof_dims(jpg, len, &w, &h) == 0 && w == h && w >= 1 && w <= FZ_NONE_MAX_SIDE)
+        o.size = w; /* let "none" decode square pictures */
+
+    size_t n = (size_t)o.size * (size_t)o.size * 3;
+    /* Exactly one sample's place: an overrun is an ASan report. */
+    uint8_t *a = malloc(n), *b = malloc(n);
+    if (!a || !b)
+        abort();
+    memset(a, 0x00, n);
+    memset(b, 0xff, n);
+    char ea[512], eb[512];
+    memset(ea, 'x', sizeof ea); /* no NUL: a failure must write a terminated reason */
+    memset(eb, 'x', sizeof eb);
+    rf_decode_times t;
+
+    o.layout = RF_LAYOUT_NHWC;
+    int ra = rf__decode_sample(fz_decoder, jpg, len, &o, a, ea, sizeof ea, &t);
+    o.layout = RF_LAYOUT_NCHW;
+    int rb = rf__decode_sample(fz_decoder, jpg, len, &o, b, eb, sizeof eb, &t);
+
+    if (ra != 0)
+        check_failure(ra, ea, sizeof ea);
+    if (rb != 0)
+        check_failure(rb, eb, sizeof eb);
+    ea[sizeof ea - 1] = eb[sizeof eb - 1] = '\0'; /* printable from here on */
+    if (fz_verbose)
+        printf("  t=%d S=%d flip=%d len=%zu: %s\n", o.transform, o.size, o.flip, len,
+               ra ? ea : "ok");
+    if ((ra == 0) != (rb == 0))
+        finding("NHWC and NCHW disagree on success", ra, rb, ra ? ea : "", rb ? eb : "");
+    if (ra != 0) {
+        if (ra != rb || strcmp(ea, eb) != 0)
+            finding("the same input failed differently", ra, rb, ea, eb);
+    } else {
+        /* NCHW is NHWC transposed, and every byte was written (the buffers
+         * started as 0x00 and 0xff). */
+        size_t S = (size_t)o.size;
+        for (size_t y = 0; y < S; y++)
+            for (size_t x = 0; x < S; x++)
+                for (size_t c = 0; c < 3; c++)
+                    if (a[(y * S + x) * 3 + c] != b[(c * S + y) * S + x])
+                        finding("NCHW is not NHWC transposed, or a byte was not written", ra, rb,
+                                ea, eb);
+    }
+    free(a);
+    free(b);
+    return 0;
+}
+
+#ifdef RF_FUZZ_STANDALONE
+/* ------------------------------------------------------------------------
+ * The seed corpus and the standalone driver (no libFuzzer needed).
+ * ------------------------------------------------------------------------ */
+#include <jpeglib.h>
+#include <setjmp.h>
+
+#include "testutil.h"
+
+typedef struct seed {
+    char name[64];
+    uint8_t *data; /* control byte + file */
+    size_t len;
+} seed;
+
+typedef struct corpus {
+    seed *v;
+    int n, cap;
+} corpus;
+
+static void add(corpus *c, const char *name, uint8_t ctl, const uint8_t *file, size_t len)
+{
+    if (c->n == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 64;
+        c->v = realloc(c->v, (size_t)c->cap * sizeof *c->v);
+        if (!c->v)
+            abort();
+    }
+    seed *s = &c->v[c->n++];
+    snprintf(s->name, sizeof s->name, "%03d-%s", c->n - 1, name);
+    s->len = len + 1;
+    s->data = malloc(s->len);
+    if (!s->data)
+        abort();
+    s->data[0] = ctl;
+    if (len)
+        memcpy(s->data + 1, file, len);
+}
+
+/* Control byte: transform t (0 none, 1 center, 2 rrc), size index k, and for
+ * "none" the picture's own side (0x18). */
+static uint8_t ctl_of(int t, int k, int flip)
+{
+    uint8_t c = (uint8_t)(t | (flip ? 4 : 0) | (k << 5));
+    /* t must stay c % 3: adjust with the epoch bits (3..4), which carry no meaning
+     * beyond the RNG key. */
+    for (int e = 0; e < 4 && c % 3 != t; e++)
+        c = (uint8_t)((c & ~0x18) | (e << 3));
+    return c;
+}
+
+static uint8_t ctl_none_own_side(void)
+{
+    for (int c = 0; c < 256; c++)
+        if (c % 3 == 0 && (c & 0x18) == 0x18)
+            return (uint8_t)c;
+    abort();
+}
+
+typedef struct fz_jerr {
+    struct jpeg_error_mgr pub;
+    jmp_buf jb;
+} fz_jerr;
+
+static void fz_error_exit(j_common_ptr c)
+{
+    longjmp(((fz_jerr *)c->err)->jb, 1);
+}
+
+/* A CMYK (Adobe, inverted) or YCCK JPEG: testutil only encodes RGB. */
+static int encode_cmyk(int w, int h, int ycck, uint8_t **out, size_t *out_len)
+{
+    uint8_t *rgb = tu_make_rgb(w, h, 77);
+    uint8_t *cmyk = malloc((size_t)w * h * 4);
+    if (!rgb || !cmyk) {
+        free(rgb);
+        free(cmyk);
+        return -1;
+    }
+    for (size_t i = 0; i < (size_t)w * h; i++) {
+        /* inverted ink (Adobe): C' * K' / 255 ~ R */
+        int r = rgb[3 * i], g = rgb[3 * i + 1], b = rgb[3 * i + 2];
+        int k = r > g ? (r > b ? r : b) : (g > b ? g : b);
+        if (k == 0)
+            k = 1;
+        cmyk[4 * i] = (uint8_t)(r * 255 / k);
+        cmyk[4 * i + 1] = (uint8_t)(g * 255 / k);
+        cmyk[4 * i + 2] = (uint8_t)(b * 255 / k);
+        cmyk[4 * i + 3] = (uint8_t)k;
+    }
+    free(rgb);
+    struct jpeg_compress_struct c;
+    fz_jerr e;
+    unsigned char *volatile buf = NULL;
+    unsigned long size = 0;
+    memset(&c, 0, sizeof c);
+    c.err = jpeg_std_error(&e.pub);
+    e.pub.error_exit = fz_error_exit;
+    if (setjmp(e.jb)) {
+        jpeg_destroy_compress(&c);
+        free(buf);
+        free(cmyk);
+        return -1;
+    }
+    jpeg_create_compress(&c);
+    jpeg_mem_dest(&c, (unsigned char **)&buf, &size);
+    c.image_width = (JDIMENSION)w;
+    c.image_height = (JDIMENSION)h;
+    c.input_components = 4;
+    c.in_color_space = JCS_CMYK;
+    jpeg_set_defaults(&c);
+    jpeg_set_colorspace(&c, ycck ? JCS_YCCK : JCS_CMYK);
+    jpeg_set_quality(&c, 85, TRUE);
+    jpeg_start_compress(&c, TRUE);
+    while (c.next_scanline < c.image_height) {
+        JSAMPROW row = cmyk + (size_t)c.next_scanline * w * 4;
+        jpeg_write_scanlines(&c, &row, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    free(cmyk);
+    *out = buf;
+    *out_len = size;
+    return 0;
+}
+
+/* Offset of the first SOFn marker's payload (after the length), or 0. */
+static size_t sof_offset(const uint8_t *p, size_t n)
+{
+    size_t i = 2;
+    while (i + 4 <= n && p[i] == 0xFF) {
+        uint8_t m = p[i + 1];
+        size_t len = ((size_t)p[i + 2] << 8) | p[i + 3];
+        if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC)
+            return i + 4;
+        i += 2 + len;
+    }
+    return 0;
+}
+
+/* Offset of the first SOS marker, or 0. */
+static size_t sos_offset(const uint8_t *p, size_t n)
+{
+    size_t i = 2;
+    while (i + 4 <= n && p[i] == 0xFF) {
+        if (p[i + 1] == 0xDA)
+            return i;
+        i += 2 + (((size_t)p[i + 2] << 8) | p[i + 3]);
+    }
+    return 0;
+}
+
+static uint32_t xs(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return (uint32_t)(*s >> 11);
+}
+
+static void make_corpus(corpus *c)
+{
+    struct {
+        const char *name;
+        int w, h, sub, prog, rst, arith, none_ok;
+    } kinds[] = {
+        {"base420", 64, 48, TU_420, 0, 0, 0, 0},   {"base422", 33, 17, TU_422, 0, 0, 0, 0},
+        {"base444", 57, 57, TU_444, 0, 0, 0, 1},   {"gray", 45, 45, TU_GRAY, 0, 0, 0, 1},
+        {"prog420", 50, 70, TU_420, 1, 0, 0, 0},   {"prog444", 32, 32, TU_444, 1, 0, 0, 1},
+        {"proggray", 19, 23, TU_GRAY, 1, 0, 0, 0}, {"rst1", 48, 48, TU_420, 0, 1, 0, 1},
+        {"rst2-422", 61, 40, TU_422, 0, 2, 0, 0},  {"arith", 40, 40, TU_420, 0, 0, 1, 1},
+        {"arithprog", 37, 29, TU_444, 1, 0, 1, 0}, {"tiny1x1", 1, 1, TU_420, 0, 0, 0, 1},
+        {"wide", 300, 7, TU_420, 0, 0, 0, 0},      {"tall", 9, 260, TU_444, 0, 0, 0, 0},
+        {"big", 640, 480, TU_420, 0, 0, 0, 0},     {"odd420", 17, 17, TU_420, 0, 1, 0, 1},
+    };
+    uint64_t rs = 0x243f6a8885a308d3ULL;
+    const int nk = (int)(sizeof kinds / sizeof kinds[0]);
+    for (int i = 0; i < nk; i++) {
+        tu_jpeg_opts o = {kinds[i].w,   kinds[i].h,     80 + i,          kinds[i].sub,
+                          kinds[i].prog, kinds[i].rst, kinds[i].arith, (uint32_t)(1000 + i)};
+        uint8_t *jpg;
+        size_t len;
+        if (tu_make_jpeg(&o, &jpg, &len) != 0) {
+            fprintf(stderr, "fuzz_decode_seeds: cannot encode %s\n", kinds[i].name);
+            exit(1);
+        }
+        char nm[48];
+        /* Every transform and two output sizes; "none" at the picture's side. */
+        for (int t = 1; t <= 2; t++) {
+            snprintf(nm, sizeof nm, "%s-t%d", kinds[i].name, t);
+            add(c, nm, ctl_of(t, (i + t) % 8, i & 1), jpg, len);
+        }
+        snprintf(nm, sizeof nm, "%s-none", kinds[i].name);
+        add(c, nm, kinds[i].none_ok ? ctl_none_own_side() : ctl_of(0, i % 8, 0), jpg, len);
+        /* Damaged variants of a few. */
+        if (i % 2 == 0 || kinds[i].prog || kinds[i].arith) {
+            snprintf(nm, sizeof nm, "%s-trunc-half", kinds[i].name);
+            add(c, nm, ctl_of(1, 7, 0), jpg, len / 2);
+            snprintf(nm, sizeof nm, "%s-no-eoi", kinds[i].name);
+            add(c, nm, ctl_of(2, 6, 1), jpg, len - 2);
+            size_t sos = sos_offset(jpg, len);
+            if (sos) {
+                snprintf(nm, sizeof nm, "%s-header-only", kinds[i].name);
+                add(c, nm, ctl_of(1, 4, 0), jpg, sos);
+            }
+            uint8_t *f = malloc(len);
+            memcpy(f, jpg, len);
+            for (int k = 0; k < 6; k++) { /* bit flips in the entropy-coded data */
+                size_t at = (sos ? sos : 2) + 20 + xs(&rs) % (len - (sos ? sos : 2) - 22);
+                f[at] ^= (uint8_t)(1u << (xs(&rs) % 8));
+            }
+            snprintf(nm, sizeof nm, "%s-bitflip", kinds[i].name);
+            add(c, nm, ctl_of(i % 3, 5, 0), f, len);
+            memcpy(f, jpg, len);
+            for (int k = 0; k < 3; k++) /* flips in the headers */
+                f[2 + xs(&rs) % ((sos ? sos : len) - 2)] ^= (uint8_t)(1u << (xs(&rs) % 8));
+            snprintf(nm, sizeof nm, "%s-hdrflip", kinds[i].name);
+            add(c, nm, ctl_of(1, 3, 0), f, len);
+            free(f);
+        }
+        if (i == 0 || i == 4 || i == 9) {
+            /* SOF edits: huge, just over the test limit, zero width, 12-bit,
+             * lossless: limits and "unsupported" paths. */
+            size_t sof = sof_offset(jpg, len);
+            uint8_t *f = malloc(len);
+            static const struct {
+                const char *n;
+                int w, h, prec, marker;
+            } ed[] = {{"60000x60000", 60000, 60000, 8, 0},
+                      {"4097x4096", 4097, 4096, 8, 0},
+                      {"4096x4096", 4096, 4096, 8, 0},
+                      {"0xH", 0, 48, 8, 0},
+                      {"12bit", -1, -1, 12, 0},
+                      {"lossless", -1, -1, 8, 0xC3},
+                      {"sof1", -1, -1, 8, 0xC1}};
+            for (size_t k = 0; sof && k < sizeof ed / sizeof ed[0]; k++) {
+                memcpy(f, jpg, len);
+                f[sof] = (uint8_t)ed[k].prec;
+                if (ed[k].w >= 0) {
+                    f[sof + 1] = (uint8_t)(ed[k].h >> 8);
+                    f[sof + 2] = (uint8_t)ed[k].h;
+                    f[sof + 3] = (uint8_t)(ed[k].w >> 8);
+                    f[sof + 4] = (uint8_t)ed[k].w;
+                }
+                if (ed[k].marker)
+                    f[sof - 3] = (uint8_t)ed[k].marker;
+                snprintf(nm, sizeof nm, "%s-%s", kinds[i].name, ed[k].n);
+                add(c, nm, ctl_of((int)k % 3, (int)k % 8, 0), f, len);
+            }
+            free(f);
+        }
+        free(jpg);
+    }
+    for (int ycck = 0; ycck <= 1; ycck++) {
+        uint8_t *jpg;
+        size_t len;
+        if (encode_cmyk(40, 40, ycck, &jpg, &len) != 0) {
+            fprintf(stderr, "fuzz_decode_seeds: cannot encode CMYK\n");
+            exit(1);
+        }
+        add(c, ycck ? "ycck-none" : "cmyk-none", ctl_none_own_side(), jpg, len);
+        add(c, ycck ? "ycck-rrc" : "cmyk-center", ctl_of(1 + ycck, 6, 1), jpg, len);
+        add(c, ycck ? "ycck-trunc" : "cmyk-trunc", ctl_of(1, 2, 0), jpg, len * 2 / 3);
+        free(jpg);
+    }
+    /* Not JPEG at all. */
+    static const uint8_t png[] = {0x89, 'P',  'N',  'G',  '\r', '\n', 0x1a, '\n', 0,   0,   0,
+                                  13,   'I',  'H',  'D',  'R',  0,    0,    0,    16,  0,   0,
+                                  0,    16,   8,    2,    0,    0,    0,    0x90, 0x91, 0x68, 0x36};
+    add(c, "png", ctl_of(1, 3, 0), png, sizeof png);
+    add(c, "gif", ctl_of(2, 3, 0), (const uint8_t *)"GIF89a\x10\x00\x10\x00", 10);
+    add(c, "empty", ctl_of(1, 0, 0), NULL, 0);
+    add(c, "soi-only", ctl_of(1, 1, 0), (const uint8_t *)"\xff\xd8", 2);
+    add(c, "soi-eoi", ctl_of(2, 1, 0), (const uint8_t *)"\xff\xd8\xff\xd9", 4);
+    uint8_t rnd[700];
+    for (size_t k = 0; k < sizeof rnd; k++)
+        rnd[k] = (uint8_t)xs(&rs);
+    add(c, "random", ctl_of(1, 5, 0), rnd, sizeof rnd);
+    rnd[0] = 0xFF;
+    rnd[1] = 0xD8;
+    add(c, "soi-random", ctl_of(2, 5, 0), rnd, sizeof rnd);
+}
+
+static void free_corpus(corpus *c)
+{
+    for (int i = 0; i < c->n; i++)
+        free(c->v[i].data);
+    free(c->v);
+}
+
+static int run_file(const char *path)
+{
+    size_t len;
+    uint8_t *d = tu_read_file(path, &len);
+    if (!d && len != 0) {
+        fprintf(stderr, "fuzz_decode_seeds: cannot read %s\n", path);
+        return -1;
+    }
+    LLVMFuzzerTestOneInput(d ? d : (const uint8_t *)"", d ? len : 0);
+    free(d);
+    return 0;
+}
+
+static int run_path(const char *path, int *count)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        fprintf(stderr, "fuzz_decode_seeds: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        (*count)++;
+        return run_file(path);
+    }
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    struct dirent *e;
+    int rc = 0;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+        if (run_path(p, count) != 0)
+            rc = -1;
+    }
+    closedir(d);
+    return rc;
+}
+
+/* Deterministic mutations of a seed, libFuzzer-style but much simpler. */
+static size_t mutate(const uint8_t *in, size_t len, uint8_t *out, size_t cap, uint64_t *rs)
+{
+    size_t n = len < cap ? len : cap;
+    memcpy(out, in, n);
+    int ops = 1 + (int)(xs(rs) % 4);
+    for (int k = 0; k < ops && n > 0; k++) {
+        switch (xs(rs) % 7) {
+        case 0: /* bit flip */
+            out[xs(rs) % n] ^= (uint8_t)(1u << (xs(rs) % 8));
+            break;
+        case 1: /* random byte */
+            out[xs(rs) % n] = (uint8_t)xs(rs);
+            break;
+        case 2: /* truncate */
+            n = 1 + xs(rs) % n;
+            break;
+        case 3: { /* interesting value */
+            static const uint8_t v[] = {0x00, 0x01, 0x7f, 0x80, 0xfe, 0xff};
+            out[xs(rs) % n] = v[xs(rs) % sizeof v];
+            break;
+        }
+        case 4: { /* copy a chunk over another place */
+            size_t a = xs(rs) % n, b = xs(rs) % n, m = 1 + xs(rs) % 64;
+            if (a + m > n)
+                m = n - a;
+            if (b + m > n)
+                m = n - b;
+            memmove(out + b, out + a, m);
+            break;
+        }
+        case 5: /* control byte */
+            out[0] = (uint8_t)xs(rs);
+            break;
+        default: { /* a marker: FF xx at a random place */
+            size_t a = xs(rs) % n;
+            if (a + 1 < n) {
+                out[a] = 0xFF;
+                out[a + 1] = (uint8_t)(0xC0 + xs(rs) % 64);
+            }
+            break;
+        }
+        }
+    }
+    return n;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 3 && !strcmp(argv[1], "--gen")) {
+        corpus c = {0};
+        make_corpus(&c);
+        mkdir(argv[2], 0755);
+        for (int i = 0; i < c.n; i++) {
+            char p[4096];
+            snprintf(p, sizeof p, "%s/%s", argv[2], c.v[i].name);
+            if (tu_write_file(p, c.v[i].data, c.v[i].len) != 0) {
+                fprintf(stderr, "fuzz_decode_seeds: cannot write %s: %s\n", p, strerror(errno));
+                return 1;
+            }
+        }
+        printf("fuzz_decode_seeds: %d seeds in %s\n", c.n, argv[2]);
+        free_corpus(&c);
+        return 0;
+    }
+    if (argc >= 2 && !strcmp(argv[1], "--list")) {
+        corpus c = {0};
+        make_corpus(&c);
+        fz_verbose = 1;
+        for (int i = 0; i < c.n; i++) {
+            printf("%s\n", c.v[i].name);
+            LLVMFuzzerTestOneInput(c.v[i].data, c.v[i].len);
+        }
+        free_corpus(&c);
+        rf__decoder_destroy(fz_decoder);
+        return 0;
+    }
+    if (argc >= 2 && !strcmp(argv[1], "--self")) {
+        int per = argc >= 3 ? atoi(argv[2]) : 50;
+        const char *env = getenv("RINGFEED_TEST_SCALE"); /* < 1 under slow tools */
+        if (env && atof(env) > 0 && atof(env) < 1)
+            per = (int)(per * atof(env));
+        corpus c = {0};
+        make_corpus(&c);
+        uint64_t rs = 0x9e3779b97f4a7c15ULL;
+        size_t cap = 0;
+        for (int i = 0; i < c.n; i++)
+            cap = c.v[i].len > cap ? c.v[i].len : cap;
+        uint8_t *buf = malloc(cap);
+        long runs = 0;
+        for (int i = 0; i < c.n; i++) {
+            LLVMFuzzerTestOneInput(c.v[i].data, c.v[i].len);
+            runs++;
+            for (int k = 0; k < per; k++) {
+                size_t n = mutate(c.v[i].data, c.v[i].len, buf, cap, &rs);
+                LLVMFuzzerTestOneInput(buf, n);
+                runs++;
+            }
+        }
+        printf("fuzz_decode_seeds: %d seeds, %ld runs, no findings\n", c.n, runs);
+        free(buf);
+        free_corpus(&c);
+        rf__decoder_destroy(fz_decoder);
+        return 0;
+    }
+    if (argc < 2 || argv[1][0] == '-') {
+        fprintf(stderr, "usage: %s --gen DIR | --list | --self [N] | FILE|DIR...\n", argv[0]);
+        return 2;
+    }
+    int rc = 0, count = 0;
+    for (int i = 1; i < argc; i++)
+        if (run_path(argv[i], &count) != 0)
+            rc = 1;
+    printf("fuzz_decode_seeds: replayed %d inputs\n", count);
+    rf__decoder_destroy(fz_decoder);
+    return rc;
+}
+#endif /* RF_FUZZ_STANDALONE */

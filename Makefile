@@ -3,20 +3,35 @@
 #   make deps      install the missing Debian packages (root; apt-get only if something is missing)
 #   make build     configure + build into build/ with all cores
 #   make test      deps + build + every test (ctest)
-#   make bench     deps + build + the loader benchmark (JSON, PNG, summary in build/bench)
+#   make bench     deps + build + build/ringfeed-bench on its generated sample: sizing table,
+#                  DataLoader side by side, recommendation; build/bench/bench.{jsonl,png}
 #   make sanitize  deps + address,undefined build in build-asan and thread build in build-tsan,
 #                  ctest in both (the python test is not registered under sanitizers)
+#   make memcheck  deps + build + the valgrind memcheck tests (ctest -L memcheck: test_loader,
+#                  test_faults, test_lifecycle; pread backend, JSIMD_FORCENONE=1)
+#   make fuzz      deps + clang libFuzzer+ASan+UBSan build of tests/fuzz_decode.c in build-fuzz,
+#                  its seed corpus and a short run (ctest -L fuzz); FUZZ_TIME=600 fuzzes
+#                  600 s more, keeping the corpus in build-fuzz/test-tmp/fuzz/corpus
 #   make format    clang-format the C sources in place
-#   make clean     remove build/, build-asan/, build-tsan/
+#   make clean     remove build/, build-asan/, build-tsan/, build-fuzz/
 #
 # Variables: BUILD / ASAN_BUILD / TSAN_BUILD (build folders), CMAKE_ARGS (extra
 # -D options), CTEST_ARGS (extra ctest options), JOBS (parallel build jobs),
-# SKIP_DEPS=1 (do not look at packages, e.g. on a machine without a package registry).
+# SKIP_DEPS=1 (do not look at packages, e.g. on a machine without a package registry),
+# BENCH_STEP_MS (simulated training step for make bench, default 100), BENCH_WORKERS
+# (worker counts, default all,auto: 1..usable cores and the tuner),
+# BENCH_ARGS (more ringfeed-bench options, e.g. BENCH_ARGS="--data DIR --device cuda"),
+# FUZZ_BUILD (build-fuzz), FUZZ_CC (clang), FUZZ_TIME (seconds of extra fuzzing),
+# FUZZ_ARGS (more libFuzzer options, e.g. FUZZ_ARGS=-fork=4).
 
 SHELL := /bin/bash
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_CC ?= clang
+FUZZ_TIME ?=
+FUZZ_ARGS ?=
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PYTHON ?= /usr/bin/python3
 CMAKE ?= cmake
@@ -24,12 +39,15 @@ CTEST ?= ctest
 CMAKE_ARGS ?=
 CTEST_ARGS ?=
 SKIP_DEPS ?=
+BENCH_STEP_MS ?= 100
+BENCH_WORKERS ?= all,auto
+BENCH_ARGS ?=
 
 DEB_PACKAGES := build-essential cmake pkg-config liburing-dev libturbojpeg0-dev \
 	libjpeg62-turbo-dev libcmocka-dev python3-numpy python3-pytest python3-torch \
-	python3-torchvision python3-matplotlib python3-pil valgrind
+	python3-torchvision python3-matplotlib python3-pil valgrind clang libclang-rt-14-dev
 
-.PHONY: all deps build test bench sanitize format clean
+.PHONY: all deps build test bench sanitize memcheck fuzz format clean
 
 all: build
 
@@ -71,8 +89,8 @@ test: deps
 
 bench: deps
 	$(MAKE) build
-	$(PYTHON) bench/loader_bench.py --gen $(BUILD)/rf-gen-folder --lib $(BUILD)/libringfeed.so \
-		--out $(BUILD)/bench
+	$(BUILD)/ringfeed-bench --workers $(BENCH_WORKERS) --step-ms $(BENCH_STEP_MS) --compare-torch \
+		--json $(BUILD)/bench/bench.jsonl --plot $(BUILD)/bench/bench.png $(BENCH_ARGS)
 
 sanitize: deps
 	$(CMAKE) -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Release -DRF_SANITIZE=address,undefined $(CMAKE_ARGS)
@@ -82,8 +100,25 @@ sanitize: deps
 	$(CMAKE) --build $(TSAN_BUILD) -j $(JOBS)
 	$(CTEST) --test-dir $(TSAN_BUILD) --output-on-failure -E '^python$$' $(CTEST_ARGS)
 
+memcheck: deps
+	$(MAKE) build
+	$(CTEST) --test-dir $(BUILD) --output-on-failure -L memcheck $(CTEST_ARGS)
+
+# libclang_rt.fuzzer comes with libclang-rt-14-dev (in DEB_PACKAGES). Only the
+# fuzz targets are built here; CUDA plays no part in decoding.
+fuzz: deps
+	CC=$(FUZZ_CC) $(CMAKE) -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Release -DRF_FUZZ=ON \
+		-DRF_SANITIZE=address,undefined -DRF_WITH_CUDA=OFF $(CMAKE_ARGS)
+	$(CMAKE) --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_decode fuzz_decode_seeds
+	$(CTEST) --test-dir $(FUZZ_BUILD) --output-on-failure -L fuzz $(CTEST_ARGS)
+ifneq ($(FUZZ_TIME),)
+	cd $(FUZZ_BUILD)/test-tmp/fuzz && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		../../fuzz_decode -max_total_time=$(FUZZ_TIME) -timeout=30 -rss_limit_mb=2560 \
+		-max_len=65536 -print_final_stats=1 -artifact_prefix=artifacts/ $(FUZZ_ARGS) corpus seeds
+endif
+
 format:
 	clang-format -i $(wildcard include/*.h lib/*.c lib/*.h tests/*.c tests/*.h bench/*.c examples/*.c)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

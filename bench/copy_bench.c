@@ -33,13 +33,13 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "rf-copy-bench: %s: %s\n", #x, cudaGetErrorString(e_));            \
-            exit(1);                                                                           \
-        }                                                                                      \
+#define CK(x)                                                                                      \
+    do {                                                                                           \
+        cudaError_t e_ = (x);                                                                      \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "rf-copy-bench: %s: %s\n", #x, cudaGetErrorString(e_));                \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 typedef struct cfg {
@@ -52,7 +52,8 @@ static double plain(const cfg *c, int pinned)
 {
     cudaStream_t s;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    void **host = calloc((size_t)c->slots, sizeof *host), **dev = calloc((size_t)c->slots, sizeof *dev);
+    void **host = calloc((size_t)c->slots, sizeof *host),
+         **dev = calloc((size_t)c->slots, sizeof *dev);
     for (int i = 0; i < c->slots; i++) {
         if (pinned)
             CK(cudaHostAlloc(&host[i], c->bytes, cudaHostAllocPortable));

@@ -266,7 +266,8 @@ for w, e in sorted(((e2e.get("summary") or {}).get("workers") or {}).items(), ke
     if "ratio" in e:
         targets["e2e_vs_torchvision_workers_%s" % w] = {
             "ringfeed_images_per_sec": e.get("ringfeed"), "torchvision_images_per_sec": e.get("torchvision"),
-            "value": e["ratio"], "steady_value": e.get("ratio_steady"), "target": 2.0, "met": e["ratio"] >= 2.0}
+            "value": e["ratio"], "later_epochs_value": e.get("ratio_later_epochs"), "target": 2.0,
+            "met": e["ratio"] >= 2.0}
 doc["targets"] = targets
 doc["ok"] = all(s["status"] in ("ok", "skipped", "dry-run") for s in steps)
 tmp = os.environ["JSON"] + ".tmp"
@@ -509,13 +510,12 @@ export -f s_data
 
 s_e2e() {
     set -uo pipefail
-    local dev=cuda extra=(--extras) minsec=4
+    local dev=cuda extra=(--extras)
     [ "$MODE" = cpu ] && dev=cpu && extra=()
-    [ "$QUICK" = 1 ] && minsec=1
     RINGFEED_LIBRARY="$BUILD/libringfeed.so" PYTHONPATH="$REPO/bindings/python" \
         PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
         "$PY" "$REPO/bench/gpu_e2e.py" --data "$DATA" --out "$WORK/e2e.json" --workers "$WORKERS" \
-        --batch-size "$BATCH" --image-size "$SIZE" --device $dev --min-seconds $minsec \
+        --batch-size "$BATCH" --image-size "$SIZE" --device $dev --epochs 2 \
         --run-limit 60 --deadline "$E2E_DEADLINE" "${extra[@]}"
 }
 export -f s_e2e

@@ -31,7 +31,8 @@
  * Prints a table (workers, images/s over the run and over its second half,
  * stall %), auto's decisions and the comparison with the best fixed count;
  * --json appends one JSON line per run with the machine, the parameters and
- * the git revision.
+ * the git revision (of RF_SOURCE_DIR when the build defines it, else of the
+ * working directory).
  *
  * Links lib/tuner.c only, plus pthread and libm.
  */
@@ -67,16 +68,16 @@ typedef struct {
 
 typedef struct {
     const params *p;
-    pthread_mutex_t mu;      /* protects everything below */
-    pthread_cond_t cv_work;  /* workers: unparked, or a ring slot freed, or stop */
-    pthread_cond_t cv_cons;  /* consumer: a batch completed */
-    int active, prefetch;    /* the count of workers allowed to run; ring slots */
+    pthread_mutex_t mu;     /* protects everything below */
+    pthread_cond_t cv_work; /* workers: unparked, or a ring slot freed, or stop */
+    pthread_cond_t cv_cons; /* consumer: a batch completed */
+    int active, prefetch;   /* the count of workers allowed to run; ring slots */
     int64_t next_sample, total_samples;
-    int64_t consumed;        /* batches released by the consumer */
-    int *done;               /* samples finished per slot (slot = batch % max_prefetch) */
+    int64_t consumed; /* batches released by the consumer */
+    int *done;        /* samples finished per slot (slot = batch % max_prefetch) */
     int stop;
     double busy_s, read_s, blocked_s; /* window sums */
-    int nblocked;            /* active workers held back by the full ring now */
+    int nblocked;                     /* active workers held back by the full ring now */
     double blocked_since;
 } pipeline;
 
@@ -86,7 +87,7 @@ typedef struct {
 } worker;
 
 typedef struct {
-    int fixed;  /* 0: auto */
+    int fixed;   /* 0: auto */
     int workers; /* fixed count, or auto's final count */
     double seconds, images_per_sec, images_per_sec_2nd, stall_pct, stall_pct_2nd;
     int ndecisions;
@@ -117,6 +118,8 @@ static void sleep_ms(double ms)
         ;
 }
 
+static _Atomic uint64_t burn_sink; /* keeps the burn loop's result alive; value unused */
+
 /* Spins until this thread has used `ms` of CPU: the cost is CPU time, so a
  * preempted worker takes longer in wall time, as a real decoder would. */
 static void burn_ms(double ms)
@@ -124,10 +127,13 @@ static void burn_ms(double ms)
     if (ms <= 0)
         return;
     double end = clock_s(CLOCK_THREAD_CPUTIME_ID) + ms * 1e-3;
-    volatile uint64_t x = 0;
+    uint64_t x = (uint64_t)(uintptr_t)&x;
+    /* An LCG chain the compiler cannot fold; about 10 us between clock reads,
+     * which are system calls for a thread CPU clock. */
     while (clock_s(CLOCK_THREAD_CPUTIME_ID) < end)
         for (int i = 0; i < 20000; i++)
-            x += (uint64_t)i * 2654435761u;
+            x = x * 6364136223846793005u + (uint64_t)i;
+    burn_sink += x;
 }
 
 /* Called with pl->mu held. */
@@ -144,8 +150,8 @@ static void *worker_main(void *arg)
     pthread_mutex_lock(&pl->mu);
     for (;;) {
         int blocked = 0;
-        while (!pl->stop && (w->id >= pl->active || pl->next_sample >= pl->total_samples ||
-                             ring_full(pl))) {
+        while (!pl->stop &&
+               (w->id >= pl->active || pl->next_sample >= pl->total_samples || ring_full(pl))) {
             /* Held back by the ring with work left: that is blocked time. */
             int want = w->id < pl->active && pl->next_sample < pl->total_samples;
             if (want && !blocked && pl->nblocked++ == 0)
@@ -460,9 +466,16 @@ static int parse_int(const char *s, int lo, int hi, int *out)
 
 int main(int argc, char **argv)
 {
-    params p = {.cpu_ms = 2, .read_ms = 0, .step_ms = 0, .batch = 32, .batches = 300,
-                .budget = 0, .prefetch = 4, .max_prefetch = 0, .repeat = 1};
-    for (int i = 1; i < argc; i++) {
+    params p = {.cpu_ms = 2,
+                .read_ms = 0,
+                .step_ms = 0,
+                .batch = 32,
+                .batches = 300,
+                .budget = 0,
+                .prefetch = 4,
+                .max_prefetch = 0,
+                .repeat = 1};
+    for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int bad = 0;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -503,11 +516,10 @@ int main(int argc, char **argv)
             usage(stderr);
             return 2;
         }
-        i++;
     }
     char why[256];
     int usable = rf__usable_cores(why, sizeof why);
-    char budget_why[512];
+    char budget_why[512] = "set by --budget";
     if (!p.budget)
         p.budget = rf__worker_budget(1, budget_why, sizeof budget_why);
     if (p.budget > MAX_THREADS)
@@ -517,14 +529,24 @@ int main(int argc, char **argv)
     if (p.max_prefetch < p.prefetch)
         p.max_prefetch = p.prefetch;
 
-    char git[128], cpu[256];
-    command_line("git rev-parse --short HEAD 2>/dev/null", git, sizeof git);
+    /* The revision of the sources: RF_SOURCE_DIR when the build gives it,
+     * else whatever repository the working directory is in. */
+    char git[128], cpu[256], cmd[1200];
+#ifdef RF_SOURCE_DIR
+    const char *gitdir = strchr(RF_SOURCE_DIR, '\'') ? "." : RF_SOURCE_DIR;
+#else
+    const char *gitdir = ".";
+#endif
+    snprintf(cmd, sizeof cmd, "git -C '%s' rev-parse --short HEAD 2>/dev/null", gitdir);
+    command_line(cmd, git, sizeof git);
     if (!git[0]) {
         snprintf(git, sizeof git, "unknown");
     } else {
         char dirty[8];
-        command_line("git status --porcelain --untracked-files=no 2>/dev/null | head -c1", dirty,
-                     sizeof dirty);
+        snprintf(cmd, sizeof cmd,
+                 "git -C '%s' status --porcelain --untracked-files=no 2>/dev/null | head -c1",
+                 gitdir);
+        command_line(cmd, dirty, sizeof dirty);
         if (dirty[0])
             strncat(git, "-dirty", sizeof git - strlen(git) - 1);
     }
@@ -534,9 +556,10 @@ int main(int argc, char **argv)
 
     printf("rf-tuner-bench: %s; %d usable cores (%s); git %s\n", cpu, usable, why, git);
     printf("  cpu %.2f ms/img, read %.2f ms/img, step %.2f ms/batch (%s), batch %d, %d batches, "
-           "budget %d, prefetch %d (max %d)\n",
+           "prefetch %d (max %d)\n",
            p.cpu_ms, p.read_ms, p.step_ms, p.step_burn ? "burn" : "sleep", p.batch, p.batches,
-           p.budget, p.prefetch, p.max_prefetch);
+           p.prefetch, p.max_prefetch);
+    printf("  budget %d workers (%s)\n", p.budget, budget_why);
     if (p.step_ms > 0 && p.cpu_ms > 0)
         printf("  the consumer needs %.2f workers' worth of decode (B x cpu / step)\n",
                p.batch * p.cpu_ms / p.step_ms);
@@ -563,8 +586,8 @@ int main(int argc, char **argv)
             if (run(&p, fixed, r) != 0)
                 return 1;
             printf("  %-5d %-6s %7d %10.1f %14.1f %7.1f %13.1f\n", round + 1,
-                   fixed ? "fixed" : "auto", r->workers, r->images_per_sec,
-                   r->images_per_sec_2nd, r->stall_pct, r->stall_pct_2nd);
+                   fixed ? "fixed" : "auto", r->workers, r->images_per_sec, r->images_per_sec_2nd,
+                   r->stall_pct, r->stall_pct_2nd);
             fflush(stdout);
             if (jf)
                 json_line(jf, &p, r, round + 1, git, cpu, kernel, usable, why);
@@ -572,8 +595,8 @@ int main(int argc, char **argv)
         result *a = &res[round * nmodes + p.budget];
         printf("        auto decisions (%d):\n", a->ndecisions);
         for (int i = 0; i < a->ndecisions; i++)
-            printf("          batch %5lld: workers %d, prefetch %d  %s\n",
-                   (long long)a->d[i].batch, a->d[i].workers, a->d[i].prefetch, a->d[i].reason);
+            printf("          batch %5lld: workers %d, prefetch %d  %s\n", (long long)a->d[i].batch,
+                   a->d[i].workers, a->d[i].prefetch, a->d[i].reason);
     }
 
     /* Medians per mode over the rounds. */

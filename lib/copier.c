@@ -74,8 +74,8 @@ void *rf__host_alloc(size_t bytes, int pin, int *pinned, char *note, size_t note
             *pinned = 1;
             return p;
         }
-        snprintf(note, notecap, "cudaHostAlloc(%zu bytes) failed: %s; using pageable memory",
-                 bytes, cudaGetErrorString(e));
+        snprintf(note, notecap, "cudaHostAlloc(%zu bytes) failed: %s; using pageable memory", bytes,
+                 cudaGetErrorString(e));
         (void)cudaGetLastError();
     } else if (pin) {
         size_t n = strlen(note);
@@ -294,9 +294,10 @@ struct rf_copier {
     size_t dev_label_off; /* labels' offset in a device buffer (256-aligned) */
     void *stream;         /* the copy stream */
     void *ev_order;       /* copy_to: the caller's stream up to the call */
+    int prev_device;      /* current before rf__copier_create; put back by rf__copier_leave */
     rf_copier_slot *slots;
-    pthread_mutex_t mu;   /* see the lock rules at the top */
-    rf_copier_stats st;   /* under mu, but errors from rf__copier_slot_done (benign race) */
+    pthread_mutex_t mu; /* see the lock rules at the top */
+    rf_copier_stats st; /* under mu, but errors from rf__copier_slot_done (benign race) */
 };
 
 /* Formats "copier: <call>: <error string>" into err and the stats. */
@@ -304,20 +305,20 @@ static int fail(rf_copier *c, const char *call, int code, char *err, size_t errc
 {
     const char *why = c->ops->error_string ? c->ops->error_string(c->ctx, code) : "error";
     c->st.errors++;
-    snprintf(c->st.last_error, sizeof c->st.last_error, "copier: %s (device %d): %s (%d)",
-             call, c->device, why ? why : "?", code);
+    snprintf(c->st.last_error, sizeof c->st.last_error, "copier: %s (device %d): %s (%d)", call,
+             c->device, why ? why : "?", code);
     if (err && errcap)
         snprintf(err, errcap, "%s", c->st.last_error);
     return RF_E_CUDA;
 }
 
-#define TRY(call, expr)                                                                        \
-    do {                                                                                       \
-        int e_ = (expr);                                                                       \
-        if (e_ != 0) {                                                                         \
-            rc = fail(c, call, e_, err, errcap);                                               \
-            goto out;                                                                          \
-        }                                                                                      \
+#define TRY(call, expr)                                                                            \
+    do {                                                                                           \
+        int e_ = (expr);                                                                           \
+        if (e_ != 0) {                                                                             \
+            rc = fail(c, call, e_, err, errcap);                                                   \
+            goto out;                                                                              \
+        }                                                                                          \
     } while (0)
 
 /* Makes the loader's device current; returns what to put back (-1: nothing). */
@@ -363,8 +364,14 @@ int rf__copier_create(rf_copier **out, const rf_gpu_ops *ops, void *ctx, int dev
     c->dev_label_off = (slot_bytes + 255) & ~(size_t)255;
     pthread_mutex_init(&c->mu, NULL);
     int rc = 0;
-    /* The device stays current on this thread: the ring's page-locked memory
-     * is allocated next, in the loader's device's context. */
+    /* The device stays current on this thread until rf__copier_leave: the
+     * ring's page-locked memory is allocated next, in the loader's device's
+     * context. */
+    c->prev_device = -1;
+#ifdef RF_HAVE_CUDA
+    if (ops == &cuda_ops)
+        c->prev_device = cu_current_device();
+#endif
     TRY("cudaSetDevice", ops->set_device(ctx, device));
     TRY("cudaStreamCreateWithFlags", ops->stream_create(ctx, &c->stream));
     TRY("cudaEventCreateWithFlags", ops->event_create(ctx, &c->ev_order));
@@ -376,6 +383,7 @@ int rf__copier_create(rf_copier **out, const rf_gpu_ops *ops, void *ctx, int dev
     }
 out:
     if (rc < 0) {
+        rf__copier_leave(c);
         rf__copier_destroy(c);
         return rc;
     }
@@ -383,8 +391,8 @@ out:
     return 0;
 }
 
-int rf__copier_open(rf_copier **out, int device, int nslots, size_t slot_bytes,
-                    int64_t batch_size, char *note, size_t notecap, char *err, size_t errcap)
+int rf__copier_open(rf_copier **out, int device, int nslots, size_t slot_bytes, int64_t batch_size,
+                    char *note, size_t notecap, char *err, size_t errcap)
 {
     *out = NULL;
     if (device < 0) {
@@ -398,8 +406,8 @@ int rf__copier_open(rf_copier **out, int device, int nslots, size_t slot_bytes,
         return 0;
     }
     if (device >= n) {
-        snprintf(err, errcap, "copier: device cuda:%d does not exist (%d CUDA device%s)", device,
-                 n, n == 1 ? "" : "s");
+        snprintf(err, errcap, "copier: device cuda:%d does not exist (%d CUDA device%s)", device, n,
+                 n == 1 ? "" : "s");
         return RF_E_INVALID;
     }
     int rc = rf__copier_create(out, rf__cuda_ops(), NULL, device, nslots, slot_bytes, batch_size,
@@ -407,6 +415,12 @@ int rf__copier_open(rf_copier **out, int device, int nslots, size_t slot_bytes,
     if (rc == 0)
         snprintf(note, notecap, "cuda:%d (%d device%s)", device, n, n == 1 ? "" : "s");
     return rc;
+}
+
+void rf__copier_leave(rf_copier *c)
+{
+    if (c && c->prev_device >= 0 && c->prev_device != c->device)
+        c->ops->set_device(c->ctx, c->prev_device);
 }
 
 void rf__copier_destroy(rf_copier *c)
@@ -516,9 +530,9 @@ out:
     return rc;
 }
 
-int rf__copier_copy_to(rf_copier *c, int slot, const void *img, size_t img_n,
-                       const int64_t *labels, int64_t count, void *dst_img, void *dst_labels,
-                       void *stream, char *err, size_t errcap)
+int rf__copier_copy_to(rf_copier *c, int slot, const void *img, size_t img_n, const int64_t *labels,
+                       int64_t count, void *dst_img, void *dst_labels, void *stream, char *err,
+                       size_t errcap)
 {
     assert(slot >= 0 && slot < c->nslots);
     assert(img_n <= c->slot_bytes && count >= 0 && count <= c->batch_size);
@@ -559,7 +573,8 @@ int rf__copier_copy_to(rf_copier *c, int slot, const void *img, size_t img_n,
     TRY("cudaStreamWaitEvent", o->stream_wait(c->ctx, c->stream, c->ev_order));
     enqueued = 1;
     if (dst_img && img_n)
-        TRY("cudaMemcpyAsync", o->memcpy_async(c->ctx, dst_img, img, img_n, RF__GPU_H2D, c->stream));
+        TRY("cudaMemcpyAsync",
+            o->memcpy_async(c->ctx, dst_img, img, img_n, RF__GPU_H2D, c->stream));
     if (dst_labels && lab_n) {
         stage_labels(s, labels, count);
         TRY("cudaMemcpyAsync",

@@ -87,9 +87,15 @@ typedef struct rf_copier_stats {
  * built without CUDA, no device or no driver: the loader runs on the CPU);
  * RF_E_INVALID when the device does not exist; RF_E_CUDA when CUDA fails.
  * nslots: host slots the ring may ever have; slot_bytes: image bytes of one
- * slot; batch_size: labels per slot. Makes `device` current on this thread. */
-int rf__copier_open(rf_copier **out, int device, int nslots, size_t slot_bytes,
-                    int64_t batch_size, char *note, size_t notecap, char *err, size_t errcap);
+ * slot; batch_size: labels per slot. Makes `device` current on this thread
+ * (for the ring's page-locked memory) until rf__copier_leave. */
+int rf__copier_open(rf_copier **out, int device, int nslots, size_t slot_bytes, int64_t batch_size,
+                    char *note, size_t notecap, char *err, size_t errcap);
+
+/* Puts back the device that was current on this thread before
+ * rf__copier_open (the caller's framework keeps its own current device).
+ * Call once the ring's memory is allocated. NULL is a no-op. */
+void rf__copier_leave(rf_copier *c);
 
 /* As rf__copier_open with an explicit backend (tests). 0, RF_E_NOMEM or RF_E_CUDA. */
 int rf__copier_create(rf_copier **out, const rf_gpu_ops *ops, void *ctx, int device, int nslots,
@@ -112,9 +118,9 @@ int rf__copier_to_device(rf_copier *c, int slot, const void *img, size_t img_n,
  * NULL), ordered on `stream`: from the device buffer when the slot is on the
  * device (device-to-device on `stream`), else host-to-device through the copy
  * stream. 0, RF_E_INVALID or RF_E_CUDA. */
-int rf__copier_copy_to(rf_copier *c, int slot, const void *img, size_t img_n,
-                       const int64_t *labels, int64_t count, void *dst_img, void *dst_labels,
-                       void *stream, char *err, size_t errcap);
+int rf__copier_copy_to(rf_copier *c, int slot, const void *img, size_t img_n, const int64_t *labels,
+                       int64_t count, void *dst_img, void *dst_labels, void *stream, char *err,
+                       size_t errcap);
 
 /* The consumer is done with the device buffer of `slot`: records its release
  * event on the consumer's stream. No-op when the slot is not on the device. */

@@ -267,8 +267,13 @@ int rf__decode_sample(rf_decoder *d, const uint8_t *data, size_t len, const rf_d
         for (int y = 1; y < rows; y++)
             memmove(d->rows + (size_t)y * stride, d->rows + (size_t)y * cw * 4, stride);
     }
-    /* Rows below the region are not needed: stop here. */
-    jpeg_abort_decompress(c);
+    /* Rows below the region are not needed, but their entropy-coded data is
+     * still checked: a corrupt tail otherwise passes unnoticed, and libjpeg
+     * reports some damage (a desynchronised Huffman stream) only when it
+     * reaches the end marker. Skipping costs the entropy decoding alone. */
+    if (c->output_scanline < c->output_height)
+        jpeg_skip_scanlines(c, c->output_height - c->output_scanline);
+    jpeg_finish_decompress(c);
     int64_t t2 = rf__now_ns();
     t->decode_ns = t2 - t1;
 

@@ -30,6 +30,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,7 +89,16 @@ typedef struct rf_job {
     int64_t pos; /* place within the batch */
     int64_t gen;
     int64_t epoch;
+    struct rf_job *next_free; /* link in the free stack */
 } rf_job;
+
+/* Per-worker counters: written by their worker only (relaxed load + store,
+ * no read-modify-write), read by whoever renders stats or closes a tuner
+ * window. Totals since start. */
+typedef struct rf_worker_counters {
+    _Atomic int64_t decoded, header_ns, decode_ns, resize_ns, dct_scaled;
+    _Atomic int64_t cpu_ns, busy_ns;
+} rf_worker_counters;
 
 typedef struct rf_worker {
     rf_loader *l;
@@ -96,6 +106,7 @@ typedef struct rf_worker {
     pthread_t thread;
     rf_decoder *dec;
     rf_read sub; /* buffer for substitute samples (on_error = skip) */
+    rf_worker_counters c;
 } rf_worker;
 
 struct rf_loader {
@@ -122,19 +133,31 @@ struct rf_loader {
     pthread_mutex_t stop_mu; /* serialises rf_loader_stop's joins */
     int joined;
 
-    pthread_mutex_t mu; /* protects everything below, the ring and the stats */
-    pthread_cond_t cv_disp, cv_work, cv_cons;
-    int stopped;
-    int64_t gen, epoch, next_batch, sched_batch;
-    rf_slot **fill; /* slots whose samples are still being handed to the reader */
-    int nfill;
+    /* The per-sample path takes no lock: the dispatcher (single producer)
+     * publishes decode jobs in `queue` by a release store of qtail, workers
+     * claim them by compare-exchange on qhead; finished jobs go back on the
+     * lock-free free stack (workers push, the dispatcher takes the whole stack
+     * with one exchange, so no ABA); a slot's last sample takes the lock. A
+     * sleeper count per side (Dekker-style, seq_cst on both sides) says when
+     * a push must take the lock to wake someone. */
     rf_job *jobs;
     int njobs;
-    rf_job **free_jobs;
-    int nfree_jobs;
-    rf_job **queue; /* decode queue, FIFO */
-    int qhead, qlen;
-    int active_workers;
+    _Atomic(rf_job *) *queue;        /* njobs entries, indexed mod njobs */
+    _Atomic uint64_t qhead, qtail;   /* claimed / published decode jobs */
+    _Atomic(rf_job *) free_stack;    /* pairs: release push, acquire exchange */
+    rf_job *free_local;              /* the dispatcher's own free jobs */
+    _Atomic int work_sleepers;       /* workers waiting on cv_work */
+    _Atomic int disp_waiting;        /* the dispatcher waits on cv_disp */
+    _Atomic int64_t gen;             /* written under mu; read anywhere */
+    _Atomic int active_workers;      /* the tuner's choice; others park on cv_park */
+    _Atomic int stopped;
+    _Atomic int64_t errors_seen;     /* bad samples met by workers: the max_errors cap */
+
+    pthread_mutex_t mu; /* protects everything below, the ring's states and the stats */
+    pthread_cond_t cv_disp, cv_work, cv_park, cv_cons;
+    int64_t epoch, next_batch, sched_batch;
+    rf_slot **fill; /* slots whose samples are still being handed to the reader */
+    int nfill;
     /* Tuner (num_workers = 0): measurements of the current window. */
     int tuning;
     rf_tuner tuner;
@@ -142,7 +165,7 @@ struct rf_loader {
     int64_t win_cpu_ns, win_busy_ns, win_blocked_ns, win_read_ns;
     int64_t last_return_ns; /* when next() last handed out a batch: the step starts */
     int64_t blocked_since;  /* producers idle on a full ring since (0: they are not) */
-    int64_t errors_seen; /* bad samples met by workers: the max_errors cap */
+    int64_t win_cpu_base, win_busy_base; /* worker totals when the window opened */
     rf_stats stats;
 };
 
@@ -214,6 +237,7 @@ rf_loader *rf_loader_create(const char *source)
     pthread_mutex_init(&l->stop_mu, NULL);
     pthread_cond_init(&l->cv_disp, NULL);
     pthread_cond_init(&l->cv_work, NULL);
+    pthread_cond_init(&l->cv_park, NULL);
     pthread_cond_init(&l->cv_cons, NULL);
     return l;
 }
@@ -262,14 +286,106 @@ static int fork_check(rf_loader *l)
     return RF_E_STATE;
 }
 
-/* One sample of a slot is accounted for: its job goes back to the free list. */
+/* Any thread: a finished job goes back to the dispatcher. */
+static void put_free_job(rf_loader *l, rf_job *j)
+{
+    rf_job *head = atomic_load_explicit(&l->free_stack, memory_order_relaxed);
+    do
+        j->next_free = head;
+    while (!atomic_compare_exchange_weak_explicit(&l->free_stack, &head, j, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
+/* Dispatcher only. */
+static rf_job *take_free_job(rf_loader *l)
+{
+    if (!l->free_local)
+        l->free_local = atomic_exchange_explicit(&l->free_stack, NULL, memory_order_acquire);
+    rf_job *j = l->free_local;
+    if (j)
+        l->free_local = j->next_free;
+    return j;
+}
+
+static int have_free_job(rf_loader *l)
+{
+    return l->free_local || atomic_load(&l->free_stack);
+}
+
+/* Any thread, without the lock: one sample of a slot is accounted for. Only
+ * the slot's last sample takes the lock (to make it READY and wake the
+ * consumer); otherwise the lock is taken only if the dispatcher sleeps
+ * waiting for a free job. */
 static void finish_job(rf_loader *l, rf_job *j)
 {
-    rf_slot *s = j->slot;
-    l->free_jobs[l->nfree_jobs++] = j;
-    if (rf__ring_sample_done(s, l->gen) && s->state == RF_SLOT_READY)
-        pthread_cond_broadcast(&l->cv_cons);
-    pthread_cond_signal(&l->cv_disp);
+    rf_slot *s = j->slot; /* read before the job can be reused */
+    int last = rf__ring_sample_release(s);
+    put_free_job(l, j);
+    if (last) {
+        pthread_mutex_lock(&l->mu);
+        rf__ring_complete(s, atomic_load(&l->gen));
+        if (s->state == RF_SLOT_READY)
+            pthread_cond_broadcast(&l->cv_cons);
+        pthread_cond_signal(&l->cv_disp);
+        pthread_mutex_unlock(&l->mu);
+    } else if (atomic_load(&l->disp_waiting)) {
+        pthread_mutex_lock(&l->mu);
+        pthread_cond_signal(&l->cv_disp);
+        pthread_mutex_unlock(&l->mu);
+    }
+}
+
+static uint64_t queue_len(rf_loader *l)
+{
+    return atomic_load(&l->qtail) - atomic_load(&l->qhead);
+}
+
+/* Dispatcher only (single producer). */
+static void queue_push(rf_loader *l, rf_job *j)
+{
+    uint64_t t = atomic_load_explicit(&l->qtail, memory_order_relaxed);
+    /* Entry t % njobs is free: at most njobs jobs exist and the one at
+     * t - njobs was claimed before its job could be freed and pushed again. */
+    atomic_store_explicit(&l->queue[t % (uint64_t)l->njobs], j, memory_order_relaxed);
+    atomic_store(&l->qtail, t + 1); /* seq_cst: pairs with the worker's sleeper check */
+    if (atomic_load(&l->work_sleepers) > 0) {
+        pthread_mutex_lock(&l->mu);
+        pthread_cond_signal(&l->cv_work);
+        pthread_mutex_unlock(&l->mu);
+    }
+}
+
+/* Workers: claims the next decode job, or waits; NULL when stopping. */
+static rf_job *queue_pop(rf_loader *l, rf_worker *w)
+{
+    for (;;) {
+        if (atomic_load(&l->stopped))
+            return NULL;
+        if (w->id < atomic_load(&l->active_workers)) {
+            uint64_t h = atomic_load(&l->qhead);
+            while (h < atomic_load(&l->qtail)) {
+                /* Read before claiming: entry h cannot be overwritten while
+                 * qhead <= h (see queue_push). */
+                rf_job *j = atomic_load_explicit(&l->queue[h % (uint64_t)l->njobs],
+                                                 memory_order_relaxed);
+                if (atomic_compare_exchange_weak(&l->qhead, &h, h + 1))
+                    return j;
+            }
+        }
+        pthread_mutex_lock(&l->mu);
+        if (w->id >= atomic_load(&l->active_workers)) {
+            /* parked by the tuner */
+            while (!atomic_load(&l->stopped) && w->id >= atomic_load(&l->active_workers))
+                pthread_cond_wait(&l->cv_park, &l->mu);
+        } else {
+            atomic_fetch_add(&l->work_sleepers, 1);
+            while (!atomic_load(&l->stopped) && queue_len(l) == 0 &&
+                   w->id < atomic_load(&l->active_workers))
+                pthread_cond_wait(&l->cv_work, &l->mu);
+            atomic_fetch_sub(&l->work_sleepers, 1);
+        }
+        pthread_mutex_unlock(&l->mu);
+    }
 }
 
 /* Claims slots for the batches ahead of the consumer, in order. */
@@ -292,7 +408,7 @@ static void schedule(rf_loader *l)
     }
     /* Producers are blocked on a full ring when batches remain to be made,
      * nothing is left to read or decode, and no slot can take the next one. */
-    int blocked = l->sched_batch < nb && l->nfill == 0 && l->qlen == 0 &&
+    int blocked = l->sched_batch < nb && l->nfill == 0 && queue_len(l) == 0 &&
                   rf__reader_inflight(l->reader) == 0;
     int64_t now = blocked || l->blocked_since ? rf__now_ns() : 0;
     if (blocked && !l->blocked_since)
@@ -308,22 +424,28 @@ static void *dispatcher_main(void *arg)
     rf_loader *l = arg;
     rf_read *done[64];
     unsigned depth = rf__reader_depth(l->reader);
+    int64_t read_ns = 0;
     pthread_mutex_lock(&l->mu);
-    while (!l->stopped) {
+    while (!atomic_load(&l->stopped)) {
+        l->stats.read_ns += read_ns;
+        l->win_read_ns += read_ns;
+        read_ns = 0;
         schedule(l);
-        while (l->nfill > 0 && l->nfree_jobs > 0 && rf__reader_inflight(l->reader) < depth) {
+        rf_job *j;
+        while (l->nfill > 0 && rf__reader_inflight(l->reader) < depth &&
+               (j = take_free_job(l)) != NULL) {
             rf_slot *s = l->fill[0];
-            rf_job *j = l->free_jobs[--l->nfree_jobs];
             int64_t sample = s->view.samples[s->submitted];
             j->slot = s;
             j->pos = s->submitted;
-            j->gen = l->gen;
+            j->gen = atomic_load(&l->gen);
             j->epoch = l->epoch;
             j->rd.path = rf__source_path(&l->src, sample);
             rf__source_extent(&l->src, sample, &j->rd.ranged, &j->rd.offset, &j->rd.length);
             j->rd.sample = sample;
             if (rf__reader_submit(l->reader, &j->rd) != 0) {
-                l->free_jobs[l->nfree_jobs++] = j; /* file slots busy closing: later */
+                j->next_free = l->free_local; /* file slots busy closing: later */
+                l->free_local = j;
                 break;
             }
             if (++s->submitted == s->count) {
@@ -332,6 +454,14 @@ static void *dispatcher_main(void *arg)
             }
         }
         if (rf__reader_inflight(l->reader) == 0) {
+            /* Nothing in flight: wait for a freed slot, a freed job, a new
+             * position or stop. Workers returning jobs wake us only while
+             * disp_waiting is set (checked again after setting it). */
+            atomic_store(&l->disp_waiting, 1);
+            if (l->nfill > 0 && have_free_job(l)) {
+                atomic_store(&l->disp_waiting, 0);
+                continue;
+            }
             if (rf__ring_reap_copies(&l->ring) > 0) {
                 /* A free slot waits for its copy to the GPU, whose end
                  * signals nobody: look again in 0.5 ms (ring.h). */
@@ -346,22 +476,20 @@ static void *dispatcher_main(void *arg)
             } else {
                 pthread_cond_wait(&l->cv_disp, &l->mu);
             }
+            atomic_store(&l->disp_waiting, 0);
             continue;
         }
         pthread_mutex_unlock(&l->mu);
         int n = rf__reader_reap(l->reader, done, 64, 20);
-        pthread_mutex_lock(&l->mu);
         for (int i = 0; i < n; i++) {
-            rf_job *j = (rf_job *)done[i];
-            l->stats.read_ns += j->rd.t_done_ns - j->rd.t_submit_ns;
-            l->win_read_ns += j->rd.t_done_ns - j->rd.t_submit_ns;
-            if (j->gen != l->gen || l->stopped) {
-                finish_job(l, j);
-                continue;
-            }
-            l->queue[(l->qhead + l->qlen++) % l->njobs] = j;
-            pthread_cond_signal(&l->cv_work);
+            rf_job *dj = (rf_job *)done[i];
+            read_ns += dj->rd.t_done_ns - dj->rd.t_submit_ns;
+            if (dj->gen != atomic_load(&l->gen) || atomic_load(&l->stopped))
+                finish_job(l, dj); /* abandoned position: drop */
+            else
+                queue_push(l, dj);
         }
+        pthread_mutex_lock(&l->mu);
     }
     pthread_mutex_unlock(&l->mu);
     return NULL;
@@ -426,23 +554,21 @@ static int64_t thread_cpu_ns(void)
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* Single writer: a relaxed load and store, no locked instruction. */
+static void counter_add(_Atomic int64_t *c, int64_t v)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+                          memory_order_relaxed);
+}
+
 static void *worker_main(void *arg)
 {
     rf_worker *w = arg;
     rf_loader *l = w->l;
     char reason[400], msg[900];
-    pthread_mutex_lock(&l->mu);
-    for (;;) {
-        while (!l->stopped && (l->qlen == 0 || w->id >= l->active_workers))
-            pthread_cond_wait(&l->cv_work, &l->mu);
-        if (l->stopped)
-            break;
-        rf_job *j = l->queue[l->qhead];
-        l->qhead = (l->qhead + 1) % l->njobs;
-        l->qlen--;
-        int stale = j->gen != l->gen;
-        pthread_mutex_unlock(&l->mu);
-
+    rf_job *j;
+    while ((j = queue_pop(l, w)) != NULL) {
+        int stale = j->gen != atomic_load(&l->gen);
         rf_slot *s = j->slot;
         uint8_t *dst = s->view.data + (size_t)j->pos * l->ring.sample_bytes;
         int64_t busy0 = rf__now_ns(), cpu0 = thread_cpu_ns();
@@ -460,10 +586,8 @@ static void *worker_main(void *arg)
             snprintf(msg, sizeof msg, "%s: %s (sample %lld): %s",
                      rc == RF_E_IO ? "reader" : "decode", name, (long long)sample, reason);
             snprintf(first_reason, sizeof first_reason, "%s", reason);
-            pthread_mutex_lock(&l->mu);
             int64_t cap = l->params[RF_P_MAX_ERRORS];
-            int over = cap >= 0 && ++l->errors_seen > cap;
-            pthread_mutex_unlock(&l->mu);
+            int over = cap >= 0 && atomic_fetch_add(&l->errors_seen, 1) + 1 > cap;
             if (skip && over) {
                 snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
                          " [more than max_errors=%lld bad samples]", (long long)cap);
@@ -489,35 +613,58 @@ static void *worker_main(void *arg)
                          " [no readable substitute in %lld tries]", (long long)subs);
             }
         }
-        int64_t cpu1 = thread_cpu_ns(), busy1 = rf__now_ns();
-        pthread_mutex_lock(&l->mu);
-        l->win_cpu_ns += cpu1 - cpu0;
-        l->win_busy_ns += busy1 - busy0;
-        stale = j->gen != l->gen; /* work for an abandoned position is not counted */
-        if (!stale) {
-            if (msg[0] && s->nbad < RF_SLOT_MAX_BAD) {
-                s->bad[s->nbad].sample = sample;
-                snprintf(s->bad[s->nbad].reason, sizeof s->bad[0].reason, "%s", first_reason);
-                s->nbad++;
-            } else if (msg[0]) {
-                s->bad_dropped++;
+        counter_add(&w->c.cpu_ns, thread_cpu_ns() - cpu0);
+        counter_add(&w->c.busy_ns, rf__now_ns() - busy0);
+        /* Work for an abandoned position is not counted. The slot's fields
+         * below are published to the consumer by the pending decrement in
+         * finish_job (release) and the lock its last sample takes. */
+        if (j->gen == atomic_load(&l->gen)) {
+            if (msg[0]) {
+                int i = atomic_fetch_add(&s->nbad, 1);
+                if (i < RF_SLOT_MAX_BAD) {
+                    s->bad[i].sample = sample;
+                    snprintf(s->bad[i].reason, sizeof s->bad[0].reason, "%s", first_reason);
+                } else {
+                    atomic_fetch_add(&s->bad_dropped, 1);
+                }
             }
-            l->stats.samples_decoded++;
-            l->stats.header_ns += t.header_ns;
-            l->stats.decode_ns += t.decode_ns;
-            l->stats.resize_ns += t.resize_ns;
-            l->stats.dct_scaled += t.denom > 1;
+            counter_add(&w->c.decoded, 1);
+            counter_add(&w->c.header_ns, t.header_ns);
+            counter_add(&w->c.decode_ns, t.decode_ns);
+            counter_add(&w->c.resize_ns, t.resize_ns);
+            counter_add(&w->c.dct_scaled, t.denom > 1);
             if (subs > 0 && rc == 0)
-                l->stats.skipped++;
-            if (rc != 0 && s->errcode == 0) {
-                s->errcode = rc;
+                atomic_fetch_add(&s->nskipped, 1); /* counted if the batch is delivered */
+            int zero = 0;
+            if (rc != 0 && atomic_compare_exchange_strong(&s->errcode, &zero, rc))
                 snprintf(s->errmsg, sizeof s->errmsg, "%s", msg);
-            }
         }
         finish_job(l, j);
     }
-    pthread_mutex_unlock(&l->mu);
     return NULL;
+}
+
+/* Totals of the workers' counters into the stats (under mu). */
+static void gather_counters(rf_loader *l, int64_t *cpu_ns, int64_t *busy_ns)
+{
+    rf_stats *st = &l->stats;
+    st->samples_decoded = st->header_ns = st->decode_ns = st->resize_ns = 0;
+    st->dct_scaled = 0;
+    int64_t cpu = 0, busy = 0;
+    for (int i = 0; l->workers && i < l->nworkers; i++) {
+        rf_worker_counters *c = &l->workers[i].c;
+        st->samples_decoded += atomic_load_explicit(&c->decoded, memory_order_relaxed);
+        st->header_ns += atomic_load_explicit(&c->header_ns, memory_order_relaxed);
+        st->decode_ns += atomic_load_explicit(&c->decode_ns, memory_order_relaxed);
+        st->resize_ns += atomic_load_explicit(&c->resize_ns, memory_order_relaxed);
+        st->dct_scaled += atomic_load_explicit(&c->dct_scaled, memory_order_relaxed);
+        cpu += atomic_load_explicit(&c->cpu_ns, memory_order_relaxed);
+        busy += atomic_load_explicit(&c->busy_ns, memory_order_relaxed);
+    }
+    if (cpu_ns)
+        *cpu_ns = cpu;
+    if (busy_ns)
+        *busy_ns = busy;
 }
 
 /* ---- lifecycle ----------------------------------------------------------- */
@@ -539,11 +686,11 @@ static void teardown(rf_loader *l)
         for (int i = 0; i < l->njobs; i++)
             free(l->jobs[i].rd.buf);
     free(l->jobs);
-    free(l->free_jobs);
     free(l->queue);
     free(l->fill);
     l->jobs = NULL;
-    l->free_jobs = NULL;
+    l->free_local = NULL;
+    atomic_store(&l->free_stack, NULL);
     l->queue = NULL;
     l->fill = NULL;
     rf__copier_destroy(l->copier); /* waits for copies out of the ring's memory */
@@ -619,6 +766,7 @@ int rf_loader_start(rf_loader *l)
         l->ring.copy_done = rf__copier_slot_done;
         l->ring.copy_ctx = l->copier;
     }
+    rf__copier_leave(l->copier); /* the caller's current device again */
     if (rc < 0) {
         set_err(l, "ring: cannot allocate %lld slots of %lld x %zu bytes",
                 (long long)p[RF_P_PREFETCH], (long long)p[RF_P_BATCH_SIZE], l->sample_bytes);
@@ -652,17 +800,16 @@ int rf_loader_start(rf_loader *l)
     }
     l->njobs = (int)depth + 2 * l->nworkers + 4;
     l->jobs = calloc((size_t)l->njobs, sizeof *l->jobs);
-    l->free_jobs = calloc((size_t)l->njobs, sizeof *l->free_jobs);
     l->queue = calloc((size_t)l->njobs, sizeof *l->queue);
     l->fill = calloc((size_t)l->ring.cap, sizeof *l->fill);
     l->workers = calloc((size_t)l->nworkers, sizeof *l->workers);
-    if (!l->jobs || !l->free_jobs || !l->queue || !l->fill || !l->workers) {
+    if (!l->jobs || !l->queue || !l->fill || !l->workers) {
         set_err(l, "loader: out of memory");
         teardown(l);
         return RF_E_NOMEM;
     }
     for (int i = 0; i < l->njobs; i++)
-        l->free_jobs[l->nfree_jobs++] = &l->jobs[i];
+        put_free_job(l, &l->jobs[i]);
     for (int i = 0; i < l->nworkers; i++) {
         l->workers[i].l = l;
         l->workers[i].id = i;
@@ -710,9 +857,10 @@ void rf_loader_stop(rf_loader *l)
     if (!l)
         return;
     pthread_mutex_lock(&l->mu);
-    l->stopped = 1;
+    atomic_store(&l->stopped, 1);
     pthread_cond_broadcast(&l->cv_disp);
     pthread_cond_broadcast(&l->cv_work);
+    pthread_cond_broadcast(&l->cv_park);
     pthread_cond_broadcast(&l->cv_cons);
     pthread_mutex_unlock(&l->mu);
     if (getpid() != l->pid)
@@ -739,6 +887,7 @@ void rf_loader_destroy(rf_loader *l)
     pthread_mutex_destroy(&l->stop_mu);
     pthread_cond_destroy(&l->cv_disp);
     pthread_cond_destroy(&l->cv_work);
+    pthread_cond_destroy(&l->cv_park);
     pthread_cond_destroy(&l->cv_cons);
     free(l->spec);
     free(l);
@@ -815,6 +964,12 @@ static void tuner_window(rf_loader *l, int64_t now)
         l->win_blocked_ns += now - l->blocked_since;
         l->blocked_since = now;
     }
+    int64_t cpu_total, busy_total;
+    gather_counters(l, &cpu_total, &busy_total);
+    l->win_cpu_ns = cpu_total - l->win_cpu_base;
+    l->win_busy_ns = busy_total - l->win_busy_base;
+    l->win_cpu_base = cpu_total;
+    l->win_busy_base = busy_total;
     rf_tuner_window w = {
         .batches = l->win_batches,
         .samples = l->win_samples,
@@ -831,8 +986,9 @@ static void tuner_window(rf_loader *l, int64_t now)
     rf_tuner_decision d;
     rf__tuner_step(&l->tuner, &w, &d);
     if (d.workers >= 1 && d.workers <= l->nworkers && d.workers != l->active_workers) {
-        l->active_workers = d.workers;
-        pthread_cond_broadcast(&l->cv_work); /* unpark, or let the extra ones park */
+        atomic_store(&l->active_workers, d.workers);
+        pthread_cond_broadcast(&l->cv_park); /* unpark */
+        pthread_cond_broadcast(&l->cv_work); /* or let the extra ones park */
     }
     while (d.prefetch > l->ring.k && rf__ring_grow(&l->ring) == 0)
         pthread_cond_signal(&l->cv_disp);
@@ -918,12 +1074,15 @@ int rf_loader_next_wait(rf_loader *l, rf_batch **out, int64_t timeout_ms)
     }
     l->next_batch++;
     pthread_cond_signal(&l->cv_disp); /* the prefetch window moved */
-    for (int i = 0; i < s->nbad; i++) {
+    int nbad = atomic_load(&s->nbad);
+    for (int i = 0; i < nbad && i < RF_SLOT_MAX_BAD; i++) {
         char name[512]; /* the path, or "shard.tar:key.jpg", or "file at offset N" */
         rf__source_name(&l->src, s->bad[i].sample, name, sizeof name);
         rf__stats_add_error(&l->stats, s->bad[i].sample, l->epoch, name, s->bad[i].reason);
     }
     l->stats.errors_total += s->bad_dropped;
+    if (!s->errcode)
+        l->stats.skipped += atomic_load(&s->nskipped);
     if (s->errcode) {
         rc = s->errcode;
         snprintf(l->errmsg, sizeof l->errmsg, "%s", s->errmsg);
@@ -1108,6 +1267,7 @@ int64_t rf_loader_stats_json(rf_loader *l, char *buf, size_t cap)
     rf_json j = {0};
     pthread_mutex_lock(&l->mu);
     rf__json_raw(&j, "{");
+    gather_counters(l, NULL, NULL);
     rf__stats_json(&l->stats, rf__now_ns(), &j);
     rf__json_fmt(&j, ", \"num_workers\": %d, \"worker_threads\": %d, \"auto_workers\": %s, ",
                  l->active_workers, l->nworkers, l->tuning ? "true" : "false");

@@ -95,10 +95,12 @@ rf_slot *rf__ring_claim(rf_ring *r, int64_t gen, int64_t batch, int64_t count)
         s->batch = batch;
         s->count = count;
         s->submitted = 0;
-        s->pending = count;
-        s->errcode = 0;
+        atomic_store(&s->pending, count);
+        atomic_store(&s->errcode, 0);
         s->errmsg[0] = '\0';
-        s->nbad = s->bad_dropped = 0;
+        atomic_store(&s->nbad, 0);
+        atomic_store(&s->bad_dropped, 0);
+        atomic_store(&s->nskipped, 0);
         s->view.count = count;
         s->view.index = batch;
         s->view.nbytes = (size_t)count * r->sample_bytes;
@@ -118,12 +120,25 @@ rf_slot *rf__ring_find(rf_ring *r, int64_t gen, int64_t batch)
     return NULL;
 }
 
+int rf__ring_sample_release(rf_slot *s)
+{
+    int64_t before = atomic_fetch_sub_explicit(&s->pending, 1, memory_order_acq_rel);
+    assert(before > 0);
+    return before == 1;
+}
+
+void rf__ring_complete(rf_slot *s, int64_t gen)
+{
+    assert(s->state == RF_SLOT_FILLING && atomic_load(&s->pending) == 0);
+    s->state = s->gen == gen ? RF_SLOT_READY : RF_SLOT_FREE;
+}
+
 int rf__ring_sample_done(rf_slot *s, int64_t gen)
 {
-    assert(s->state == RF_SLOT_FILLING && s->pending > 0);
-    if (--s->pending > 0)
+    assert(s->state == RF_SLOT_FILLING);
+    if (!rf__ring_sample_release(s))
         return 0;
-    s->state = s->gen == gen ? RF_SLOT_READY : RF_SLOT_FREE;
+    rf__ring_complete(s, gen);
     return 1;
 }
 
@@ -137,10 +152,13 @@ void rf__ring_invalidate(rf_ring *r, int64_t gen)
             s->state = RF_SLOT_FREE;
         } else if (s->state == RF_SLOT_FILLING) {
             /* Samples never handed to the reader will not come back. */
-            s->pending -= s->count - s->submitted;
+            int64_t drop = s->count - s->submitted;
             s->count = s->submitted;
-            assert(s->pending >= 0);
-            if (s->pending == 0)
+            /* Only one decrement can reach 0: a worker finishing the last
+             * submitted sample, or this one (then no worker holds a sample). */
+            int64_t before = atomic_fetch_sub_explicit(&s->pending, drop, memory_order_acq_rel);
+            assert(before >= drop);
+            if (drop > 0 && before == drop)
                 s->state = RF_SLOT_FREE;
         }
     }

@@ -13,6 +13,7 @@
 #ifndef RF_RING_H
 #define RF_RING_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,8 +45,12 @@ struct rf_slot {
     int64_t batch;       /* batch index within the epoch */
     int64_t count;       /* samples in the batch */
     int64_t submitted;   /* samples handed to the reader so far */
-    int64_t pending;     /* samples not yet finished (decoded, failed or dropped) */
-    int errcode;         /* first error that fails the batch (0: none) */
+    /* Samples not yet finished (decoded, failed or dropped). Workers
+     * decrement it without the lock (acq_rel: their pixel writes happen before
+     * the last decrement); only the last one takes the lock to change state. */
+    _Atomic int64_t pending;
+    _Atomic int errcode; /* first error that fails the batch (0: none); its
+                          * winner (compare-exchange from 0) writes errmsg */
     /* A copy out of the slot's memory was enqueued while it was lent: once
      * FREE, the slot is claimed only after the ring's copy_done says that
      * copy completed (copier.h). */
@@ -53,7 +58,8 @@ struct rf_slot {
     char errmsg[512];
     /* Bad samples met while filling (raised or skipped), moved to the stats
      * when the batch is delivered, so abandoned work is never counted. */
-    int nbad, bad_dropped;
+    _Atomic int nbad, bad_dropped; /* nbad may pass RF_SLOT_MAX_BAD: clamp */
+    _Atomic int nskipped;          /* bad samples replaced (on_error = skip) */
     struct {
         int64_t sample;
         char reason[400];
@@ -104,6 +110,12 @@ rf_slot *rf__ring_find(rf_ring *r, int64_t gen, int64_t batch);
 /* One sample of the slot finished. Returns 1 when it was the last: the slot
  * becomes READY if it still belongs to gen, FREE otherwise. */
 int rf__ring_sample_done(rf_slot *s, int64_t gen);
+
+/* The two halves of rf__ring_sample_done, for callers that finish samples
+ * without the loader's lock: the decrement (lock-free; 1 when it was the
+ * last), then, under the lock, the state change of the last one. */
+int rf__ring_sample_release(rf_slot *s);
+void rf__ring_complete(rf_slot *s, int64_t gen);
 
 /* Drops what belongs to an older generation than gen: READY slots become
  * FREE; FILLING slots forget their unsubmitted samples (they become FREE once

@@ -7,33 +7,43 @@
  * rounded up, caps it, as in containers the affinity mask often shows the
  * whole host.
  *
- * Controller (issue 4), one decision per measurement window:
+ * Controller (issue 4), one decision per measurement window, a pure function
+ * of the windows seen (no clock, no thread):
  *  - cold start: jump by Little's law, workers = ceil(demand x CPU s/img x
  *    1.1), where demand = samples / step_s is what the consumer would take if
  *    it never waited (no measurable step: the budget);
- *  - while the consumer stalls > 5%: add one worker, and judge it on the next
- *    window: >= 3% more images/s keeps it (and may add again), less reverts it
- *    and sets a ceiling (a hold); when the workers are then starved of CPU,
- *    the new one got a slice of a core at best, and must bring a quarter of
- *    a whole worker's share (0.25 / workers) to count;
- *  - workers starved of CPU (thread CPU < 75% of their busy time: more
- *    workers than cores really free) while the consumer stalls: trim to the
- *    cores they got, judged on the next window (losing > 5% of images/s
- *    restores them and holds trimming back; a consumer that burns CPU itself
- *    can gain from workers that get less than a core each);
- *  - calm for 3 windows (stall < 1%) and the busy fraction says one fewer
- *    would still keep up with 15% margin: remove one; after a removal, an add
- *    needs 2 stalled windows, and undoing a removal sets a floor (a hold);
- *  - the consumer stalls while producers were blocked on a full ring: one
- *    more ring slot (a deeper ring absorbs bursts; more workers would not).
- * A hold stands for at least 8 windows, then lifts when the conditions it was
- * learnt under (consumer step/img, CPU/img, CPU share; not the share for a
- * trim) move by > 25% for 2 windows. A ceiling also lifts blindly after 64 windows, doubling with each
- * failure since the conditions last changed (slow drifts, such as another job leaving the node, never look
- * like a sudden change), and a retried add must show half of what one more
- * worker could bring (0.5 / workers), not 3%: a useless worker can look like
- * +3% in noisy measurements. So a settled pipeline sees at most 2 changes
- * per 100 windows, and a changed one is re-explored.
+ *  - while the consumer stalls > 5%: add one worker and judge it on the next
+ *    window: >= 3% more images/s keeps it (and may add again at once), less
+ *    reverts it and sets a ceiling (a hold);
+ *  - workers starved of CPU for 2 windows (thread CPU < 75% of their busy
+ *    time: more threads than cores really free; one window may be noise)
+ *    while the consumer stalls: trim toward
+ *    the cores they got, by half at most per step, judged on the next window
+ *    (losing > 5% of images/s restores them and holds trimming back: a
+ *    consumer that burns CPU, or a machine shared with other jobs, can make
+ *    more threads pay although each gets less than a core); a trim that
+ *    keeps images/s sets a ceiling at the count it came from;
+ *  - calm for 3 windows (stall < 1%) and the busy fraction over them says
+ *    one fewer would still keep up with 15% margin (busy / (w x wall) <
+ *    (w-1)/w x 0.85): remove one; after a removal, an add needs 2 stalled
+ *    windows, and then simply undoes the removal (no trial: that count kept
+ *    the consumer fed) and sets a floor (a hold);
+ *  - the consumer stalls while producers were blocked on a full ring > 10%
+ *    of the window: one more ring slot, up to max_prefetch (a deeper ring
+ *    absorbs bursts; more workers would not).
+ * Holds: one stands for at least 8 windows, then lifts when the conditions
+ * it was learnt under (consumer step/img, CPU/img, CPU share; not the share
+ * for a trim) move by > 25% for 3 windows in a row against their mean over
+ * its first 8 (CPU share is a ratio of two noisy times: a reference from
+ * fewer windows, or 2 windows off it, lift holds on noise alone). A ceiling
+ * also lifts blindly after 100 windows without any change, doubling with
+ * each failure since the conditions last changed (a slow drift, such as
+ * another job leaving the node, never looks like a sudden change); a retry
+ * and its revert are then the only 2 changes in any 100 windows. A retried
+ * add must beat 4x the RMS jitter of images/s between steady windows, not
+ * just 3%: in noisy measurements a useless worker often looks like +3%.
+ * Gains and losses are judged against the images/s level of the windows
+ * since the last change (up to 8), not the last window alone.
  */
 #define _GNU_SOURCE
 #include "tuner.h"
@@ -118,8 +128,8 @@ int rf__worker_budget(int local_world_size, char *why, size_t whycap)
     if (budget < 1)
         budget = 1;
     if (why)
-        snprintf(why, whycap, "%s, %d training process%s on the node", cores_why,
-                 local_world_size, local_world_size == 1 ? "" : "es");
+        snprintf(why, whycap, "%s, %d training process%s on the node", cores_why, local_world_size,
+                 local_world_size == 1 ? "" : "es");
     return budget;
 }
 
@@ -136,14 +146,22 @@ int rf__worker_budget(int local_world_size, char *why, size_t whycap)
 #define SHARE_STARVED 0.75 /* thread CPU / busy time below this: workers wait for a core */
 #define TRIM_LOSS 0.05     /* a trim that loses more than this much images/s is undone */
 #define HOLD_MIN 8         /* windows a hold stands whatever the measurements say */
-#define REF_WINDOWS 4      /* windows averaged into a hold's reference conditions */
-#define HOLD_RETRY 64      /* windows before a held move is retried blindly */
-#define HOLD_RETRY_SHIFT 4 /* ... doubling per repeated failure, up to 64 << 4 */
+#define REF_WINDOWS 8      /* windows averaged into a hold's reference conditions */
+#define MOVED_WINDOWS 3    /* consecutive windows the conditions must differ to lift a hold */
+#define HOLD_RETRY 100     /* windows without any change before a held add is retried blindly */
+#define HOLD_RETRY_SHIFT 4 /* ... doubling per repeated failure, up to 100 << 4 */
 #define MOVED 0.25         /* relative change of the conditions that lifts a hold early */
+#define RETRY_NOISE_K 4    /* a retried add must gain this many times the images/s jitter (RMS) */
+#define NOISE_WEIGHT 0.03  /* EWMA weight of one window in the jitter estimate */
+#define LEVEL_WINDOWS 8    /* windows in the images/s level a change is judged against */
+#define NOISE_CAP 0.5      /* one window's jitter counts at most this (a checkpoint pause) */
 #define WINDOW_BATCHES 16
 #define WINDOW_SECONDS 0.1
 
 enum { RF__TUNE_NONE = 0, RF__TUNE_ADD = 1, RF__TUNE_TRIM = 2 };
+
+_Static_assert(sizeof((rf_tuner *)0)->busy_hist == CALM_WINDOWS * sizeof(double),
+               "rf_tuner.busy_hist holds the calm windows");
 
 /* What one window says, derived once. */
 typedef struct {
@@ -213,7 +231,7 @@ static void hold_set(rf_tuner_hold *h, int at)
  * hold: on a machine shared with other jobs the share swings all the time,
  * and a trim that lost images/s there (fewer threads, a smaller slice of the
  * machine) would lose them again. */
-static void hold_tick(rf_tuner_hold *h, const measures *m, int blind, int share)
+static void hold_tick(rf_tuner_hold *h, const measures *m, int blind, int share, int quiet)
 {
     if (!h->active)
         return;
@@ -231,11 +249,11 @@ static void hold_tick(rf_tuner_hold *h, const measures *m, int blind, int share)
     h->moved = moved ? h->moved + 1 : 0;
     assert(h->fails >= 1);
     int shift = h->fails - 1 < HOLD_RETRY_SHIFT ? h->fails - 1 : HOLD_RETRY_SHIFT;
-    if (h->age >= HOLD_MIN && h->moved >= 2) {
+    if (h->age >= HOLD_MIN && h->moved >= MOVED_WINDOWS) {
         h->active = 0;
         h->lifted = 1;
         h->reset = 1;
-    } else if (blind && h->age >= (HOLD_RETRY << shift)) {
+    } else if (blind && quiet >= (HOLD_RETRY << shift)) {
         h->active = 0;
         h->lifted = 2;
     }
@@ -269,18 +287,18 @@ int rf__tuner_window_ready(int64_t batches, double wall_s)
 static void set_workers(rf_tuner *t, rf_tuner_decision *d, int n)
 {
     assert(n >= 1 && n <= t->budget);
-    if (n != t->workers)
+    if (n != t->workers) {
         d->changed = 1;
+        /* Streaks describe the count they were measured with. */
+        t->calm = t->stalled = t->starved = 0;
+    }
     t->workers = d->workers = n;
-    /* Streaks describe the count they were measured with. */
-    t->calm = t->stalled = 0;
 }
 
 /* snprintf that may cut: reasons are short by design, and a cut one is
  * still a reason. (Through a va_list, so that -Wformat-truncation does not
  * flag a cut the code accepts.) */
-__attribute__((format(printf, 3, 4))) static void say(char *buf, size_t cap, const char *fmt,
-                                                      ...)
+__attribute__((format(printf, 3, 4))) static void say(char *buf, size_t cap, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -293,8 +311,7 @@ __attribute__((format(printf, 3, 4))) static void say(char *buf, size_t cap, con
 /* First window: Little's law. Needed workers = demand (img/s) x CPU s/img x
  * headroom = cpu_s / step_s x headroom: the CPU time the workers must spend
  * per second of consumer step. */
-static void cold_start(rf_tuner *t, const rf_tuner_window *w, const measures *m,
-                       rf_tuner_decision *d)
+static void cold_start(rf_tuner *t, const measures *m, rf_tuner_decision *d)
 {
     int n;
     if (m->cpu_img <= 0) {
@@ -313,9 +330,10 @@ static void cold_start(rf_tuner *t, const rf_tuner_window *w, const measures *m,
         REASON("little's law: %.0f img/s needed x %.2f ms/img -> %d worker%s", 1 / m->step_img,
                m->cpu_img * 1e3, n, n == 1 ? "" : "s");
     }
-    (void)w;
     set_workers(t, d, n);
 }
+
+static void decide(rf_tuner *t, const measures *mp, rf_tuner_decision *d);
 
 void rf__tuner_step(rf_tuner *t, const rf_tuner_window *w, rf_tuner_decision *d)
 {
@@ -326,14 +344,14 @@ void rf__tuner_step(rf_tuner *t, const rf_tuner_window *w, rf_tuner_decision *d)
     /* What really ran wins over what was decided: judging an add that never
      * happened would teach the tuner nonsense. */
     int ran = clampi(w->workers, 1, t->budget);
-    if (ran != t->workers) {
+    int ran_prefetch = clampi(w->prefetch, t->min_prefetch, t->max_prefetch);
+    if (ran != t->workers || ran_prefetch != t->prefetch) {
         t->workers = ran;
+        t->prefetch = ran_prefetch;
         t->pending = RF__TUNE_NONE;
         t->calm = t->stalled = 0;
+        t->steady = 0;
     }
-    int ran_prefetch = clampi(w->prefetch, t->min_prefetch, t->max_prefetch);
-    if (ran_prefetch != t->prefetch)
-        t->prefetch = ran_prefetch;
     d->workers = t->workers;
     d->prefetch = t->prefetch;
 
@@ -343,15 +361,50 @@ void rf__tuner_step(rf_tuner *t, const rf_tuner_window *w, rf_tuner_decision *d)
     }
     measures m;
     measure(w, t->workers, &m);
-    if (++t->windows == 1) {
-        cold_start(t, w, &m, d);
-        return;
+    /* Jitter of images/s between consecutive windows run alike: an RMS, so
+     * that a multiple of it is a number of sigmas. A window whose consumer
+     * step or decode cost moved a lot is a new level, not jitter. */
+    int alike = t->steady && t->prev_rate > 0 && rel(m.step_img, t->prev_step, 1e-5) <= MOVED &&
+                rel(m.cpu_img, t->prev_cpu, 1e-6) <= MOVED;
+    if (alike) {
+        double x = fmin(fabs(m.rate / t->prev_rate - 1), NOISE_CAP);
+        t->noise_n++;
+        /* A plain mean at first, then an EWMA long enough that its root is
+         * steady (a short one swings by half and lets noise through). */
+        double a = 1.0 / t->noise_n > NOISE_WEIGHT ? 1.0 / t->noise_n : NOISE_WEIGHT;
+        t->noise2 += a * (x * x - t->noise2);
     }
+    /* The images/s level of the current configuration: what a change is
+     * judged against, steadier than the last window alone. */
+    t->level_n = alike ? t->level_n + 1 : 1;
+    double a = t->level_n < LEVEL_WINDOWS ? 1.0 / t->level_n : 1.0 / LEVEL_WINDOWS;
+    t->level = t->level_n == 1 ? m.rate : t->level + a * (m.rate - t->level);
+    t->prev_rate = m.rate;
+    t->prev_step = m.step_img;
+    t->prev_cpu = m.cpu_img;
+    t->starved = m.share < SHARE_STARVED ? t->starved + 1 : 0;
+    if (++t->windows == 1)
+        cold_start(t, &m, d);
+    else
+        decide(t, &m, d);
+    t->steady = !d->changed;
+    t->quiet = d->changed ? 0 : t->quiet + 1;
+    assert(d->reason[0]);
+    assert(d->workers == t->workers && d->workers >= 1 && d->workers <= t->budget);
+    assert(d->prefetch == t->prefetch && d->prefetch >= t->min_prefetch &&
+           d->prefetch <= t->max_prefetch);
+}
+
+/* Every window after the first. */
+static void decide(rf_tuner *t, const measures *mp, rf_tuner_decision *d)
+{
+    const measures m = *mp;
     t->calm = m.stall < STALL_CALM ? t->calm + 1 : 0;
+    t->busy_hist[t->windows % CALM_WINDOWS] = m.busy;
     t->stalled = m.stall > STALL_ADD ? t->stalled + 1 : 0;
-    hold_tick(&t->ceiling, &m, 1, 1);
-    hold_tick(&t->floor, &m, 0, 1);
-    hold_tick(&t->trim, &m, 0, 0);
+    hold_tick(&t->ceiling, &m, 1, 1, t->quiet);
+    hold_tick(&t->floor, &m, 0, 1, t->quiet);
+    hold_tick(&t->trim, &m, 0, 0, t->quiet);
 
     int n = t->workers;
     char note[80] = ""; /* the verdict on a pending change, when it stands */
@@ -360,18 +413,10 @@ void rf__tuner_step(rf_tuner *t, const rf_tuner_window *w, rf_tuner_decision *d)
     if (t->pending == RF__TUNE_ADD) {
         double gain = m.rate / t->from_rate - 1;
         double need = t->need_gain;
-        /* A worker that only got a slice of a core (they now wait for CPU)
-         * can bring at most a slice: noise easily looks like +3%, so ask
-         * for a quarter of what a whole new worker would bring. */
-        if (m.share < SHARE_STARVED && 0.25 / t->from > need)
-            need = 0.25 / t->from;
         t->pending = RF__TUNE_NONE;
         if (gain < need) {
             int from = t->from;
             hold_set(&t->ceiling, n);
-            if (t->addback)
-                t->removed_from = 0; /* going back down is no new removal */
-            t->addback = 0;
             t->strict = 0;
             set_workers(t, d, from);
             if (need > GAIN_MIN)
@@ -383,9 +428,6 @@ void rf__tuner_step(rf_tuner *t, const rf_tuner_window *w, rf_tuner_decision *d)
         }
         t->last_gain = gain;
         t->proven = n;
-        if (t->addback) /* undoing a removal: do not remove below this again for a while */
-            hold_set(&t->floor, n);
-        t->addback = 0;
         say(note, sizeof note, "%+.0f%% from last add", gain * 100);
     } else if (t->pending == RF__TUNE_TRIM) {
         double kept = m.rate / t->from_rate;
@@ -409,22 +451,27 @@ void rf__tuner_step(rf_tuner *t, const rf_tuner_window *w, rf_tuner_decision *d)
     if (m.stall > STALL_ADD && m.blocked > BLOCKED_GROW && t->prefetch < t->max_prefetch) {
         d->prefetch = ++t->prefetch;
         d->changed = 1;
-        REASON("%s%sstall %.0f%%, producers blocked on a full ring %.0f%%: prefetch %d -> %d",
-               note, sep, m.stall * 100, m.blocked * 100, t->prefetch - 1, t->prefetch);
+        REASON("%s%sstall %.0f%%, producers blocked on a full ring %.0f%%: prefetch %d -> %d", note,
+               sep, m.stall * 100, m.blocked * 100, t->prefetch - 1, t->prefetch);
         return;
     }
 
-    /* 3. Starved workers: more threads than cores they really get. Never
-     * below a count an add proved worth it (a consumer that burns CPU itself
-     * can gain from workers that get less than a core each). */
-    int lowest = t->proven > 1 ? t->proven : 1;
-    if (m.stall > STALL_ADD && lowest < n && m.share < SHARE_STARVED && !t->trim.active) {
+    /* 3. Starved workers: more threads than cores they really get. To the
+     * cores they got, but by half at most in one step: on a machine shared
+     * with other jobs the cores got swing, and more threads may be a bigger
+     * slice of it. Never below a count an add proved worth it (a consumer
+     * that burns CPU itself can gain from workers that get less than a core
+     * each). */
+    int lowest = t->proven > (n + 1) / 2 ? t->proven : (n + 1) / 2;
+    if (m.stall > STALL_ADD && lowest < n && t->starved >= 2 && !t->trim.active) {
         int to = clampi((int)lround(m.cores), lowest, n - 1);
         const char *why = hold_note(&t->trim);
         t->pending = RF__TUNE_TRIM;
         t->from = n;
-        t->from_rate = m.rate;
+        t->from_rate = t->level;
+        int starved = t->starved;
         set_workers(t, d, to);
+        t->starved = starved; /* still starved after this trim: the next may follow at once */
         REASON("%s%sstall %.0f%%, %d workers got %.1f cores (%.0f%% each while busy)%s: trim "
                "to %d",
                note, sep, m.stall * 100, n, m.cores, m.share * 100, why, to);
@@ -434,35 +481,45 @@ void rf__tuner_step(rf_tuner *t, const rf_tuner_window *w, rf_tuner_decision *d)
     /* 4. Add while the consumer waits and adding pays off. */
     if (m.stall > STALL_ADD) {
         if (n >= t->budget) {
-            REASON("%s%sstall %.0f%% at the budget (%d worker%s): hold", note, sep,
-                   m.stall * 100, n, n == 1 ? "" : "s");
+            REASON("%s%sstall %.0f%% at the budget (%d worker%s): hold", note, sep, m.stall * 100,
+                   n, n == 1 ? "" : "s");
         } else if (t->ceiling.active && n + 1 >= t->ceiling.at) {
-            REASON("%s%sstall %.0f%% but %d workers gave no gain: hold", note, sep,
-                   m.stall * 100, t->ceiling.at);
+            REASON("%s%sstall %.0f%% but %d workers gave no gain: hold", note, sep, m.stall * 100,
+                   t->ceiling.at);
         } else if (t->removed_from && t->stalled < 2) {
             REASON("%s%sstall %.0f%% after a removal: wait for a second window", note, sep,
                    m.stall * 100);
         } else {
+            if (t->removed_from == n + 1) {
+                /* Undoing a removal: n + 1 kept the consumer fed before, so
+                 * no trial (one noisy window could refute it), but do not
+                 * remove below it again for a while. */
+                t->removed_from = 0;
+                hold_set(&t->floor, n + 1);
+                set_workers(t, d, n + 1);
+                REASON("%s%sstall %.0f%% for 2 windows after a removal: add back", note, sep,
+                       m.stall * 100);
+                return;
+            }
             const char *why = hold_note(&t->ceiling);
-            /* A retry after a hold expects no gain: under noisy measurements
-             * a useless worker can look like +3%, so a retried climb must
-             * show half of what one more of n workers could bring. */
+            /* A retry after a hold expects no gain: a useless worker can
+             * look like +3% when images/s jitter by more than that, so a
+             * retried climb must beat the jitter measured while settled. */
             if (why[0])
                 t->strict = 1;
             else if (!note[0])
                 t->strict = 0; /* a fresh climb, not the continuation of one */
-            t->need_gain = t->strict && 0.5 / n > GAIN_MIN ? 0.5 / n : GAIN_MIN;
+            t->need_gain = GAIN_MIN;
+            double noise = sqrt(t->noise2);
+            if (t->strict && RETRY_NOISE_K * noise > GAIN_MIN)
+                t->need_gain = RETRY_NOISE_K * noise;
             t->pending = RF__TUNE_ADD;
             t->from = n;
-            t->from_rate = m.rate;
-            t->addback = t->removed_from == n + 1;
+            t->from_rate = t->level;
             t->removed_from = 0;
             set_workers(t, d, n + 1);
-            if (note[0] && t->last_gain >= 0 && !t->addback)
+            if (note[0] && t->last_gain >= 0)
                 REASON("stall %.0f%% and %s: add", m.stall * 100, note);
-            else if (t->addback)
-                REASON("%s%sstall %.0f%% for 2 windows after a removal: add back", note, sep,
-                       m.stall * 100);
             else if (why[0])
                 REASON("%s%sstall %.0f%%%s: retry %d", note, sep, m.stall * 100, why, n + 1);
             else
@@ -472,12 +529,17 @@ void rf__tuner_step(rf_tuner *t, const rf_tuner_window *w, rf_tuner_decision *d)
     }
 
     /* 5. Remove when the consumer has not waited for a while and one fewer
-     * worker would still keep up with margin. */
+     * worker would still keep up with margin, by the busy fraction over the
+     * calm windows (all at this count: a change resets the calm streak), as
+     * one window's may be an outlier. */
     double keep_up = (double)(n - 1) / n * BUSY_MARGIN;
-    if (t->calm >= CALM_WINDOWS && n > 1 && m.busy < keep_up) {
+    double busy = 0;
+    for (int i = 0; i < CALM_WINDOWS; i++)
+        busy += t->busy_hist[i] / CALM_WINDOWS;
+    if (t->calm >= CALM_WINDOWS && n > 1 && busy < keep_up) {
         if (t->floor.active && n - 1 < t->floor.at) {
-            REASON("%s%sno stall, workers %.0f%% busy, but fewer than %d stalled: hold", note,
-                   sep, m.busy * 100, t->floor.at);
+            REASON("%s%sno stall, workers %.0f%% busy, but fewer than %d stalled: hold", note, sep,
+                   busy * 100, t->floor.at);
             return;
         }
         const char *why = hold_note(&t->floor);
@@ -487,9 +549,8 @@ void rf__tuner_step(rf_tuner *t, const rf_tuner_window *w, rf_tuner_decision *d)
             t->proven = 0; /* the consumer slowed: that proof is about another load */
         set_workers(t, d, n - 1);
         REASON("%s%sno stall for %d windows, workers %.0f%% busy%s: remove", note, sep, calm,
-               m.busy * 100, why);
+               busy * 100, why);
         return;
     }
-    REASON("%s%sstall %.0f%%, workers %.0f%% busy: hold", note, sep, m.stall * 100,
-           m.busy * 100);
+    REASON("%s%sstall %.0f%%, workers %.0f%% busy: hold", note, sep, m.stall * 100, m.busy * 100);
 }

@@ -52,32 +52,51 @@ typedef struct rf_tuner_decision {
  * lot, or blindly after a retry interval that doubles with each failure. */
 typedef struct rf_tuner_hold {
     int active;
-    int at;       /* ceiling: no add up to `at`; floor: no removal below `at` */
-    int fails;    /* failures since the conditions last changed: the retry interval doubles */
-    int age;      /* windows since it was set */
-    int ref_set;  /* windows summed into the reference conditions so far */
-    int moved;    /* consecutive windows the conditions differed a lot from them */
-    int lifted;   /* 1: lifted because conditions moved, 2: by the retry interval */
-    int reset;    /* last lifted because conditions moved: the next failure counts from 1 */
+    int at;      /* ceiling: no add up to `at`; floor: no removal below `at` */
+    int fails;   /* failures since the conditions last changed: the retry interval doubles */
+    int age;     /* windows since it was set */
+    int ref_set; /* windows summed into the reference conditions so far */
+    int moved;   /* consecutive windows the conditions differed a lot from them */
+    int lifted;  /* 1: lifted because conditions moved, 2: by the retry interval */
+    int reset;   /* last lifted because conditions moved: the next failure counts from 1 */
     double ref_step, ref_cpu, ref_share; /* step s/img, CPU s/img, CPU/busy */
 } rf_tuner_hold;
 
+/* The controller's state: its own, read by nobody else (the loader uses the
+ * decisions). Plain data, no allocation: a loader embeds it. */
 typedef struct rf_tuner {
     int budget;                     /* workers in [1, budget] */
     int min_prefetch, max_prefetch; /* prefetch in [min_prefetch, max_prefetch] */
     int workers, prefetch;          /* the current decision */
     int64_t windows;                /* windows seen since the cold start */
-    int pending;                    /* a change under evaluation (RF__TUNE_* in tuner.c) */
-    int from;                       /* worker count before that change */
-    double from_rate;               /* images/s measured at `from` */
-    int addback;                    /* the pending add undoes the last removal */
-    int strict;                     /* adds retried after a hold must gain >= 0.5/workers */
-    double need_gain;               /* gain the pending add must bring */
-    int calm;                       /* consecutive windows with stall < 1% */
-    int stalled;                    /* consecutive windows with stall > 5% */
-    int removed_from;               /* count before the last removal (0: last change was no removal) */
-    double last_gain;               /* images/s gain of the last add that paid off (-1: none) */
-    int proven;                     /* count an add proved better than one fewer (0: none) */
+    int quiet;                      /* windows since the last change */
+    int steady;                     /* the previous decision changed nothing */
+
+    /* A change under evaluation on the next window. */
+    int pending;      /* RF__TUNE_* in tuner.c */
+    int from;         /* worker count before the change */
+    double from_rate; /* images/s level at `from` */
+    double need_gain; /* gain a pending add must bring */
+    int strict;       /* a retried climb: adds must beat 4x the jitter, not just 3% */
+    double last_gain; /* gain of the last add that paid off (-1: none) */
+    int proven;       /* count an add proved better than one fewer (0: none) */
+    int removed_from; /* count before the last removal, until the next add (0: none) */
+
+    /* Streaks and history of the current count. */
+    int calm;            /* consecutive windows with stall < 1% */
+    int stalled;         /* consecutive windows with stall > 5% */
+    int starved;         /* consecutive windows with workers' CPU < 75% of their busy time */
+    double busy_hist[3]; /* busy fraction of the last CALM_WINDOWS (3) windows */
+
+    /* images/s: the level since the last change, and its jitter. */
+    double level;     /* mean of the windows since the last change, then an EWMA */
+    int level_n;      /* windows in level */
+    double noise2;    /* mean square of the relative change between steady windows */
+    int noise_n;      /* samples in noise2 */
+    double prev_rate; /* last window's images/s, */
+    double prev_step; /* consumer step s/img */
+    double prev_cpu;  /* and worker CPU s/img */
+
     rf_tuner_hold ceiling, floor, trim;
 } rf_tuner;
 

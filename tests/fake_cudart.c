@@ -68,6 +68,8 @@ typedef struct alloc {
 #define EVENT_MAGIC 0x4556544eu
 #define MAXALLOC 4096
 
+/* mu protects every stream's queue and counters, every event, the allocation
+ * table and `kept`; cv is broadcast whenever an op is queued or has run. */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -76,6 +78,10 @@ static fstream *streams[1024];
 static int nstreams;
 static alloc allocs[MAXALLOC];
 static int nallocs;
+static void **kept; /* every stream and event ever made: destroyed ones stay
+                     * (marked dead) to catch a use after destroy, and stay
+                     * reachable for LeakSanitizer */
+static size_t nkept, capkept;
 static __thread int cur_device;
 static __thread cudaError_t last_error;
 
@@ -89,6 +95,17 @@ static void die(const char *fmt, ...)
     fprintf(stderr, "\n");
     va_end(ap);
     abort();
+}
+
+static void keep(void *p) /* with mu held */
+{
+    if (nkept == capkept) {
+        capkept = capkept ? 2 * capkept : 256;
+        kept = realloc(kept, capkept * sizeof *kept);
+        if (!kept)
+            die("out of memory");
+    }
+    kept[nkept++] = p;
 }
 
 static cudaError_t err(cudaError_t e)
@@ -268,24 +285,36 @@ EXPORT cudaError_t cudaGetLastError(void)
 EXPORT const char *cudaGetErrorName(cudaError_t e)
 {
     switch (e) {
-    case cudaSuccess: return "cudaSuccess";
-    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
-    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
-    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
-    case cudaErrorNotReady: return "cudaErrorNotReady";
-    default: return "cudaErrorUnknown";
+    case cudaSuccess:
+        return "cudaSuccess";
+    case cudaErrorInvalidValue:
+        return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation:
+        return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidDevice:
+        return "cudaErrorInvalidDevice";
+    case cudaErrorNotReady:
+        return "cudaErrorNotReady";
+    default:
+        return "cudaErrorUnknown";
     }
 }
 
 EXPORT const char *cudaGetErrorString(cudaError_t e)
 {
     switch (e) {
-    case cudaSuccess: return "no error";
-    case cudaErrorInvalidValue: return "invalid argument";
-    case cudaErrorMemoryAllocation: return "out of memory";
-    case cudaErrorInvalidDevice: return "invalid device ordinal";
-    case cudaErrorNotReady: return "device not ready";
-    default: return "unknown error (fake_cudart)";
+    case cudaSuccess:
+        return "no error";
+    case cudaErrorInvalidValue:
+        return "invalid argument";
+    case cudaErrorMemoryAllocation:
+        return "out of memory";
+    case cudaErrorInvalidDevice:
+        return "invalid device ordinal";
+    case cudaErrorNotReady:
+        return "device not ready";
+    default:
+        return "unknown error (fake_cudart)";
     }
 }
 
@@ -361,8 +390,9 @@ EXPORT cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, con
     memset(a, 0, sizeof *a);
     pthread_mutex_lock(&mu);
     const alloc *x = find(p, 1);
-    a->type = !x ? cudaMemoryTypeUnregistered : x->device ? cudaMemoryTypeDevice
-                                                          : cudaMemoryTypeHost;
+    a->type = !x          ? cudaMemoryTypeUnregistered
+              : x->device ? cudaMemoryTypeDevice
+                          : cudaMemoryTypeHost;
     a->device = 0;
     a->devicePointer = x && x->device ? (void *)p : NULL;
     a->hostPointer = x && !x->device ? (void *)p : NULL;
@@ -380,6 +410,7 @@ EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags
     if (nstreams == (int)(sizeof streams / sizeof streams[0]))
         die("too many streams");
     streams[nstreams++] = f;
+    keep(f);
     pthread_mutex_unlock(&mu);
     *s = (cudaStream_t)f;
     return cudaSuccess;
@@ -416,6 +447,9 @@ EXPORT cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
     fevent *f = calloc(1, sizeof *f);
     f->magic = EVENT_MAGIC;
     f->alive = 1;
+    pthread_mutex_lock(&mu);
+    keep(f);
+    pthread_mutex_unlock(&mu);
     *e = (cudaEvent_t)f;
     return cudaSuccess;
 }
@@ -484,10 +518,17 @@ EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cu
     const alloc *d = find(dst, n), *sr = find(src, n);
     int ok;
     switch (kind) {
-    case cudaMemcpyHostToDevice: ok = d && d->device && !(sr && sr->device); break;
-    case cudaMemcpyDeviceToHost: ok = sr && sr->device && !(d && d->device); break;
-    case cudaMemcpyDeviceToDevice: ok = d && d->device && sr && sr->device; break;
-    default: ok = 0;
+    case cudaMemcpyHostToDevice:
+        ok = d && d->device && !(sr && sr->device);
+        break;
+    case cudaMemcpyDeviceToHost:
+        ok = sr && sr->device && !(d && d->device);
+        break;
+    case cudaMemcpyDeviceToDevice:
+        ok = d && d->device && sr && sr->device;
+        break;
+    default:
+        ok = 0;
     }
     if (!ok) {
         pthread_mutex_unlock(&mu);

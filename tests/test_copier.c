@@ -175,8 +175,12 @@ static int run(fstream *s, int max)
         if (o->kind == OP_WAIT && o->ws && o->ws->done < o->wseq)
             break;
         switch (o->kind) {
-        case OP_WAIT: logr("s%d wait", s->id); break;
-        case OP_RECORD: logr("s%d record", s->id); break;
+        case OP_WAIT:
+            logr("s%d wait", s->id);
+            break;
+        case OP_RECORD:
+            logr("s%d record", s->id);
+            break;
         case OP_COPY:
             memcpy(o->dst, o->src, o->n);
             logr("s%d copy %zu", s->id, o->n);
@@ -424,8 +428,8 @@ static void fx_init(fixture *fx, int k)
     char err[256] = "";
     memset(fx, 0, sizeof *fx);
     assert_int_equal(rf__ring_init(&fx->ring, k, BATCH, SAMPLE, 0), 0);
-    assert_int_equal(rf__copier_create(&fx->c, &fake_ops, NULL, 0, fx->ring.cap, SLOT_BYTES,
-                                       BATCH, err, sizeof err),
+    assert_int_equal(rf__copier_create(&fx->c, &fake_ops, NULL, 0, fx->ring.cap, SLOT_BYTES, BATCH,
+                                       err, sizeof err),
                      0);
     fx->copy = &F.streams[0];
     fx->ring.copy_done = rf__copier_slot_done;

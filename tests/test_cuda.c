@@ -45,11 +45,11 @@ static int64_t ref_count[EPOCHS][NB];
 static void *scratch; /* device memory the "training step" keeps busy */
 #define SCRATCH_BYTES ((size_t)256 << 20)
 
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess)                                                                 \
-            fail_msg("%s: %s", #x, cudaGetErrorString(e_));                                    \
+#define CK(x)                                                                                      \
+    do {                                                                                           \
+        cudaError_t e_ = (x);                                                                      \
+        if (e_ != cudaSuccess)                                                                     \
+            fail_msg("%s: %s", #x, cudaGetErrorString(e_));                                        \
     } while (0)
 
 static rf_loader *make(int device, int pin, int prefetch)
@@ -171,8 +171,8 @@ static void run_next_device(int pin, int prefetch, int null_stream)
             assert_int_equal(at.type, cudaMemoryTypeDevice);
             busy(s);
             CK(cudaMemcpyAsync(o[k].img, d, rf_batch_nbytes(b), cudaMemcpyDeviceToHost, s));
-            CK(cudaMemcpyAsync(o[k].lab, dl, (size_t)rf_batch_count(b) * 8,
-                               cudaMemcpyDeviceToHost, s));
+            CK(cudaMemcpyAsync(o[k].lab, dl, (size_t)rf_batch_count(b) * 8, cudaMemcpyDeviceToHost,
+                               s));
             rf_batch_release(b); /* the stream has not run yet */
         }
         rf_batch *b;

@@ -89,8 +89,8 @@ static int fz_verbose; /* standalone --list: print each input's outcome */
 
 static void finding(const char *what, int rc1, int rc2, const char *e1, const char *e2)
 {
-    fprintf(stderr, "fuzz_decode: FINDING: %s (rc %d / %d; \"%s\" / \"%s\")\n", what, rc1, rc2,
-            e1, e2);
+    fprintf(stderr, "fuzz_decode: FINDING: %s (rc %d / %d; \"%s\" / \"%s\")\n", what, rc1, rc2, e1,
+            e2);
     abort(); /* libFuzzer saves the input as a crash artifact */
 }
 
@@ -356,7 +356,7 @@ static void make_corpus(corpus *c)
     uint64_t rs = 0x243f6a8885a308d3ULL;
     const int nk = (int)(sizeof kinds / sizeof kinds[0]);
     for (int i = 0; i < nk; i++) {
-        tu_jpeg_opts o = {kinds[i].w,   kinds[i].h,     75 + i,          kinds[i].sub,
+        tu_jpeg_opts o = {kinds[i].w,    kinds[i].h,   75 + i,         kinds[i].sub,
                           kinds[i].prog, kinds[i].rst, kinds[i].arith, (uint32_t)(1000 + i)};
         uint8_t *jpg;
         size_t len;
@@ -444,9 +444,9 @@ static void make_corpus(corpus *c)
         free(jpg);
     }
     /* Not JPEG at all. */
-    static const uint8_t png[] = {0x89, 'P',  'N',  'G',  '\r', '\n', 0x1a, '\n', 0,   0,   0,
-                                  13,   'I',  'H',  'D',  'R',  0,    0,    0,    16,  0,   0,
-                                  0,    16,   8,    2,    0,    0,    0,    0x90, 0x91, 0x68, 0x36};
+    static const uint8_t png[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0,    0,    0,
+                                  13,   'I', 'H', 'D', 'R',  0,    0,    0,    16,   0,    0,
+                                  0,    16,  8,   2,   0,    0,    0,    0x90, 0x91, 0x68, 0x36};
     add(c, "png", ctl_of(1, 3, 0), png, sizeof png);
     add(c, "gif", ctl_of(2, 3, 0), (const uint8_t *)"GIF89a\x10\x00\x10\x00", 10);
     add(c, "empty", ctl_of(1, 0, 0), NULL, 0);

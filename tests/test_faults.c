@@ -374,11 +374,10 @@ static int setup(void **state)
     }
     rnd[0] = 0x52; /* not 0xFF: "not a JPEG" */
     add_item("b/b02_random.jpg", 1, "not a JPEG", rnd, 4000);
-    static const uint8_t png[] = {0x89, 'P',  'N',  'G',  '\r', '\n', 0x1a, '\n', 0,   0,   0,
-                                  13,   'I',  'H',  'D',  'R',  0,    0,    0,    45,  0,   0,
-                                  0,    45,   8,    2,    0,    0,    0,    0x90, 0x91, 0x68,
-                                  0x36, 0,    0,    0,    0,    'I',  'E',  'N',  'D',  0xae,
-                                  0x42, 0x60, 0x82};
+    static const uint8_t png[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0,    0, 0, 13,
+                                  'I',  'H', 'D', 'R', 0,    0,    0,    45,   0,    0, 0, 45,
+                                  8,    2,   0,   0,   0,    0x90, 0x91, 0x68, 0x36, 0, 0, 0,
+                                  0,    'I', 'E', 'N', 'D',  0xae, 0x42, 0x60, 0x82};
     add_item("b/b04_png.jpg", 1, "PNG", dup_bytes(png, sizeof png), sizeof png);
     uint8_t *huge = dup_bytes(base, len);
     size_t sof = sof_offset(huge, len);
@@ -473,7 +472,8 @@ static char *stats_of(rf_loader *l)
     return s;
 }
 
-/* The reason recorded in the stats' errors for path (first entry), or NULL. */
+/* The reason recorded in the stats' errors for path (first entry) into out: 0, or -1
+ * when the path is not listed. */
 static int stats_reason(const char *stats, const char *path, char *out, size_t cap)
 {
     char key[4400];
@@ -607,8 +607,7 @@ static void check_errors_listed(rf_loader *l, int epochs)
     if (stats_int(st, "errors_count") != (int64_t)nbad * epochs ||
         stats_int(st, "skipped") != (int64_t)nbad * epochs)
         fail_msg("%d bad files, %d epochs: errors_count %lld, skipped %lld: %s", nbad, epochs,
-                 (long long)stats_int(st, "errors_count"), (long long)stats_int(st, "skipped"),
-                 st);
+                 (long long)stats_int(st, "errors_count"), (long long)stats_int(st, "skipped"), st);
     for (int i = 0; i < nitems; i++) {
         char path[4200], why[600];
         snprintf(path, sizeof path, "%s/%s", mixed, items[i].rel);
@@ -660,8 +659,7 @@ static void test_skip_none_matches_reference_decode(void **state)
     for (int w = 0; w < 2; w++) {
         rf_loader *l = make(mixed, RF_TRANSFORM_NONE, SIDE, 4, workers[w]);
         assert_int_equal(rf_loader_set_param(l, RF_P_ON_ERROR, RF_ON_ERROR_SKIP), 0);
-        assert_int_equal(rf_loader_set_param(l, RF_P_IO_BACKEND, w ? RF_IO_PREAD : RF_IO_AUTO),
-                         0);
+        assert_int_equal(rf_loader_set_param(l, RF_P_IO_BACKEND, w ? RF_IO_PREAD : RF_IO_AUTO), 0);
         start(l);
         int d[32] = {0};
         skip_epoch(l, 0, SIDE, ref, d);
@@ -955,8 +953,8 @@ static int child_nofile(int arg, const char *path)
         epoch_run r = {.src = valid, .backend = backends[i], .workers = 4};
         run_epoch(&r);
         if (r.rc == 0) {
-            CHILD_CHECK(r.hash == ref_hash, "RLIMIT_NOFILE=%d: bytes differ (io_backend %s)",
-                        limit, r.io);
+            CHILD_CHECK(r.hash == ref_hash, "RLIMIT_NOFILE=%d: bytes differ (io_backend %s)", limit,
+                        r.io);
             fprintf(stderr, "child: RLIMIT_NOFILE=%d%s: io_backend=%s%s%s, same bytes\n", limit,
                     arg < 0 ? " (hard too)" : "", r.io, r.note[0] ? ", note: " : "", r.note);
         } else {

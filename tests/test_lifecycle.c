@@ -198,8 +198,8 @@ static rf_loader *make(const char *src, int transform, int size, int batch, int 
     assert_int_equal(rf_loader_set_param(l, RF_P_BATCH_SIZE, batch), 0);
     assert_int_equal(rf_loader_set_param(l, RF_P_NUM_WORKERS, workers), 0);
     assert_int_equal(rf_loader_set_param(l, RF_P_SEED, seed), 0);
-    assert_int_equal(rf_loader_set_param(l, RF_P_FLIP, transform == RF_TRANSFORM_RANDOM_RESIZED_CROP),
-                     0);
+    assert_int_equal(
+        rf_loader_set_param(l, RF_P_FLIP, transform == RF_TRANSFORM_RANDOM_RESIZED_CROP), 0);
     return l;
 }
 
@@ -465,10 +465,9 @@ static void test_create_start_destroy_1000(void **state)
     assert_int_equal(threads_down_to(threads), threads);
     assert_int_equal(count_fds(), fds);
     size_t after = heap_in_use();
-    print_message("%d cycles in %.2f s; heap in use %zu -> %zu bytes%s\n", n,
-                  (double)(t1 - t0) / 1e9, heap, after,
-                  RF_TEST_SANITIZED ? " (sanitizer build: not compared; LeakSanitizer checks)"
-                                    : "");
+    print_message(
+        "%d cycles in %.2f s; heap in use %zu -> %zu bytes%s\n", n, (double)(t1 - t0) / 1e9, heap,
+        after, RF_TEST_SANITIZED ? " (sanitizer build: not compared; LeakSanitizer checks)" : "");
     /* Without sanitizers (whose allocators malloc's statistics do not see),
      * nothing may accumulate: a leak of even 16 bytes a cycle would show. */
     if (!RF_TEST_SANITIZED && after > heap + 8192)

@@ -1,0 +1,263 @@
+/*
+ * profile_bench.c - where the time goes, and how close the loader is to the
+ * machine's decode ceiling.
+ *
+ *   rf-profile DATA [--image-size S] [--batch-size B] [--workers N]
+ *              [--transform center|random_resized_crop] [--epochs E]
+ *              [--repeats R] [--json FILE]
+ *
+ * The ceiling: one thread decodes whole pictures (libjpeg-turbo, RGB, the
+ * same settings the loader uses) from memory, with the files already read;
+ * images/s of that thread times the usable cores is what a CPU loader that
+ * decodes every pixel could reach at best. The loader's images/s is measured
+ * on the same pictures beside it, with its per-stage times per image (read,
+ * header, decode, resize) and the consumer's wait. Medians over the repeats.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jpeglib.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ringfeed.h"
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+typedef struct jerr {
+    struct jpeg_error_mgr pub;
+    jmp_buf jump;
+} jerr;
+
+static void on_error(j_common_ptr c)
+{
+    longjmp(((jerr *)c->err)->jump, 1);
+}
+
+/* Whole-picture decode of every file, one thread: images/s. */
+static double decode_ceiling_one_core(unsigned char **bufs, size_t *lens, int n, int *decoded)
+{
+    struct jpeg_decompress_struct c;
+    jerr e;
+    c.err = jpeg_std_error(&e.pub);
+    e.pub.error_exit = on_error;
+    jpeg_create_decompress(&c);
+    size_t cap = 0;
+    unsigned char *rows = NULL;
+    int ok = 0;
+    double t0 = now_s();
+    for (int i = 0; i < n; i++) {
+        if (setjmp(e.jump)) {
+            jpeg_abort_decompress(&c);
+            continue;
+        }
+        jpeg_mem_src(&c, bufs[i], (unsigned long)lens[i]);
+        jpeg_read_header(&c, TRUE);
+        c.out_color_space = JCS_RGB;
+        jpeg_start_decompress(&c);
+        size_t need = (size_t)c.output_width * 3 * c.output_height;
+        if (need > cap) {
+            free(rows);
+            rows = malloc(need);
+            cap = need;
+        }
+        while (c.output_scanline < c.output_height) {
+            JSAMPROW r = rows + (size_t)c.output_scanline * c.output_width * 3;
+            jpeg_read_scanlines(&c, &r, 1);
+        }
+        jpeg_finish_decompress(&c);
+        ok++;
+    }
+    double dt = now_s() - t0;
+    jpeg_destroy_decompress(&c);
+    free(rows);
+    *decoded = ok;
+    return ok / dt;
+}
+
+static double json_num(const char *js, const char *key)
+{
+    char pat[96];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = strstr(js, pat);
+    return p ? atof(p + strlen(pat)) : 0;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: rf-profile DATA [--image-size S] [--batch-size B] [--workers N]\n"
+                    "                  [--transform center|random_resized_crop] [--epochs E]\n"
+                    "                  [--repeats R] [--json FILE]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || argv[1][0] == '-')
+        usage();
+    const char *data = argv[1], *json = NULL, *transform = "center";
+    int size = 224, batch = 64, workers = 0, epochs = 1, repeats = 3;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v)
+            usage();
+        if (!strcmp(a, "--image-size"))
+            size = atoi(v);
+        else if (!strcmp(a, "--batch-size"))
+            batch = atoi(v);
+        else if (!strcmp(a, "--workers"))
+            workers = atoi(v);
+        else if (!strcmp(a, "--transform"))
+            transform = v;
+        else if (!strcmp(a, "--epochs"))
+            epochs = atoi(v);
+        else if (!strcmp(a, "--repeats"))
+            repeats = atoi(v);
+        else if (!strcmp(a, "--json"))
+            json = v;
+        else
+            usage();
+        i++;
+    }
+    if (repeats < 1 || repeats > 100)
+        usage();
+    int tf = !strcmp(transform, "center") ? RF_TRANSFORM_CENTER : RF_TRANSFORM_RANDOM_RESIZED_CROP;
+
+    /* The loader's index gives the files; the ceiling decodes the same ones. */
+    rf_loader *probe = rf_loader_create(data);
+    if (!probe || rf_loader_start(probe) < 0) {
+        fprintf(stderr, "rf-profile: %s\n", probe ? rf_loader_errmsg(probe) : "out of memory");
+        return 1;
+    }
+    int n = (int)rf_loader_num_samples(probe);
+    unsigned char **bufs = calloc((size_t)n, sizeof *bufs);
+    size_t *lens = calloc((size_t)n, sizeof *lens);
+    int nread = 0;
+    for (int i = 0; i < n; i++) {
+        FILE *f = fopen(rf_loader_sample_path(probe, i), "rb");
+        if (!f)
+            continue;
+        fseek(f, 0, SEEK_END);
+        long len = ftell(f);
+        rewind(f);
+        if (len > 0 && (bufs[nread] = malloc((size_t)len)) &&
+            fread(bufs[nread], 1, (size_t)len, f) == (size_t)len)
+            lens[nread++] = (size_t)len;
+        fclose(f);
+    }
+    rf_loader_destroy(probe);
+    cpu_set_t set;
+    int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+
+    double *ceil_v = calloc((size_t)repeats, sizeof *ceil_v);
+    double *rate_v = calloc((size_t)repeats, sizeof *rate_v);
+    double stage[5][100] = {{0}}; /* read, header, decode, resize, wait (ms per image) */
+    char *stats = malloc(1 << 20);
+    int used_workers = 0, decoded = 0;
+    for (int r = 0; r < repeats; r++) {
+        ceil_v[r] = decode_ceiling_one_core(bufs, lens, nread, &decoded);
+        rf_loader *l = rf_loader_create(data);
+        rf_loader_set_param(l, RF_P_BATCH_SIZE, batch);
+        rf_loader_set_param(l, RF_P_IMAGE_SIZE, size);
+        rf_loader_set_param(l, RF_P_TRANSFORM, tf);
+        rf_loader_set_param(l, RF_P_FLIP, tf == RF_TRANSFORM_RANDOM_RESIZED_CROP);
+        rf_loader_set_param(l, RF_P_NUM_WORKERS, workers);
+        rf_loader_set_param(l, RF_P_SEED, r);
+        if (rf_loader_start(l) < 0) {
+            fprintf(stderr, "rf-profile: %s\n", rf_loader_errmsg(l));
+            return 1;
+        }
+        int64_t images = 0;
+        double t0 = now_s();
+        for (int e = 0; e < epochs; e++) {
+            rf_loader_set_epoch(l, e);
+            rf_batch *b;
+            int rc;
+            while ((rc = rf_loader_next(l, &b)) != RF_END_OF_EPOCH) {
+                if (rc == RF_OK) {
+                    images += rf_batch_count(b);
+                    rf_batch_release(b);
+                } else if (rc < 0) {
+                    fprintf(stderr, "rf-profile: %s\n", rf_loader_errmsg(l));
+                }
+            }
+        }
+        double dt = now_s() - t0;
+        rate_v[r] = (double)images / dt;
+        rf_loader_stats_json(l, stats, 1 << 20);
+        const char *p = strstr(stats, "\"per_image_ms\"");
+        stage[0][r] = p ? json_num(p, "read") : 0;
+        stage[1][r] = p ? json_num(p, "header") : 0;
+        stage[2][r] = p ? json_num(p, "decode") : 0;
+        stage[3][r] = p ? json_num(p, "resize") : 0;
+        stage[4][r] = json_num(stats, "stall_seconds") * 1e3 / (double)(images ? images : 1);
+        used_workers = (int)json_num(stats, "num_workers");
+        rf_loader_destroy(l);
+        fprintf(stderr, "\rrepeat %d/%d: ceiling %.0f img/s/core, loader %.0f img/s   ", r + 1,
+                repeats, ceil_v[r], rate_v[r]);
+    }
+    fprintf(stderr, "\n");
+    double one = median(ceil_v, repeats), rate = median(rate_v, repeats);
+    double ceiling = one * cores;
+    double ms[5];
+    for (int k = 0; k < 5; k++)
+        ms[k] = median(stage[k], repeats);
+    printf("data %s: %d pictures, transform %s, %dx%d, batch %d, %d workers, %d usable cores\n",
+           data, nread, transform, size, size, batch, used_workers, cores);
+    printf("per image (ms, summed over workers): read %.3f  header %.3f  decode %.3f  resize "
+           "%.3f  | consumer wait %.3f\n",
+           ms[0], ms[1], ms[2], ms[3], ms[4]);
+    printf("decode ceiling: %.0f img/s on one core x %d cores = %.0f img/s\n", one, cores,
+           ceiling);
+    printf("loader: %.0f img/s = %.2f x the ceiling\n", rate, rate / ceiling);
+    if (json) {
+        FILE *f = fopen(json, "a");
+        if (f) {
+            struct utsname u;
+            uname(&u);
+            fprintf(f,
+                    "{\"bench\": \"profile\", \"data\": \"%s\", \"images\": %d, \"transform\": "
+                    "\"%s\", \"image_size\": %d, \"batch_size\": %d, \"workers\": %d, "
+                    "\"cores\": %d, \"kernel\": \"%s\", \"repeats\": %d, "
+                    "\"per_image_ms\": {\"read\": %.4f, \"header\": %.4f, \"decode\": %.4f, "
+                    "\"resize\": %.4f, \"wait\": %.4f}, \"ceiling_one_core\": %.1f, "
+                    "\"ceiling\": %.1f, \"loader_images_per_sec\": %.1f, \"ratio\": %.3f}\n",
+                    data, nread, transform, size, batch, used_workers, cores, u.release,
+                    repeats, ms[0], ms[1], ms[2], ms[3], ms[4], one, ceiling, rate,
+                    rate / ceiling);
+            fclose(f);
+        }
+    }
+    for (int i = 0; i < nread; i++)
+        free(bufs[i]);
+    free(bufs);
+    free(lens);
+    free(ceil_v);
+    free(rate_v);
+    free(stats);
+    return 0;
+}

@@ -1405,6 +1405,8 @@ def run(a, progress):
         raise BenchError("--device cuda: %s" % cuda_reason)
     sizing_memory = "pageable" if a.memory == "pageable" else "pinned"
     pin = sizing_memory == "pinned"
+    if device != "cuda":
+        sizing_memory = "host"  # batches stay on the host: nothing to pin for
 
     torch_ok = False
     torch_skip = None

@@ -905,7 +905,8 @@ int64_t rf_loader_num_batches(const rf_loader *l)
 
 /* ---- position ------------------------------------------------------------ */
 
-int rf_loader_seek(rf_loader *l, int64_t epoch, int64_t batch)
+/* A started loader of this process, or why not. */
+static int usable_check(rf_loader *l)
 {
     if (!l)
         return RF_E_INVALID;
@@ -913,7 +914,12 @@ int rf_loader_seek(rf_loader *l, int64_t epoch, int64_t batch)
         set_err(l, "loader: not started");
         return RF_E_STATE;
     }
-    int rc = fork_check(l);
+    return fork_check(l);
+}
+
+int rf_loader_seek(rf_loader *l, int64_t epoch, int64_t batch)
+{
+    int rc = usable_check(l);
     if (rc)
         return rc;
     if (epoch < 0 || batch < 0 || batch > l->sampler.num_batches) {
@@ -1005,13 +1011,7 @@ int rf_loader_next_wait(rf_loader *l, rf_batch **out, int64_t timeout_ms)
     if (!out)
         return RF_E_INVALID;
     *out = NULL;
-    if (!l)
-        return RF_E_INVALID;
-    if (!l->started) {
-        set_err(l, "loader: not started");
-        return RF_E_STATE;
-    }
-    int rc = fork_check(l);
+    int rc = usable_check(l);
     if (rc)
         return rc;
     int64_t t0 = rf__now_ns();

@@ -319,11 +319,15 @@ typedef struct buf {
 } buf;
 
 struct rf_resampler {
-    buf w;                  /* double weights of one output pixel */
-    buf xfirst, xcount, xk; /* horizontal taps of the kept columns */
-    buf yfirst, ycount, yk; /* vertical taps of the kept rows */
-    buf tmp;                /* horizontal pass output, uint8 */
-    buf row;                /* one output row before flip / NCHW split */
+    buf w;                     /* double weights of one output pixel */
+    buf xfirst, xcount, xk;    /* horizontal taps of the kept columns */
+    buf xkl, xkh;              /* their weights split in 16-bit halves */
+    buf yfirst, ycount, yk;    /* vertical taps of the kept rows */
+    buf ykl, ykh;              /* their weights split in 16-bit halves */
+    buf tile;                  /* one tile of source rows, transposed */
+    buf tout;                  /* horizontal results of one tile, transposed */
+    buf tmp;                   /* horizontal pass output, uint8 */
+    buf row;                   /* one output row before flip / NCHW split */
 };
 
 /* Grows b to at least n items of size sz (contents not kept). */
@@ -361,8 +365,9 @@ void rf__resampler_destroy(rf_resampler *r)
 {
     if (!r)
         return;
-    buf *all[] = {&r->w,      &r->xfirst, &r->xcount, &r->xk, &r->yfirst,
-                  &r->ycount, &r->yk,     &r->tmp,    &r->row};
+    buf *all[] = {&r->w,   &r->xfirst, &r->xcount, &r->xk,  &r->xkl, &r->xkh,  &r->yfirst,
+                  &r->ycount, &r->yk,  &r->ykl,    &r->ykh, &r->tile, &r->tout, &r->tmp,
+                  &r->row};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]->p);
     free(r);
@@ -409,96 +414,258 @@ static int taps_uniform(int n, int ksize, int lo, int hi, int32_t *first, const 
     return K;
 }
 
+/* Splits the n outputs' K weights each in 16-bit halves, k = kh * 2^16 + kl
+ * (see mac16). Bilinear weights are >= 0 and at most 1.0 = 2^22. */
+static void taps_split(int n, int K, const int32_t *k, uint16_t *kl, uint16_t *kh)
+{
+    for (size_t i = 0; i < (size_t)n * (size_t)K; i++) {
+        assert(k[i] >= 0 && k[i] <= (1 << PRECISION_BITS));
+        kl[i] = (uint16_t)(k[i] & 0xffff);
+        kh[i] = (uint16_t)(k[i] >> 16);
+    }
+}
+
 #if defined(__GNUC__)
 #define RF_ALWAYS_INLINE inline __attribute__((always_inline))
 #else
 #define RF_ALWAYS_INLINE inline
 #endif
 
-/* Horizontal pass over one row: out[3i..3i+2] from the K taps of column i,
- * first[i] counting pixels from srow. Inlined with K constant, the tap loop
- * unrolls fully. */
-static RF_ALWAYS_INLINE void hpass_taps(const uint8_t *srow, int n, const int32_t *first,
-                                        const int32_t *k, int K, uint8_t *out)
+/* The one kernel of both passes: 16 output bytes, out[q] = the sum over the
+ * K taps of rows[t][q] * k[t] (rows at p + t * stride), plus HALF_UNIT,
+ * >> 22, clipped: Pillow's arithmetic, exactly. The lanes are independent,
+ * so whether they hold neighbouring pixels' channels (vertical pass) or one
+ * pixel of 16 rows (the transposed horizontal pass) does not matter.
+ *
+ * SSE2 multiplies 16-bit numbers only (pmullw, pmulhuw), and its 32-bit lanes
+ * would halve the width, so the 30-bit sum V = HALF_UNIT + sum of p * k is
+ * carried in two 16-bit accumulators: with k = kh * 2^16 + kl,
+ *   p * k = 2^16 (p * kh + ph) + pl,  ph, pl the halves of the product p * kl,
+ * lo sums the pl modulo 2^16 and hi the rest, counting each wrap of lo as a
+ * carry (lo + pl < pl after the add). Then V = 2^16 hi + lo with lo < 2^16,
+ * and V >> 22 = hi >> 6. HALF_UNIT = 2^21 starts hi at 32. hi stays below
+ * 2^14, since V < 2^30: the weights of one output are >= 0 and add up to
+ * 2^22 plus at most half a unit per tap, and pixels are <= 255. The carry
+ * is counted as "hi -= no carry" on a start K higher: a compare and an add.
+ *
+ * Fixed 16 lanes and restrict: gcc's -O2 vectoriser takes only loops whose
+ * trip count it knows and whose accesses cannot overlap; the accumulators
+ * stay in 4 registers across the taps. Inlined with K constant. */
+static RF_ALWAYS_INLINE void mac16(const uint8_t *p, size_t stride, int K, const uint16_t *kl,
+                                   const uint16_t *kh, uint8_t *restrict out)
 {
-    for (int i = 0; i < n; i++) {
-        const uint8_t *p = srow + (size_t)first[i] * 3;
-        const int32_t *w = k + (size_t)i * K;
-        int32_t s0 = HALF_UNIT, s1 = HALF_UNIT, s2 = HALF_UNIT;
-        for (int t = 0; t < K; t++) {
-            s0 += p[3 * t + 0] * w[t];
-            s1 += p[3 * t + 1] * w[t];
-            s2 += p[3 * t + 2] * w[t];
+    uint16_t hi[16], lo[16];
+    for (int q = 0; q < 16; q++) {
+        hi[q] = (uint16_t)((HALF_UNIT >> 16) + K);
+        lo[q] = 0;
+    }
+    for (int t = 0; t < K; t++) {
+        const uint8_t *restrict r = p + (size_t)t * stride;
+        const uint16_t l = kl[t], h = kh[t];
+        for (int q = 0; q < 16; q++) {
+            uint16_t pl = (uint16_t)(r[q] * l);
+            uint16_t ph = (uint16_t)(((uint32_t)r[q] * l) >> 16);
+            uint16_t sum = (uint16_t)(lo[q] + pl);
+            hi[q] = (uint16_t)(hi[q] + r[q] * h + ph - (sum >= pl));
+            lo[q] = sum;
         }
-        out[3 * i + 0] = clip8(s0);
-        out[3 * i + 1] = clip8(s1);
-        out[3 * i + 2] = clip8(s2);
+    }
+    for (int q = 0; q < 16; q++) {
+        /* <= 255 by the bound above; the clip is a pminsw. */
+        int16_t v = (int16_t)(hi[q] >> (PRECISION_BITS - 16));
+        out[q] = (uint8_t)(v > 255 ? 255 : v);
     }
 }
 
-static void hpass_row(const uint8_t *srow, int n, const int32_t *first, const int32_t *k, int K,
-                      uint8_t *out)
+/* ------------------------------------------------------ horizontal pass
+ *
+ * The horizontal pass would read each output pixel's taps from a row of
+ * 3-byte pixels: a gather SSE2 cannot do. So it runs on tiles of TROWS
+ * source rows transposed (tile_in: pixel x of the tile's rows r = 0..15 at
+ * tile[x * TSTRIDE + 3r + c]): an output column is then the weighted sum of
+ * K whole tile rows, which mac16 does 16 bytes at a time. The 48 results of
+ * each column (16 rows x RGB) are transposed back into the intermediate rows
+ * (tile_out), which is where flip and the planar (NCHW) split are done, so
+ * that the vertical pass writes the final layout directly. */
+
+enum { TROWS = 16, TLANES = 3 * TROWS, TSTRIDE = 64 };
+
+/* Transposes n <= TROWS rows of w pixels (row r at src + r * stride) into
+ * the tile; lanes of the missing rows n..TROWS-1 are zeroed, so that every
+ * lane mac16 computes is defined. Moves 4 bytes per pixel: the 4th byte
+ * read is the next pixel's (the last pixel moves 3), the 4th written is
+ * lane r + 1's, written after, or the tile row's padding (TSTRIDE > 48). */
+static void tile_in(const uint8_t *src, size_t stride, int n, int w, uint8_t *restrict tile)
+{
+    for (int r = 0; r < n; r++) {
+        const uint8_t *s = src + (size_t)r * stride;
+        uint8_t *d = tile + 3 * r;
+        int x = 0;
+        for (; x < w - 1; x++)
+            memcpy(d + (size_t)x * TSTRIDE, s + 3 * x, 4);
+        memcpy(d + (size_t)x * TSTRIDE, s + 3 * x, 3);
+    }
+    if (n < TROWS)
+        for (int x = 0; x < w; x++)
+            memset(tile + (size_t)x * TSTRIDE + 3 * n, 0, (size_t)(TLANES - 3 * n));
+}
+
+/* Output columns 0..nx-1 of one tile: column i sums tile rows first[i] ..
+ * first[i] + K - 1 into tout[i * TLANES ..]. */
+static RF_ALWAYS_INLINE void tile_cols(const uint8_t *tile, int nx, const int32_t *first, int K,
+                                       const uint16_t *kl, const uint16_t *kh, uint8_t *tout)
+{
+    for (int i = 0; i < nx; i++) {
+        const uint8_t *p = tile + (size_t)first[i] * TSTRIDE;
+        const uint16_t *l = kl + (size_t)i * K, *h = kh + (size_t)i * K;
+        uint8_t *o = tout + (size_t)i * TLANES;
+        mac16(p, TSTRIDE, K, l, h, o);
+        mac16(p + 16, TSTRIDE, K, l, h, o + 16);
+        mac16(p + 32, TSTRIDE, K, l, h, o + 32);
+    }
+}
+
+static void tile_cols_k(const uint8_t *tile, int nx, const int32_t *first, int K,
+                        const uint16_t *kl, const uint16_t *kh, uint8_t *tout)
 {
     /* Bilinear taps: 2-3 when enlarging, about 2 * scale + 1 when shrinking. */
     switch (K) {
     case 2:
-        hpass_taps(srow, n, first, k, 2, out);
+        tile_cols(tile, nx, first, 2, kl, kh, tout);
         break;
     case 3:
-        hpass_taps(srow, n, first, k, 3, out);
+        tile_cols(tile, nx, first, 3, kl, kh, tout);
         break;
     case 4:
-        hpass_taps(srow, n, first, k, 4, out);
+        tile_cols(tile, nx, first, 4, kl, kh, tout);
         break;
     case 5:
-        hpass_taps(srow, n, first, k, 5, out);
+        tile_cols(tile, nx, first, 5, kl, kh, tout);
         break;
     case 6:
-        hpass_taps(srow, n, first, k, 6, out);
+        tile_cols(tile, nx, first, 6, kl, kh, tout);
         break;
     case 7:
-        hpass_taps(srow, n, first, k, 7, out);
+        tile_cols(tile, nx, first, 7, kl, kh, tout);
         break;
     default:
-        hpass_taps(srow, n, first, k, K, out);
+        tile_cols(tile, nx, first, K, kl, kh, tout);
         break;
     }
 }
 
-/* Vertical pass for one output row: len bytes, rows at base + (first + t) *
- * stride with weights w[t]. Columns go in blocks of VBLOCK whose sums stay in
- * registers across the taps; the fixed-length inner loops are what gcc
- * vectorises, at -O2 as well as -O3. */
-enum { VBLOCK = 16 };
+/* Intermediate row layout: packed RGB (NHWC) or three planes of seg bytes
+ * (NCHW); column i of the output is stored at nx - 1 - i when flipping. */
+typedef struct ilayout {
+    int nx;
+    int planar, flip;
+    size_t seg;    /* planar: bytes between the R, G and B runs of one row */
+    size_t stride; /* bytes between rows */
+} ilayout;
 
-static void vpass_row(const uint8_t *base, size_t stride, int first, int count, const int32_t *w,
-                      size_t len, uint8_t *restrict out)
+/* Writes the n <= TROWS rows of a tile's results (tout, TLANES bytes per
+ * column) to the intermediate rows at dst. Packed: 4-byte moves whose 4th
+ * byte is rewritten by the next column, or lands in the row's padding
+ * (stride > 3 * nx); tout has 16 bytes of slack for the last column's 4th
+ * byte read. Flipped, the columns go in destination order for the same
+ * reason. */
+static void tile_out(const uint8_t *tout, int n, const ilayout *il, uint8_t *dst)
 {
-    const uint8_t *rows = base + (size_t)first * stride;
-    size_t j = 0;
-    for (; j + VBLOCK <= len; j += VBLOCK) {
-        int32_t acc[VBLOCK];
-        for (int q = 0; q < VBLOCK; q++)
-            acc[q] = HALF_UNIT;
-        for (int t = 0; t < count; t++) {
-            const uint8_t *restrict r = rows + (size_t)t * stride + j;
-            const int32_t kt = w[t];
-            for (int q = 0; q < VBLOCK; q++)
-                acc[q] += r[q] * kt;
+    int nx = il->nx;
+    for (int r = 0; r < n; r++) {
+        const uint8_t *s = tout + 3 * r;
+        uint8_t *d = dst + (size_t)r * il->stride;
+        if (!il->planar) {
+            if (!il->flip)
+                for (int j = 0; j < nx; j++)
+                    memcpy(d + 3 * (size_t)j, s + (size_t)j * TLANES, 4);
+            else
+                for (int j = 0; j < nx; j++)
+                    memcpy(d + 3 * (size_t)j, s + (size_t)(nx - 1 - j) * TLANES, 4);
+        } else {
+            uint8_t *d1 = d + il->seg, *d2 = d1 + il->seg;
+            for (int j = 0; j < nx; j++) {
+                const uint8_t *px = s + (size_t)(il->flip ? nx - 1 - j : j) * TLANES;
+                d[j] = px[0];
+                d1[j] = px[1];
+                d2[j] = px[2];
+            }
         }
-        for (int q = 0; q < VBLOCK; q++)
-            out[j + q] = clip8(acc[q]);
+    }
+}
+
+/* Horizontal pass of rows source rows (the first at src, pixel 0 of the
+ * span the kept columns read, w pixels wide) into the intermediate. */
+static void hpass(const uint8_t *src, size_t src_stride, int rows, int w, const int32_t *first,
+                  int K, const uint16_t *kl, const uint16_t *kh, uint8_t *tile, uint8_t *tout,
+                  const ilayout *il, uint8_t *dst)
+{
+    for (int y = 0; y < rows; y += TROWS) {
+        int n = rows - y < TROWS ? rows - y : TROWS;
+        tile_in(src + (size_t)y * src_stride, src_stride, n, w, tile);
+        tile_cols_k(tile, il->nx, first, K, kl, kh, tout);
+        tile_out(tout, n, il, dst + (size_t)y * il->stride);
+    }
+}
+
+/* -------------------------------------------------------- vertical pass */
+
+/* len output bytes from K rows at base + t * stride: whole blocks of 16,
+ * the rest as one more block ending at len (it recomputes some bytes to the
+ * same values and reads nothing past len), or one byte at a time when the
+ * row is shorter than a block. */
+static RF_ALWAYS_INLINE void vpass_run(const uint8_t *base, size_t stride, int K,
+                                       const uint16_t *kl, const uint16_t *kh, size_t len,
+                                       uint8_t *restrict out)
+{
+    size_t j = 0;
+    for (; j + 16 <= len; j += 16)
+        mac16(base + j, stride, K, kl, kh, out + j);
+    if (j == len)
+        return;
+    if (len >= 16) {
+        mac16(base + len - 16, stride, K, kl, kh, out + len - 16);
+        return;
     }
     for (; j < len; j++) {
         int32_t acc = HALF_UNIT;
-        for (int t = 0; t < count; t++)
-            acc += rows[(size_t)t * stride + j] * w[t];
+        for (int t = 0; t < K; t++)
+            acc += base[(size_t)t * stride + j] * (int32_t)(((uint32_t)kh[t] << 16) + kl[t]);
         out[j] = clip8(acc);
     }
 }
 
+static void vpass_run_k(const uint8_t *base, size_t stride, int K, const uint16_t *kl,
+                        const uint16_t *kh, size_t len, uint8_t *restrict out)
+{
+    switch (K) {
+    case 2:
+        vpass_run(base, stride, 2, kl, kh, len, out);
+        break;
+    case 3:
+        vpass_run(base, stride, 3, kl, kh, len, out);
+        break;
+    case 4:
+        vpass_run(base, stride, 4, kl, kh, len, out);
+        break;
+    case 5:
+        vpass_run(base, stride, 5, kl, kh, len, out);
+        break;
+    case 6:
+        vpass_run(base, stride, 6, kl, kh, len, out);
+        break;
+    case 7:
+        vpass_run(base, stride, 7, kl, kh, len, out);
+        break;
+    default:
+        vpass_run(base, stride, K, kl, kh, len, out);
+        break;
+    }
+}
+
 /* Writes n packed RGB pixels, the window columns [wx0, wx0 + n) of window row
- * wy, into dst, mirroring columns when flipping. */
+ * wy, into dst, mirroring columns when flipping. Only for the paths without
+ * a horizontal pass, which would have done this. */
 static void store_row(const uint8_t *row, int n, const rf_geom *g, int layout, int wy, int wx0,
                       uint8_t *dst)
 {
@@ -538,6 +705,28 @@ static void store_row(const uint8_t *row, int n, const rf_geom *g, int layout, i
     }
 }
 
+/* Builds one axis's taps for the kept outputs, relative to origin, with a
+ * uniform tap count (returned) and the weights split; NULL pointers on
+ * allocation failure are reported as 0. */
+static int axis_taps_build(rf_resampler *r, const axis *ax, int origin, int lo, int hi, double *w,
+                           buf *bfirst, buf *bcount, buf *bk, buf *bkl, buf *bkh, int32_t **first,
+                           uint16_t **kl, uint16_t **kh)
+{
+    (void)r;
+    size_t n = (size_t)(ax->b - ax->a);
+    *first = buf_get(bfirst, n, sizeof(int32_t));
+    int32_t *count = buf_get(bcount, n, sizeof(int32_t));
+    int32_t *k = buf_get(bk, n * (size_t)ax->ksize, sizeof(int32_t));
+    *kl = buf_get(bkl, n * (size_t)ax->ksize, sizeof(uint16_t));
+    *kh = buf_get(bkh, n * (size_t)ax->ksize, sizeof(uint16_t));
+    if (!*first || !count || !k || !*kl || !*kh)
+        return 0;
+    axis_coeffs(ax, origin, w, *first, count, k);
+    int K = taps_uniform((int)n, ax->ksize, lo, hi, *first, count, k);
+    taps_split((int)n, K, k, *kl, *kh);
+    return K;
+}
+
 int rf__resample(rf_resampler *r, const rf_geom *g, int src_w, int src_h, const uint8_t *src,
                  size_t src_stride, int reg_x0, int reg_y0, int reg_w, int reg_h, uint8_t *dst,
                  int layout)
@@ -568,8 +757,12 @@ int rf__resample(rf_resampler *r, const rf_geom *g, int src_w, int src_h, const 
     assert(bx0 >= reg_x0 && bx1 <= reg_x0 + reg_w);
     assert(by0 >= reg_y0 && by1 <= reg_y0 + reg_h);
 
-    size_t len = (size_t)nx * 3; /* bytes of one kept row, packed RGB */
+    size_t cw = (size_t)g->crop_w, plane = cw * (size_t)g->crop_h;
+    size_t len = (size_t)nx * 3; /* bytes of one kept row */
     int wx0 = ax.a - g->crop_x;  /* first kept column within the window */
+    /* First destination column of the kept run (mirrored when flipping). */
+    size_t dx0 = g->flip ? cw - (size_t)wx0 - (size_t)nx : (size_t)wx0;
+    int planar = layout == RF__LAYOUT_NCHW;
 
     /* Double weights of one pixel, shared by both axes' coefficient builds. */
     int kmax = ax.ksize > ay.ksize ? ax.ksize : ay.ksize;
@@ -577,57 +770,99 @@ int rf__resample(rf_resampler *r, const rf_geom *g, int src_w, int src_h, const 
     if (!w)
         return -1;
 
-    /* Intermediate rows [by0, by1): either the horizontal pass's output or,
-     * when that pass is skipped, the source itself at the kept columns. Row y
-     * is at ibase + (y - by0) * istride. */
-    const uint8_t *ibase;
-    size_t istride;
-    if (ax.skip) {
-        istride = src_stride;
-        ibase = src + (size_t)(by0 - reg_y0) * src_stride + (size_t)(ax.c0 + ax.a - reg_x0) * 3;
-    } else {
-        size_t rows = (size_t)(by1 - by0);
-        if (rows > SIZE_MAX / len)
+    int32_t *yfirst = NULL;
+    uint16_t *ykl = NULL, *ykh = NULL;
+    int KY = 0;
+    if (!ay.skip) {
+        KY = axis_taps_build(r, &ay, by0, 0, by1 - by0, w, &r->yfirst, &r->ycount, &r->yk, &r->ykl,
+                             &r->ykh, &yfirst, &ykl, &ykh);
+        if (!KY)
             return -1;
-        int32_t *first = buf_get(&r->xfirst, (size_t)nx, sizeof(int32_t));
-        int32_t *count = buf_get(&r->xcount, (size_t)nx, sizeof(int32_t));
-        int32_t *k = buf_get(&r->xk, (size_t)nx * (size_t)ax.ksize, sizeof(int32_t));
-        uint8_t *tmp = buf_get(&r->tmp, rows * len, 1);
-        if (!first || !count || !k || !tmp)
-            return -1;
-        axis_coeffs(&ax, reg_x0, w, first, count, k);
-        int K = taps_uniform(nx, ax.ksize, bx0 - reg_x0, bx1 - reg_x0, first, count, k);
-        for (int y = by0; y < by1; y++)
-            hpass_row(src + (size_t)(y - reg_y0) * src_stride, nx, first, k, K,
-                      tmp + (size_t)(y - by0) * len);
-        ibase = tmp;
-        istride = len;
     }
 
-    /* NHWC without flip takes the vertical pass's output in place. */
-    int direct = layout == RF__LAYOUT_NHWC && !g->flip;
-    uint8_t *row = NULL;
-    if (!ay.skip) {
-        int32_t *first = buf_get(&r->yfirst, (size_t)ny, sizeof(int32_t));
-        int32_t *count = buf_get(&r->ycount, (size_t)ny, sizeof(int32_t));
-        int32_t *k = buf_get(&r->yk, (size_t)ny * (size_t)ay.ksize, sizeof(int32_t));
-        if (!direct)
-            row = buf_get(&r->row, len, 1);
-        if (!first || !count || !k || (!direct && !row))
+    if (ax.skip) {
+        /* Source rows at the kept columns are the intermediate: packed and
+         * unflipped, so flip and layout are done by store_row, except for
+         * the plain NHWC case. */
+        const uint8_t *ibase =
+            src + (size_t)(by0 - reg_y0) * src_stride + (size_t)(ax.c0 + ax.a - reg_x0) * 3;
+        int direct = !planar && !g->flip;
+        uint8_t *row = direct ? NULL : buf_get(&r->row, len, 1);
+        if (!direct && !row)
             return -1;
-        axis_coeffs(&ay, by0, w, first, count, k);
         for (int i = 0; i < ny; i++) {
             int wy = ay.a + i - g->crop_y;
-            uint8_t *out = direct ? dst + ((size_t)wy * g->crop_w + (size_t)wx0) * 3 : row;
-            vpass_row(ibase, istride, first[i], count[i], k + (size_t)i * ay.ksize, len, out);
-            if (!direct)
-                store_row(out, nx, g, layout, wy, wx0, dst);
+            const uint8_t *in;
+            if (ay.skip) {
+                in = ibase + (size_t)(ay.c0 + ay.a + i - by0) * src_stride;
+                if (direct) {
+                    memcpy(dst + ((size_t)wy * cw + dx0) * 3, in, len);
+                    continue;
+                }
+            } else {
+                uint8_t *out = direct ? dst + ((size_t)wy * cw + dx0) * 3 : row;
+                vpass_run_k(ibase + (size_t)yfirst[i] * src_stride, src_stride, KY,
+                            ykl + (size_t)i * KY, ykh + (size_t)i * KY, len, out);
+                if (direct)
+                    continue;
+                in = row;
+            }
+            store_row(in, nx, g, layout, wy, wx0, dst);
         }
+        return 0;
+    }
+
+    /* Horizontal pass into the intermediate, in the final layout. */
+    int span = bx1 - bx0;
+    int32_t *xfirst;
+    uint16_t *xkl, *xkh;
+    int KX = axis_taps_build(r, &ax, bx0, 0, span, w, &r->xfirst, &r->xcount, &r->xk, &r->xkl,
+                             &r->xkh, &xfirst, &xkl, &xkh);
+    if (!KX)
+        return -1;
+    ilayout il;
+    il.nx = nx;
+    il.planar = planar;
+    il.flip = g->flip;
+    if (planar) {
+        il.seg = ((size_t)nx + 15) & ~(size_t)15;
+        il.stride = 3 * il.seg;
     } else {
-        for (int i = 0; i < ny; i++) {
-            int y = ay.c0 + ay.a + i;
-            store_row(ibase + (size_t)(y - by0) * istride, nx, g, layout, ay.a + i - g->crop_y, wx0,
-                      dst);
+        il.seg = 0;
+        il.stride = (len + 1 + 15) & ~(size_t)15; /* >= len + 1, see tile_out */
+    }
+    size_t rows = (size_t)(by1 - by0);
+    if (rows > SIZE_MAX / il.stride)
+        return -1;
+    uint8_t *tile = buf_get(&r->tile, (size_t)span, TSTRIDE);
+    uint8_t *tout = buf_get(&r->tout, (size_t)nx * TLANES + 16, 1);
+    uint8_t *tmp = buf_get(&r->tmp, rows * il.stride, 1);
+    if (!tile || !tout || !tmp)
+        return -1;
+    hpass(src + (size_t)(by0 - reg_y0) * src_stride + (size_t)(bx0 - reg_x0) * 3, src_stride,
+          (int)rows, span, xfirst, KX, xkl, xkh, tile, tout, &il, tmp);
+
+    /* Vertical pass (or copy), straight into dst. */
+    for (int i = 0; i < ny; i++) {
+        int wy = ay.a + i - g->crop_y;
+        const uint8_t *in =
+            tmp + (size_t)(ay.skip ? ay.c0 + ay.a + i - by0 : yfirst[i]) * il.stride;
+        const uint16_t *kl = ay.skip ? NULL : ykl + (size_t)i * KY;
+        const uint16_t *kh = ay.skip ? NULL : ykh + (size_t)i * KY;
+        if (!planar) {
+            uint8_t *out = dst + ((size_t)wy * cw + dx0) * 3;
+            if (ay.skip)
+                memcpy(out, in, len);
+            else
+                vpass_run_k(in, il.stride, KY, kl, kh, len, out);
+        } else {
+            for (int c = 0; c < 3; c++) {
+                uint8_t *out = dst + (size_t)c * plane + (size_t)wy * cw + dx0;
+                if (ay.skip)
+                    memcpy(out, in + (size_t)c * il.seg, (size_t)nx);
+                else
+                    vpass_run_k(in + (size_t)c * il.seg, il.stride, KY, kl, kh, (size_t)nx, out);
+            }
         }
     }
     return 0;

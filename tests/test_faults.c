@@ -18,6 +18,9 @@
  * RLIMIT_MEMLOCK = 0 and a small RLIMIT_NOFILE: the same bytes as the
  * unconstrained run, or clear errors; a FIFO named .jpg under a watchdog. The
  * children report with exit codes and messages, not with cmocka.
+ *
+ * A test of a known, unfixed bug says so in its comment and runs only with
+ * RINGFEED_TEST_KNOWN_BUGS=1 (it is skipped otherwise).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -228,8 +231,8 @@ static void add_item(const char *rel, int bad, const char *why, uint8_t *data, s
 }
 
 /* 1 when libjpeg reports the damage while the rows are read, before
- * jpeg_finish_decompress (whose "extraneous bytes before marker" check the
- * library does not reach: see test_bitflip_found_only_at_the_end). */
+ * jpeg_finish_decompress (the mixed folder's bit flip is one of these; the
+ * other kind has its own test, test_bitflip_found_only_at_the_end). */
 static int fails_before_finish(const uint8_t *jpg, size_t len)
 {
     struct jpeg_decompress_struct d;
@@ -565,9 +568,9 @@ static void skip_epoch(rf_loader *l, int64_t epoch, int S, const uint8_t *ref, i
     size_t per = (size_t)S * S * 3;
     int64_t B;
     assert_int_equal(rf_loader_get_param(l, RF_P_BATCH_SIZE, &B), 0);
-    /* Only reposition between epochs: positioning right after start would
-     * drop the prefetched batches, whose substitutions the stats count
-     * anyway (see test_skipped_counts_only_delivered_batches). */
+    /* Reposition only when needed: the exact counts checked here then do not
+     * depend on dropped prefetch (test_skipped_counts_only_delivered_batches
+     * checks that case). */
     int64_t cur, next;
     assert_int_equal(rf_loader_tell(l, &cur, &next), 0);
     if (cur != epoch || next != 0)
@@ -1065,22 +1068,14 @@ static void test_unreadable_file_eacces(void **state)
     tu_rmtree(dir);
 }
 
-/* KNOWN BUG (lib/decode.c, reported in issue 6's work): a bit flip that
- * desynchronises the Huffman stream without hitting a marker is reported by
- * libjpeg only in jpeg_finish_decompress ("N extraneous bytes before marker
- * 0xd9"), which rf__decode_sample never calls (it aborts after the last row
- * it needs). The garbage pixels (PSNR ~17 dB against the clean picture) are
- * delivered as a valid sample. Fix: call jpeg_finish_decompress instead of
- * jpeg_abort_decompress when output_scanline == output_height. Runs only
- * with RINGFEED_TEST_KNOWN_BUGS=1 until that lands (it fails today). */
+/* A bit flip that desynchronises the Huffman stream without hitting a
+ * marker is reported by libjpeg only at the end of the data ("N extraneous
+ * bytes before marker 0xd9"): the decoder must read on to the end marker
+ * (it once stopped after the last row it needed and delivered garbage,
+ * PSNR ~17 dB against the clean picture). */
 static void test_bitflip_found_only_at_the_end(void **state)
 {
     (void)state;
-    if (!getenv("RINGFEED_TEST_KNOWN_BUGS")) {
-        print_message("known bug in lib/decode.c (see the comment); set "
-                      "RINGFEED_TEST_KNOWN_BUGS=1 to run\n");
-        skip();
-    }
     size_t len;
     uint8_t *base = jpeg_of(TU_420, 0, 0, 0, 21, &len), *f = NULL;
     size_t sos = sos_offset(base, len);
@@ -1119,21 +1114,13 @@ static void test_bitflip_found_only_at_the_end(void **state)
     free(base);
 }
 
-/* KNOWN BUG (lib/loader.c, worker_main): stats "skipped" is counted when a
- * worker substitutes a sample, while "errors_count" and "errors" are counted
- * when the batch is delivered (rf_loader_next_wait). Batches that are
- * decoded and then dropped (set_epoch/seek after prefetching) inflate
- * "skipped" only: here 2x the bad samples delivered. Fix: count the
- * substitutions in the slot (like s->bad) and add them to stats.skipped in
- * rf_loader_next_wait. Runs only with RINGFEED_TEST_KNOWN_BUGS=1. */
+/* stats "skipped" counts the substitutions of delivered batches, as
+ * "errors_count" counts their bad samples: batches decoded and then dropped
+ * (set_epoch/seek after prefetching) count in neither (they once inflated
+ * "skipped" to 2x). */
 static void test_skipped_counts_only_delivered_batches(void **state)
 {
     (void)state;
-    if (!getenv("RINGFEED_TEST_KNOWN_BUGS")) {
-        print_message("known bug in lib/loader.c (see the comment); set "
-                      "RINGFEED_TEST_KNOWN_BUGS=1 to run\n");
-        skip();
-    }
     rf_loader *l = make(mixed, RF_TRANSFORM_CENTER, 16, 7, 2);
     assert_int_equal(rf_loader_set_param(l, RF_P_ON_ERROR, RF_ON_ERROR_SKIP), 0);
     assert_int_equal(rf_loader_set_param(l, RF_P_PREFETCH, 8), 0); /* the whole epoch */

@@ -2,7 +2,7 @@
  * resize_bench.c - rf-resize-bench: time of one rf__resample call on the
  * pictures and geometries the loader sees.
  *
- *   rf-resize-bench [--repeat N] [--size S] [--json FILE]
+ *   rf-resize-bench [--repeat N] [--size S] [--simd LEVEL] [--json FILE]
  *
  * The picture is photo-like (smooth gradients plus noise and some edges),
  * 500 x 375 RGB, the typical ImageNet size. Cases, each in NHWC and NCHW:
@@ -16,6 +16,9 @@
  * repeats, in ms per call and output Mpixel/s (S x S pixels per call).
  * The source region handed to rf__resample is rf__geom_bounds' rectangle, in
  * a buffer of its own, as the loader passes its decoded rows.
+ * Every case runs at each instruction-set level the machine has (none: the
+ * portable C; sse2; avx2: see rf__resampler_simd), or at --simd LEVEL
+ * (0, 1, 2) alone; the loader uses the best.
  *
  * Baseline in the same run: built with -DRF_BENCH_BASELINE and linked with a
  * second copy of transform.c whose rf__ symbols are renamed base_rf__ (see
@@ -273,25 +276,33 @@ static void json_ms(FILE *f, const double *v, int n)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: rf-resize-bench [--repeat N] [--size S] [--json FILE]\n");
+    fprintf(stderr,
+            "usage: rf-resize-bench [--repeat N] [--size S] [--simd LEVEL] [--json FILE]\n");
     exit(2);
+}
+
+static const char *simd_name(int level)
+{
+    return level == RF__SIMD_AVX2 ? "avx2" : level == RF__SIMD_SSE2 ? "sse2" : "none";
 }
 
 int main(int argc, char **argv)
 {
-    int repeat = 41, size = 224;
+    int repeat = 41, size = 224, only = -1;
     const char *json = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--repeat") && i + 1 < argc)
             repeat = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--size") && i + 1 < argc)
             size = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--simd") && i + 1 < argc)
+            only = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--json") && i + 1 < argc)
             json = argv[++i];
         else
             usage();
     }
-    if (repeat < 1 || size < 8 || size > 4096)
+    if (repeat < 1 || size < 8 || size > 4096 || only > RF__SIMD_AVX2)
         usage();
 
     uint8_t *pic = photo(PIC_W, PIC_H, 1);
@@ -332,10 +343,12 @@ int main(int argc, char **argv)
            denoms[2], denoms[4], denoms[8]);
 
     size_t out_n = (size_t)size * size * 3;
-    uint8_t *dst = xmalloc(out_n);
-    rf_resampler *r = rf__resampler_create();
-    if (!r)
+    uint8_t *dst = xmalloc(out_n), *dst0 = xmalloc(out_n);
+    rf_resampler *r = rf__resampler_create(), *r0 = rf__resampler_create();
+    if (!r || !r0)
         return 1;
+    int best = rf__resampler_simd(r, RF__SIMD_AVX2);
+    rf__resampler_simd(r0, RF__SIMD_NONE);
 #ifdef RF_BENCH_BASELINE
     uint8_t *dst_b = xmalloc(out_n);
     rf_resampler *rb = base_rf__resampler_create();
@@ -351,57 +364,73 @@ int main(int argc, char **argv)
     }
     int mismatches = 0;
 
-    printf("\n%-12s %10s %10s", "case", "ms/call", "Mpix/s");
+    printf("\n%-12s %-5s %10s %10s", "case", "simd", "ms/call", "Mpix/s");
 #ifdef RF_BENCH_BASELINE
     printf(" %12s %10s %8s", "base ms/call", "Mpix/s", "speedup");
 #endif
     printf("\n");
-    for (int c = 0; c < ncases; c++) {
-        const job *js = cases[c].js;
-        int n = cases[c].n, layout = cases[c].layout, inner = cases[c].inner;
+    for (int level = best; level >= RF__SIMD_NONE; level--) {
+        if (only >= 0 && level != only)
+            continue;
+        if (rf__resampler_simd(r, level) != level)
+            continue;
+        for (int c = 0; c < ncases; c++) {
+            const job *js = cases[c].js;
+            int n = cases[c].n, layout = cases[c].layout, inner = cases[c].inner;
+            /* Same bytes, call by call, as the portable C (and the baseline). */
+            for (int i = 0; i < n; i++) {
+                run_jobs(rf__resample, r, &js[i], 1, dst, layout);
+                run_jobs(rf__resample, r0, &js[i], 1, dst0, layout);
+                if (memcmp(dst, dst0, out_n) != 0) {
+                    fprintf(stderr, "MISMATCH: %s call %d, %s differs from none\n",
+                            cases[c].name, i, simd_name(level));
+                    mismatches++;
+                }
 #ifdef RF_BENCH_BASELINE
-        /* Same bytes, call by call. */
-        for (int i = 0; i < n; i++) {
-            run_jobs(rf__resample, r, &js[i], 1, dst, layout);
-            run_jobs(base_rf__resample, rb, &js[i], 1, dst_b, layout);
-            if (memcmp(dst, dst_b, out_n) != 0) {
-                fprintf(stderr, "MISMATCH: %s call %d differs from the baseline\n",
-                        cases[c].name, i);
-                mismatches++;
+                run_jobs(base_rf__resample, rb, &js[i], 1, dst_b, layout);
+                if (memcmp(dst, dst_b, out_n) != 0) {
+                    fprintf(stderr, "MISMATCH: %s call %d differs from the baseline\n",
+                            cases[c].name, i);
+                    mismatches++;
+                }
+#endif
             }
-        }
-        time_pass(base_rf__resample, rb, js, n, dst_b, layout, inner); /* warm-up */
-#endif
-        time_pass(rf__resample, r, js, n, dst, layout, inner); /* warm-up */
-        for (int k = 0; k < repeat; k++) {
-            t[k] = time_pass(rf__resample, r, js, n, dst, layout, inner);
 #ifdef RF_BENCH_BASELINE
-            tb[k] = time_pass(base_rf__resample, rb, js, n, dst_b, layout, inner);
+            time_pass(base_rf__resample, rb, js, n, dst_b, layout, inner); /* warm-up */
 #endif
-        }
-        double m = median(t, repeat);
-        double mpix = (double)size * size / m * 1e-6;
-        printf("%-12s %10.4f %10.1f", cases[c].name, m * 1e3, mpix);
-        double mb = 0.0;
+            time_pass(rf__resample, r, js, n, dst, layout, inner); /* warm-up */
+            for (int k = 0; k < repeat; k++) {
+                t[k] = time_pass(rf__resample, r, js, n, dst, layout, inner);
 #ifdef RF_BENCH_BASELINE
-        mb = median(tb, repeat);
-        printf(" %12.4f %10.1f %7.2fx", mb * 1e3, (double)size * size / mb * 1e-6, mb / m);
+                tb[k] = time_pass(base_rf__resample, rb, js, n, dst_b, layout, inner);
 #endif
-        printf("\n");
-        if (jf) {
-            fprintf(jf, "{\"bench\": \"resize\", \"case\": \"%s\", \"git\": \"%s\", \"machine\": ",
-                    cases[c].name, rev);
-            machine_json(jf);
-            fprintf(jf,
-                    ", \"picture\": [%d, %d], \"size\": %d, \"calls_per_repeat\": %d, "
-                    "\"median_ms\": %.5f, \"mpix_s\": %.2f, \"ms\": ",
-                    PIC_W, PIC_H, size, n * inner, m * 1e3, mpix);
-            json_ms(jf, t, repeat);
-            if (mb > 0.0) {
-                fprintf(jf, ", \"baseline_median_ms\": %.5f, \"baseline_ms\": ", mb * 1e3);
-                json_ms(jf, tb, repeat);
             }
-            fprintf(jf, "}\n");
+            double m = median(t, repeat);
+            double mpix = (double)size * size / m * 1e-6;
+            printf("%-12s %-5s %10.4f %10.1f", cases[c].name, simd_name(level), m * 1e3, mpix);
+            double mb = 0.0;
+#ifdef RF_BENCH_BASELINE
+            mb = median(tb, repeat);
+            printf(" %12.4f %10.1f %7.2fx", mb * 1e3, (double)size * size / mb * 1e-6, mb / m);
+#endif
+            printf("\n");
+            if (jf) {
+                fprintf(jf,
+                        "{\"bench\": \"resize\", \"case\": \"%s\", \"simd\": \"%s\", "
+                        "\"git\": \"%s\", \"machine\": ",
+                        cases[c].name, simd_name(level), rev);
+                machine_json(jf);
+                fprintf(jf,
+                        ", \"picture\": [%d, %d], \"size\": %d, \"calls_per_repeat\": %d, "
+                        "\"median_ms\": %.5f, \"mpix_s\": %.2f, \"ms\": ",
+                        PIC_W, PIC_H, size, n * inner, m * 1e3, mpix);
+                json_ms(jf, t, repeat);
+                if (mb > 0.0) {
+                    fprintf(jf, ", \"baseline_median_ms\": %.5f, \"baseline_ms\": ", mb * 1e3);
+                    json_ms(jf, tb, repeat);
+                }
+                fprintf(jf, "}\n");
+            }
         }
     }
     (void)tb;
@@ -409,15 +438,17 @@ int main(int argc, char **argv)
     if (jf)
         fclose(jf);
     rf__resampler_destroy(r);
+    rf__resampler_destroy(r0);
 #ifdef RF_BENCH_BASELINE
     base_rf__resampler_destroy(rb);
     free(dst_b);
-    if (mismatches)
-        fprintf(stderr, "%d calls differ from the baseline\n", mismatches);
 #endif
+    if (mismatches)
+        fprintf(stderr, "%d mismatches\n", mismatches);
     free(t);
     free(tb);
     free(dst);
+    free(dst0);
     for (int i = 0; i < RRC_N; i++)
         free(rrc[i].reg);
     free(rrc);

@@ -34,6 +34,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__SSE2__) && !defined(RF_TRANSFORM_NO_SIMD)
+#include <emmintrin.h>
+#endif
+
 /* Pillow's fixed point: 8 bits of result, 2 bits of headroom for filters with
  * negative lobes, the rest for the fraction. */
 #define PRECISION_BITS (32 - 8 - 2)
@@ -313,21 +317,54 @@ void rf__geom_bounds(const rf_geom *g, int src_w, int src_h, int *x0, int *y0, i
 
 /* ------------------------------------------------------------- resampler */
 
+/* Vector code: the multiply-accumulate kernel (mac) is plain C that gcc -O2
+ * vectorises for the build's target (SSE2 on x86-64). Two things need more:
+ * the byte transposes of the horizontal pass, which no compiler vectorises,
+ * use SSE2 intrinsics where the target has SSE2; and on x86-64 with GCC or
+ * Clang the two passes' loops are compiled a second time for AVX2 (twice as
+ * many lanes per instruction) and chosen at run time. RF__SIMD_NONE runs
+ * the portable C of both; every level gives the same bytes. */
+#if defined(__SSE2__) && !defined(RF_TRANSFORM_NO_SIMD)
+#define RF_SSE2 1
+#else
+#define RF_SSE2 0
+#endif
+#if RF_SSE2 && defined(__x86_64__) && defined(__GNUC__)
+#define RF_AVX2 1
+#define RF_TARGET_AVX2 __attribute__((target("avx2")))
+#else
+#define RF_AVX2 0
+#endif
+
+#if defined(__GNUC__)
+#define RF_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define RF_ALWAYS_INLINE inline
+#endif
+/* Unrolls the tap loop, so that the weights' broadcasts leave the row loop
+ * of the vertical pass (gcc -O2 does not unroll it by itself). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define RF_UNROLL_TAPS _Pragma("GCC unroll 8")
+#else
+#define RF_UNROLL_TAPS
+#endif
+
 typedef struct buf {
     void *p;
     size_t cap;
 } buf;
 
 struct rf_resampler {
-    buf w;                     /* double weights of one output pixel */
-    buf xfirst, xcount, xk;    /* horizontal taps of the kept columns */
-    buf xkl, xkh;              /* their weights split in 16-bit halves */
-    buf yfirst, ycount, yk;    /* vertical taps of the kept rows */
-    buf ykl, ykh;              /* their weights split in 16-bit halves */
-    buf tile;                  /* one tile of source rows, transposed */
-    buf tout;                  /* horizontal results of one tile, transposed */
-    buf tmp;                   /* horizontal pass output, uint8 */
-    buf row;                   /* one output row before flip / NCHW split */
+    buf w;                  /* double weights of one output pixel */
+    buf xfirst, xcount, xk; /* horizontal taps of the kept columns */
+    buf xkl, xkh;           /* their weights split in 16-bit halves */
+    buf yfirst, ycount, yk; /* vertical taps of the kept rows */
+    buf ykl, ykh;           /* their weights split in 16-bit halves */
+    buf tile;               /* one tile of source rows, transposed */
+    buf tout;               /* horizontal results of one tile, transposed */
+    buf tmp;                /* horizontal pass output, uint8 */
+    buf row;                /* one output row before flip / NCHW split */
+    int simd;               /* RF__SIMD_* level in use */
 };
 
 /* Grows b to at least n items of size sz (contents not kept). */
@@ -356,21 +393,44 @@ static void *buf_get(buf *b, size_t n, size_t sz)
     return b->p;
 }
 
+/* Best level this build and machine allow. __builtin_cpu_supports reads
+ * what libgcc's constructor found (and it checks that the OS saves the AVX
+ * registers); resamplers are not made before constructors run. */
+static int simd_best(void)
+{
+#if RF_AVX2
+    if (__builtin_cpu_supports("avx2"))
+        return RF__SIMD_AVX2;
+#endif
+    return RF_SSE2 ? RF__SIMD_SSE2 : RF__SIMD_NONE;
+}
+
 rf_resampler *rf__resampler_create(void)
 {
-    return calloc(1, sizeof(rf_resampler));
+    rf_resampler *r = calloc(1, sizeof(rf_resampler));
+    if (r)
+        r->simd = simd_best();
+    return r;
 }
 
 void rf__resampler_destroy(rf_resampler *r)
 {
     if (!r)
         return;
-    buf *all[] = {&r->w,   &r->xfirst, &r->xcount, &r->xk,  &r->xkl, &r->xkh,  &r->yfirst,
-                  &r->ycount, &r->yk,  &r->ykl,    &r->ykh, &r->tile, &r->tout, &r->tmp,
-                  &r->row};
+    buf *all[] = {&r->w,      &r->xfirst, &r->xcount, &r->xk,   &r->xkl,  &r->xkh,
+                  &r->yfirst, &r->ycount, &r->yk,     &r->ykl,  &r->ykh,  &r->tile,
+                  &r->tout,   &r->tmp,    &r->row};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]->p);
     free(r);
+}
+
+int rf__resampler_simd(rf_resampler *r, int level)
+{
+    assert(r);
+    int best = simd_best();
+    r->simd = level < RF__SIMD_NONE ? RF__SIMD_NONE : level < best ? level : best;
+    return r->simd;
 }
 
 static inline uint8_t clip8(int32_t v)
@@ -414,55 +474,55 @@ static int taps_uniform(int n, int ksize, int lo, int hi, int32_t *first, const 
     return K;
 }
 
-/* Splits the n outputs' K weights each in 16-bit halves, k = kh * 2^16 + kl
- * (see mac16). Bilinear weights are >= 0 and at most 1.0 = 2^22. */
-static void taps_split(int n, int K, const int32_t *k, uint16_t *kl, uint16_t *kh)
+/* Splits the weights in 16-bit halves, k = kh * 2^16 + kl, for mac().
+ * Bilinear weights are >= 0 and at most 1.0 = 2^22. */
+static void taps_split(size_t n, const int32_t *k, uint16_t *kl, uint16_t *kh)
 {
-    for (size_t i = 0; i < (size_t)n * (size_t)K; i++) {
+    for (size_t i = 0; i < n; i++) {
         assert(k[i] >= 0 && k[i] <= (1 << PRECISION_BITS));
         kl[i] = (uint16_t)(k[i] & 0xffff);
         kh[i] = (uint16_t)(k[i] >> 16);
     }
 }
 
-#if defined(__GNUC__)
-#define RF_ALWAYS_INLINE inline __attribute__((always_inline))
-#else
-#define RF_ALWAYS_INLINE inline
-#endif
-
-/* The one kernel of both passes: 16 output bytes, out[q] = the sum over the
- * K taps of rows[t][q] * k[t] (rows at p + t * stride), plus HALF_UNIT,
- * >> 22, clipped: Pillow's arithmetic, exactly. The lanes are independent,
- * so whether they hold neighbouring pixels' channels (vertical pass) or one
- * pixel of 16 rows (the transposed horizontal pass) does not matter.
+/* The one kernel of both passes: lanes (16, 32 or 48) output bytes, out[q] =
+ * the sum over the K taps of rows[t][q] * k[t] (rows at p + t * stride),
+ * plus HALF_UNIT, >> 22, clipped: Pillow's arithmetic, exactly. The lanes
+ * are independent, so whether they hold neighbouring pixels' channels (the
+ * vertical pass) or one pixel of 16 rows (the transposed horizontal pass)
+ * does not matter.
  *
- * SSE2 multiplies 16-bit numbers only (pmullw, pmulhuw), and its 32-bit lanes
- * would halve the width, so the 30-bit sum V = HALF_UNIT + sum of p * k is
+ * SSE2 multiplies 16-bit numbers only (pmullw, pmulhuw; 32-bit lanes would
+ * also halve the width), so the 30-bit sum V = HALF_UNIT + sum of p * k is
  * carried in two 16-bit accumulators: with k = kh * 2^16 + kl,
  *   p * k = 2^16 (p * kh + ph) + pl,  ph, pl the halves of the product p * kl,
- * lo sums the pl modulo 2^16 and hi the rest, counting each wrap of lo as a
- * carry (lo + pl < pl after the add). Then V = 2^16 hi + lo with lo < 2^16,
- * and V >> 22 = hi >> 6. HALF_UNIT = 2^21 starts hi at 32. hi stays below
- * 2^14, since V < 2^30: the weights of one output are >= 0 and add up to
- * 2^22 plus at most half a unit per tap, and pixels are <= 255. The carry
- * is counted as "hi -= no carry" on a start K higher: a compare and an add.
+ * lo sums the pl modulo 2^16 and hi the rest, plus one for each wrap of lo
+ * (lo + pl < pl after the add). Then V = 2^16 hi + lo with lo < 2^16, so V
+ * >> 22 = hi >> 6. HALF_UNIT = 2^21 starts hi at 32. The carry is counted
+ * as "hi -= no carry" on a start K higher: a compare and an add.
  *
- * Fixed 16 lanes and restrict: gcc's -O2 vectoriser takes only loops whose
- * trip count it knows and whose accesses cannot overlap; the accumulators
- * stay in 4 registers across the taps. Inlined with K constant. */
-static RF_ALWAYS_INLINE void mac16(const uint8_t *p, size_t stride, int K, const uint16_t *kl,
-                                   const uint16_t *kh, uint8_t *restrict out)
+ * hi stays below 2^15 (as int16, the clip is one pminsw): pixels are <= 255
+ * and one output's weights are >= 0 and add up to at most 2^22 plus half a
+ * unit per tap, so V < 2^30 (and hi >> 6 <= 255) for K < 16448 taps, and
+ * V < 2^31 for any K a 65535-pixel picture allows (K <= 2 * 65535 / 8 + 3:
+ * the DCT scaling shrinks a box 8 times or more larger than the output).
+ *
+ * Trip counts known at compile time (lanes and, in the callers, K) and
+ * restrict: gcc's -O2 vectoriser takes only such loops. The accumulators
+ * stay in registers across the taps (4 for 16 lanes with SSE2). */
+static RF_ALWAYS_INLINE void mac(const uint8_t *p, size_t stride, int K, const uint16_t *kl,
+                                 const uint16_t *kh, uint8_t *restrict out, int lanes)
 {
-    uint16_t hi[16], lo[16];
-    for (int q = 0; q < 16; q++) {
+    uint16_t hi[48], lo[48];
+    for (int q = 0; q < lanes; q++) {
         hi[q] = (uint16_t)((HALF_UNIT >> 16) + K);
         lo[q] = 0;
     }
+    RF_UNROLL_TAPS
     for (int t = 0; t < K; t++) {
         const uint8_t *restrict r = p + (size_t)t * stride;
         const uint16_t l = kl[t], h = kh[t];
-        for (int q = 0; q < 16; q++) {
+        for (int q = 0; q < lanes; q++) {
             uint16_t pl = (uint16_t)(r[q] * l);
             uint16_t ph = (uint16_t)(((uint32_t)r[q] * l) >> 16);
             uint16_t sum = (uint16_t)(lo[q] + pl);
@@ -470,92 +530,211 @@ static RF_ALWAYS_INLINE void mac16(const uint8_t *p, size_t stride, int K, const
             lo[q] = sum;
         }
     }
-    for (int q = 0; q < 16; q++) {
-        /* <= 255 by the bound above; the clip is a pminsw. */
-        int16_t v = (int16_t)(hi[q] >> (PRECISION_BITS - 16));
+    for (int q = 0; q < lanes; q++) {
+        int16_t v = (int16_t)((int16_t)hi[q] >> (PRECISION_BITS - 16));
         out[q] = (uint8_t)(v > 255 ? 255 : v);
     }
 }
 
 /* ------------------------------------------------------ horizontal pass
  *
- * The horizontal pass would read each output pixel's taps from a row of
- * 3-byte pixels: a gather SSE2 cannot do. So it runs on tiles of TROWS
- * source rows transposed (tile_in: pixel x of the tile's rows r = 0..15 at
- * tile[x * TSTRIDE + 3r + c]): an output column is then the weighted sum of
- * K whole tile rows, which mac16 does 16 bytes at a time. The 48 results of
- * each column (16 rows x RGB) are transposed back into the intermediate rows
- * (tile_out), which is where flip and the planar (NCHW) split are done, so
- * that the vertical pass writes the final layout directly. */
+ * Done directly, the horizontal pass reads each output pixel's taps from a
+ * row of 3-byte pixels: a gather, which SSE2 does not have. So it runs on
+ * tiles of 16 source rows transposed: byte b of the tile's rows (channel
+ * b % 3 of pixel b / 3) becomes the 16-byte tile row b, one lane per source
+ * row. Channel c of output column i is then the weighted sum of the tile
+ * rows 3 (first[i] + t) + c, t < K: 16 lanes, and the three channels are 48
+ * contiguous bytes, the taps 48 bytes apart, which mac() does whole. The
+ * results (tout, same shape: 3 rows of 16 lanes per output column) are
+ * transposed back into the intermediate rows; picking which tout row goes
+ * to which byte there is how flip and the planar (NCHW) split are done, so
+ * that the vertical pass writes the final layout directly.
+ *
+ * Both transposes go 16 x 16 bytes at a time (transpose16). */
 
-enum { TROWS = 16, TLANES = 3 * TROWS, TSTRIDE = 64 };
+enum { TROWS = 16, TLANES = 3 * TROWS };
 
-/* Transposes n <= TROWS rows of w pixels (row r at src + r * stride) into
- * the tile; lanes of the missing rows n..TROWS-1 are zeroed, so that every
- * lane mac16 computes is defined. Moves 4 bytes per pixel: the 4th byte
- * read is the next pixel's (the last pixel moves 3), the 4th written is
- * lane r + 1's, written after, or the tile row's padding (TSTRIDE > 48). */
-static void tile_in(const uint8_t *src, size_t stride, int n, int w, uint8_t *restrict tile)
+/* out row j (at out + j * ostride, j < nout) byte k = in[k][j]. */
+typedef void (*transpose_fn)(const uint8_t *const in[16], uint8_t *out, size_t ostride, int nout);
+
+static void transpose16_c(const uint8_t *const in[16], uint8_t *out, size_t ostride, int nout)
 {
-    for (int r = 0; r < n; r++) {
-        const uint8_t *s = src + (size_t)r * stride;
-        uint8_t *d = tile + 3 * r;
-        int x = 0;
-        for (; x < w - 1; x++)
-            memcpy(d + (size_t)x * TSTRIDE, s + 3 * x, 4);
-        memcpy(d + (size_t)x * TSTRIDE, s + 3 * x, 3);
-    }
-    if (n < TROWS)
-        for (int x = 0; x < w; x++)
-            memset(tile + (size_t)x * TSTRIDE + 3 * n, 0, (size_t)(TLANES - 3 * n));
+    for (int j = 0; j < nout; j++)
+        for (int k = 0; k < 16; k++)
+            out[(size_t)j * ostride + k] = in[k][j];
 }
 
-/* Output columns 0..nx-1 of one tile: column i sums tile rows first[i] ..
- * first[i] + K - 1 into tout[i * TLANES ..]. */
+#if RF_SSE2
+/* Four rounds of interleaving rows i and i + 8 (bytewise; the results are
+ * rows 2i and 2i + 1) transpose a 16 x 16 matrix: a round moves the top bit
+ * of the row index to the bottom of the column index and the top bit of the
+ * column index to the bottom of the row index, so after four the two
+ * indices have traded places. Written out: gcc -O2 would unroll none of
+ * these loops and would keep the rows in memory. */
+#define RF_TR_ROUND(d, s)                                                                          \
+    do {                                                                                           \
+        d##0 = _mm_unpacklo_epi8(s##0, s##8);                                                      \
+        d##1 = _mm_unpackhi_epi8(s##0, s##8);                                                      \
+        d##2 = _mm_unpacklo_epi8(s##1, s##9);                                                      \
+        d##3 = _mm_unpackhi_epi8(s##1, s##9);                                                      \
+        d##4 = _mm_unpacklo_epi8(s##2, s##10);                                                     \
+        d##5 = _mm_unpackhi_epi8(s##2, s##10);                                                     \
+        d##6 = _mm_unpacklo_epi8(s##3, s##11);                                                     \
+        d##7 = _mm_unpackhi_epi8(s##3, s##11);                                                     \
+        d##8 = _mm_unpacklo_epi8(s##4, s##12);                                                     \
+        d##9 = _mm_unpackhi_epi8(s##4, s##12);                                                     \
+        d##10 = _mm_unpacklo_epi8(s##5, s##13);                                                    \
+        d##11 = _mm_unpackhi_epi8(s##5, s##13);                                                    \
+        d##12 = _mm_unpacklo_epi8(s##6, s##14);                                                    \
+        d##13 = _mm_unpackhi_epi8(s##6, s##14);                                                    \
+        d##14 = _mm_unpacklo_epi8(s##7, s##15);                                                    \
+        d##15 = _mm_unpackhi_epi8(s##7, s##15);                                                    \
+    } while (0)
+#define RF_TR_LOAD(k) a##k = _mm_loadu_si128((const __m128i *)(const void *)in[k])
+#define RF_TR_STORE(k)                                                                             \
+    if (k < nout)                                                                                  \
+    _mm_storeu_si128((__m128i *)(void *)(out + (size_t)k * ostride), a##k)
+
+static void transpose16_sse2(const uint8_t *const in[16], uint8_t *out, size_t ostride, int nout)
+{
+    __m128i a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15;
+    __m128i b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15;
+    RF_TR_LOAD(0);
+    RF_TR_LOAD(1);
+    RF_TR_LOAD(2);
+    RF_TR_LOAD(3);
+    RF_TR_LOAD(4);
+    RF_TR_LOAD(5);
+    RF_TR_LOAD(6);
+    RF_TR_LOAD(7);
+    RF_TR_LOAD(8);
+    RF_TR_LOAD(9);
+    RF_TR_LOAD(10);
+    RF_TR_LOAD(11);
+    RF_TR_LOAD(12);
+    RF_TR_LOAD(13);
+    RF_TR_LOAD(14);
+    RF_TR_LOAD(15);
+    RF_TR_ROUND(b, a);
+    RF_TR_ROUND(a, b);
+    RF_TR_ROUND(b, a);
+    RF_TR_ROUND(a, b);
+    RF_TR_STORE(0);
+    RF_TR_STORE(1);
+    RF_TR_STORE(2);
+    RF_TR_STORE(3);
+    RF_TR_STORE(4);
+    RF_TR_STORE(5);
+    RF_TR_STORE(6);
+    RF_TR_STORE(7);
+    RF_TR_STORE(8);
+    RF_TR_STORE(9);
+    RF_TR_STORE(10);
+    RF_TR_STORE(11);
+    RF_TR_STORE(12);
+    RF_TR_STORE(13);
+    RF_TR_STORE(14);
+    RF_TR_STORE(15);
+}
+#undef RF_TR_ROUND
+#undef RF_TR_LOAD
+#undef RF_TR_STORE
+#endif
+
+/* Tile of n <= TROWS source rows of w bytes (row r at src + r * stride):
+ * tile[b * 16 + r] = row r byte b. Lanes of missing rows read zeros, so
+ * that every lane mac() computes is defined. The last 16 columns overlap
+ * the ones before when w is not a multiple of 16: nothing past w is read. */
+static void tile_in(const uint8_t *src, size_t stride, int n, size_t w, uint8_t *restrict tile,
+                    transpose_fn transpose)
+{
+    static const uint8_t zeros[16];
+    const uint8_t *in[16];
+    if (w < 16) {
+        for (size_t b = 0; b < w; b++)
+            for (int r = 0; r < TROWS; r++)
+                tile[b * 16 + (size_t)r] = r < n ? src[(size_t)r * stride + b] : 0;
+        return;
+    }
+    for (size_t b = 0; b < w; b += 16) {
+        size_t b0 = b + 16 <= w ? b : w - 16;
+        for (int r = 0; r < TROWS; r++)
+            in[r] = r < n ? src + (size_t)r * stride + b0 : zeros;
+        transpose(in, tile + b0 * 16, 16, 16);
+    }
+}
+
+/* Output columns 0..nx-1 of one tile: column i sums the 48-byte tile rows
+ * first[i] .. first[i] + K - 1 (pixels of the span) into tout[i * TLANES],
+ * in blocks of lanes (16: three blocks; 32: two). */
 static RF_ALWAYS_INLINE void tile_cols(const uint8_t *tile, int nx, const int32_t *first, int K,
-                                       const uint16_t *kl, const uint16_t *kh, uint8_t *tout)
+                                       const uint16_t *kl, const uint16_t *kh, uint8_t *tout,
+                                       int lanes)
 {
     for (int i = 0; i < nx; i++) {
-        const uint8_t *p = tile + (size_t)first[i] * TSTRIDE;
+        const uint8_t *p = tile + (size_t)first[i] * TLANES;
         const uint16_t *l = kl + (size_t)i * K, *h = kh + (size_t)i * K;
         uint8_t *o = tout + (size_t)i * TLANES;
-        mac16(p, TSTRIDE, K, l, h, o);
-        mac16(p + 16, TSTRIDE, K, l, h, o + 16);
-        mac16(p + 32, TSTRIDE, K, l, h, o + 32);
+        if (lanes == 32) {
+            mac(p, TLANES, K, l, h, o, 32);
+        } else {
+            mac(p, TLANES, K, l, h, o, 16);
+            mac(p + 16, TLANES, K, l, h, o + 16, 16);
+        }
+        mac(p + 32, TLANES, K, l, h, o + 32, 16);
     }
 }
 
-static void tile_cols_k(const uint8_t *tile, int nx, const int32_t *first, int K,
-                        const uint16_t *kl, const uint16_t *kh, uint8_t *tout)
+/* tile_cols with K a constant for the common tap counts. Bilinear taps:
+ * 2-3 when enlarging, about 2 * scale + 1 when shrinking. */
+static RF_ALWAYS_INLINE void tile_cols_k(const uint8_t *tile, int nx, const int32_t *first, int K,
+                                         const uint16_t *kl, const uint16_t *kh, uint8_t *tout,
+                                         int lanes)
 {
-    /* Bilinear taps: 2-3 when enlarging, about 2 * scale + 1 when shrinking. */
     switch (K) {
     case 2:
-        tile_cols(tile, nx, first, 2, kl, kh, tout);
+        tile_cols(tile, nx, first, 2, kl, kh, tout, lanes);
         break;
     case 3:
-        tile_cols(tile, nx, first, 3, kl, kh, tout);
+        tile_cols(tile, nx, first, 3, kl, kh, tout, lanes);
         break;
     case 4:
-        tile_cols(tile, nx, first, 4, kl, kh, tout);
+        tile_cols(tile, nx, first, 4, kl, kh, tout, lanes);
         break;
     case 5:
-        tile_cols(tile, nx, first, 5, kl, kh, tout);
+        tile_cols(tile, nx, first, 5, kl, kh, tout, lanes);
         break;
     case 6:
-        tile_cols(tile, nx, first, 6, kl, kh, tout);
+        tile_cols(tile, nx, first, 6, kl, kh, tout, lanes);
         break;
     case 7:
-        tile_cols(tile, nx, first, 7, kl, kh, tout);
+        tile_cols(tile, nx, first, 7, kl, kh, tout, lanes);
         break;
     default:
-        tile_cols(tile, nx, first, K, kl, kh, tout);
+        tile_cols(tile, nx, first, K, kl, kh, tout, lanes);
         break;
     }
 }
 
-/* Intermediate row layout: packed RGB (NHWC) or three planes of seg bytes
- * (NCHW); column i of the output is stored at nx - 1 - i when flipping. */
+typedef void (*hcols_fn)(const uint8_t *tile, int nx, const int32_t *first, int K,
+                         const uint16_t *kl, const uint16_t *kh, uint8_t *tout);
+
+static void hcols16(const uint8_t *tile, int nx, const int32_t *first, int K, const uint16_t *kl,
+                    const uint16_t *kh, uint8_t *tout)
+{
+    tile_cols_k(tile, nx, first, K, kl, kh, tout, 16);
+}
+
+#if RF_AVX2
+RF_TARGET_AVX2 static void hcols32_avx2(const uint8_t *tile, int nx, const int32_t *first, int K,
+                                        const uint16_t *kl, const uint16_t *kh, uint8_t *tout)
+{
+    tile_cols_k(tile, nx, first, K, kl, kh, tout, 32);
+}
+#endif
+
+/* Intermediate row layout: packed RGB (NHWC) or three runs of nx bytes, seg
+ * apart (NCHW); output column i is stored at nx - 1 - i when flipping. */
 typedef struct ilayout {
     int nx;
     int planar, flip;
@@ -563,71 +742,73 @@ typedef struct ilayout {
     size_t stride; /* bytes between rows */
 } ilayout;
 
-/* Writes the n <= TROWS rows of a tile's results (tout, TLANES bytes per
- * column) to the intermediate rows at dst. Packed: 4-byte moves whose 4th
- * byte is rewritten by the next column, or lands in the row's padding
- * (stride > 3 * nx); tout has 16 bytes of slack for the last column's 4th
- * byte read. Flipped, the columns go in destination order for the same
- * reason. */
-static void tile_out(const uint8_t *tout, int n, const ilayout *il, uint8_t *dst)
+/* tout row (16 lanes = the tile's rows) holding byte j of an intermediate
+ * row, or of its run c when planar. */
+static inline size_t tout_row(const ilayout *il, int c, size_t j)
 {
-    int nx = il->nx;
-    for (int r = 0; r < n; r++) {
-        const uint8_t *s = tout + 3 * r;
-        uint8_t *d = dst + (size_t)r * il->stride;
-        if (!il->planar) {
-            if (!il->flip)
-                for (int j = 0; j < nx; j++)
-                    memcpy(d + 3 * (size_t)j, s + (size_t)j * TLANES, 4);
-            else
-                for (int j = 0; j < nx; j++)
-                    memcpy(d + 3 * (size_t)j, s + (size_t)(nx - 1 - j) * TLANES, 4);
-        } else {
-            uint8_t *d1 = d + il->seg, *d2 = d1 + il->seg;
-            for (int j = 0; j < nx; j++) {
-                const uint8_t *px = s + (size_t)(il->flip ? nx - 1 - j : j) * TLANES;
-                d[j] = px[0];
-                d1[j] = px[1];
-                d2[j] = px[2];
-            }
-        }
+    size_t nx = (size_t)il->nx;
+    if (!il->planar) {
+        size_t i = j / 3;
+        return il->flip ? 3 * (nx - 1 - i) + j % 3 : j;
     }
+    return 3 * (il->flip ? nx - 1 - j : j) + (size_t)c;
 }
 
-/* Horizontal pass of rows source rows (the first at src, pixel 0 of the
- * span the kept columns read, w pixels wide) into the intermediate. */
-static void hpass(const uint8_t *src, size_t src_stride, int rows, int w, const int32_t *first,
-                  int K, const uint16_t *kl, const uint16_t *kh, uint8_t *tile, uint8_t *tout,
-                  const ilayout *il, uint8_t *dst)
+/* Writes the first n <= TROWS lanes of a tile's results to the
+ * intermediate rows at dst (run by run when planar), 16 bytes of each row
+ * at a time; as in tile_in, the last 16 overlap when a run is not a
+ * multiple of 16 long. */
+static void tile_out(const uint8_t *tout, int n, const ilayout *il, uint8_t *dst,
+                     transpose_fn transpose)
 {
-    for (int y = 0; y < rows; y += TROWS) {
-        int n = rows - y < TROWS ? rows - y : TROWS;
-        tile_in(src + (size_t)y * src_stride, src_stride, n, w, tile);
-        tile_cols_k(tile, il->nx, first, K, kl, kh, tout);
-        tile_out(tout, n, il, dst + (size_t)y * il->stride);
+    const uint8_t *in[16];
+    size_t w = il->planar ? (size_t)il->nx : (size_t)il->nx * 3;
+    for (int c = 0; c < (il->planar ? 3 : 1); c++) {
+        uint8_t *d = dst + (size_t)c * il->seg;
+        if (w < 16) {
+            for (size_t j = 0; j < w; j++)
+                for (int r = 0; r < n; r++)
+                    d[(size_t)r * il->stride + j] = tout[tout_row(il, c, j) * 16 + (size_t)r];
+            continue;
+        }
+        for (size_t j = 0; j < w; j += 16) {
+            size_t j0 = j + 16 <= w ? j : w - 16;
+            for (int k = 0; k < 16; k++)
+                in[k] = tout + tout_row(il, c, j0 + (size_t)k) * 16;
+            transpose(in, d + j0, il->stride, n);
+        }
     }
 }
 
 /* -------------------------------------------------------- vertical pass */
 
-/* len output bytes from K rows at base + t * stride: whole blocks of 16,
- * the rest as one more block ending at len (it recomputes some bytes to the
- * same values and reads nothing past len), or one byte at a time when the
- * row is shorter than a block. */
-static RF_ALWAYS_INLINE void vpass_run(const uint8_t *base, size_t stride, int K,
-                                       const uint16_t *kl, const uint16_t *kh, size_t len,
-                                       uint8_t *restrict out)
+/* len output bytes from K rows at base + t * stride: blocks of lanes, the
+ * rest as one more block ending at len (it recomputes some bytes to the
+ * same values and reads nothing past len); rows shorter than that in
+ * blocks of 16, or byte by byte. */
+static RF_ALWAYS_INLINE void vrun(const uint8_t *base, size_t stride, int K, const uint16_t *kl,
+                                  const uint16_t *kh, size_t len, uint8_t *restrict out, int lanes)
 {
-    size_t j = 0;
-    for (; j + 16 <= len; j += 16)
-        mac16(base + j, stride, K, kl, kh, out + j);
-    if (j == len)
-        return;
-    if (len >= 16) {
-        mac16(base + len - 16, stride, K, kl, kh, out + len - 16);
+    size_t L = (size_t)lanes;
+    if (len < L && len >= 16)
+        L = 16;
+    if (len >= L) {
+        size_t j = 0;
+        for (; j + L <= len; j += L) {
+            if (L == 16)
+                mac(base + j, stride, K, kl, kh, out + j, 16);
+            else
+                mac(base + j, stride, K, kl, kh, out + j, lanes);
+        }
+        if (j < len) {
+            if (L == 16)
+                mac(base + len - 16, stride, K, kl, kh, out + len - 16, 16);
+            else
+                mac(base + len - L, stride, K, kl, kh, out + len - L, lanes);
+        }
         return;
     }
-    for (; j < len; j++) {
+    for (size_t j = 0; j < len; j++) {
         int32_t acc = HALF_UNIT;
         for (int t = 0; t < K; t++)
             acc += base[(size_t)t * stride + j] * (int32_t)(((uint32_t)kh[t] << 16) + kl[t]);
@@ -635,31 +816,89 @@ static RF_ALWAYS_INLINE void vpass_run(const uint8_t *base, size_t stride, int K
     }
 }
 
-static void vpass_run_k(const uint8_t *base, size_t stride, int K, const uint16_t *kl,
-                        const uint16_t *kh, size_t len, uint8_t *restrict out)
+/* vrun with K a constant for the common tap counts. */
+static RF_ALWAYS_INLINE void vrun_k(const uint8_t *base, size_t stride, int K, const uint16_t *kl,
+                                    const uint16_t *kh, size_t len, uint8_t *restrict out,
+                                    int lanes)
 {
     switch (K) {
     case 2:
-        vpass_run(base, stride, 2, kl, kh, len, out);
+        vrun(base, stride, 2, kl, kh, len, out, lanes);
         break;
     case 3:
-        vpass_run(base, stride, 3, kl, kh, len, out);
+        vrun(base, stride, 3, kl, kh, len, out, lanes);
         break;
     case 4:
-        vpass_run(base, stride, 4, kl, kh, len, out);
+        vrun(base, stride, 4, kl, kh, len, out, lanes);
         break;
     case 5:
-        vpass_run(base, stride, 5, kl, kh, len, out);
+        vrun(base, stride, 5, kl, kh, len, out, lanes);
         break;
     case 6:
-        vpass_run(base, stride, 6, kl, kh, len, out);
+        vrun(base, stride, 6, kl, kh, len, out, lanes);
         break;
     case 7:
-        vpass_run(base, stride, 7, kl, kh, len, out);
+        vrun(base, stride, 7, kl, kh, len, out, lanes);
         break;
     default:
-        vpass_run(base, stride, K, kl, kh, len, out);
+        vrun(base, stride, K, kl, kh, len, out, lanes);
         break;
+    }
+}
+
+typedef void (*vrun_fn)(const uint8_t *base, size_t stride, int K, const uint16_t *kl,
+                        const uint16_t *kh, size_t len, uint8_t *restrict out);
+
+static void vrun16(const uint8_t *base, size_t stride, int K, const uint16_t *kl,
+                   const uint16_t *kh, size_t len, uint8_t *restrict out)
+{
+    vrun_k(base, stride, K, kl, kh, len, out, 16);
+}
+
+#if RF_AVX2
+RF_TARGET_AVX2 static void vrun32_avx2(const uint8_t *base, size_t stride, int K,
+                                       const uint16_t *kl, const uint16_t *kh, size_t len,
+                                       uint8_t *restrict out)
+{
+    vrun_k(base, stride, K, kl, kh, len, out, 32);
+}
+#endif
+
+/* The code of one RF__SIMD_* level. */
+typedef struct kernels {
+    transpose_fn transpose;
+    hcols_fn hcols;
+    vrun_fn vrun;
+} kernels;
+
+static kernels kernels_for(int level)
+{
+    kernels k = {transpose16_c, hcols16, vrun16};
+#if RF_SSE2
+    if (level >= RF__SIMD_SSE2)
+        k.transpose = transpose16_sse2;
+#endif
+#if RF_AVX2
+    if (level >= RF__SIMD_AVX2) {
+        k.hcols = hcols32_avx2;
+        k.vrun = vrun32_avx2;
+    }
+#endif
+    (void)level;
+    return k;
+}
+
+/* Horizontal pass of rows source rows (the first at src, pixel 0 of the
+ * span the kept columns read, w pixels wide) into the intermediate. */
+static void hpass(const kernels *kn, const uint8_t *src, size_t src_stride, int rows, int w,
+                  const int32_t *first, int K, const uint16_t *kl, const uint16_t *kh,
+                  uint8_t *tile, uint8_t *tout, const ilayout *il, uint8_t *dst)
+{
+    for (int y = 0; y < rows; y += TROWS) {
+        int n = rows - y < TROWS ? rows - y : TROWS;
+        tile_in(src + (size_t)y * src_stride, src_stride, n, (size_t)w * 3, tile, kn->transpose);
+        kn->hcols(tile, il->nx, first, K, kl, kh, tout);
+        tile_out(tout, n, il, dst + (size_t)y * il->stride, kn->transpose);
     }
 }
 
@@ -705,25 +944,23 @@ static void store_row(const uint8_t *row, int n, const rf_geom *g, int layout, i
     }
 }
 
-/* Builds one axis's taps for the kept outputs, relative to origin, with a
- * uniform tap count (returned) and the weights split; NULL pointers on
- * allocation failure are reported as 0. */
-static int axis_taps_build(rf_resampler *r, const axis *ax, int origin, int lo, int hi, double *w,
-                           buf *bfirst, buf *bcount, buf *bk, buf *bkl, buf *bkh, int32_t **first,
-                           uint16_t **kl, uint16_t **kh)
+/* Taps of one axis's kept outputs, relative to origin: first tap in *first,
+ * a uniform count (returned; 0 when memory cannot be had) over the span [0,
+ * span) of the origin, weights split in *kl, *kh. */
+static int taps_build(const axis *ax, int origin, int span, double *w, buf *bfirst, buf *bcount,
+                      buf *bk, buf *bkl, buf *bkh, int32_t **first, uint16_t **kl, uint16_t **kh)
 {
-    (void)r;
-    size_t n = (size_t)(ax->b - ax->a);
+    size_t n = (size_t)(ax->b - ax->a), nk = n * (size_t)ax->ksize;
     *first = buf_get(bfirst, n, sizeof(int32_t));
     int32_t *count = buf_get(bcount, n, sizeof(int32_t));
-    int32_t *k = buf_get(bk, n * (size_t)ax->ksize, sizeof(int32_t));
-    *kl = buf_get(bkl, n * (size_t)ax->ksize, sizeof(uint16_t));
-    *kh = buf_get(bkh, n * (size_t)ax->ksize, sizeof(uint16_t));
+    int32_t *k = buf_get(bk, nk, sizeof(int32_t));
+    *kl = buf_get(bkl, nk, sizeof(uint16_t));
+    *kh = buf_get(bkh, nk, sizeof(uint16_t));
     if (!*first || !count || !k || !*kl || !*kh)
         return 0;
     axis_coeffs(ax, origin, w, *first, count, k);
-    int K = taps_uniform((int)n, ax->ksize, lo, hi, *first, count, k);
-    taps_split((int)n, K, k, *kl, *kh);
+    int K = taps_uniform((int)n, ax->ksize, 0, span, *first, count, k);
+    taps_split(n * (size_t)K, k, *kl, *kh);
     return K;
 }
 
@@ -757,12 +994,13 @@ int rf__resample(rf_resampler *r, const rf_geom *g, int src_w, int src_h, const 
     assert(bx0 >= reg_x0 && bx1 <= reg_x0 + reg_w);
     assert(by0 >= reg_y0 && by1 <= reg_y0 + reg_h);
 
+    kernels kn = kernels_for(r->simd);
+    int planar = layout == RF__LAYOUT_NCHW;
     size_t cw = (size_t)g->crop_w, plane = cw * (size_t)g->crop_h;
     size_t len = (size_t)nx * 3; /* bytes of one kept row */
     int wx0 = ax.a - g->crop_x;  /* first kept column within the window */
     /* First destination column of the kept run (mirrored when flipping). */
     size_t dx0 = g->flip ? cw - (size_t)wx0 - (size_t)nx : (size_t)wx0;
-    int planar = layout == RF__LAYOUT_NCHW;
 
     /* Double weights of one pixel, shared by both axes' coefficient builds. */
     int kmax = ax.ksize > ay.ksize ? ax.ksize : ay.ksize;
@@ -774,16 +1012,16 @@ int rf__resample(rf_resampler *r, const rf_geom *g, int src_w, int src_h, const 
     uint16_t *ykl = NULL, *ykh = NULL;
     int KY = 0;
     if (!ay.skip) {
-        KY = axis_taps_build(r, &ay, by0, 0, by1 - by0, w, &r->yfirst, &r->ycount, &r->yk, &r->ykl,
-                             &r->ykh, &yfirst, &ykl, &ykh);
+        KY = taps_build(&ay, by0, by1 - by0, w, &r->yfirst, &r->ycount, &r->yk, &r->ykl, &r->ykh,
+                        &yfirst, &ykl, &ykh);
         if (!KY)
             return -1;
     }
 
     if (ax.skip) {
-        /* Source rows at the kept columns are the intermediate: packed and
-         * unflipped, so flip and layout are done by store_row, except for
-         * the plain NHWC case. */
+        /* The source rows at the kept columns are the intermediate: packed
+         * and unflipped, so store_row does flip and layout, except for plain
+         * NHWC, which the vertical pass writes in place. */
         const uint8_t *ibase =
             src + (size_t)(by0 - reg_y0) * src_stride + (size_t)(ax.c0 + ax.a - reg_x0) * 3;
         int direct = !planar && !g->flip;
@@ -792,32 +1030,28 @@ int rf__resample(rf_resampler *r, const rf_geom *g, int src_w, int src_h, const 
             return -1;
         for (int i = 0; i < ny; i++) {
             int wy = ay.a + i - g->crop_y;
-            const uint8_t *in;
+            uint8_t *out = direct ? dst + ((size_t)wy * cw + dx0) * 3 : row;
+            const uint8_t *in = out;
             if (ay.skip) {
                 in = ibase + (size_t)(ay.c0 + ay.a + i - by0) * src_stride;
-                if (direct) {
-                    memcpy(dst + ((size_t)wy * cw + dx0) * 3, in, len);
-                    continue;
-                }
-            } else {
-                uint8_t *out = direct ? dst + ((size_t)wy * cw + dx0) * 3 : row;
-                vpass_run_k(ibase + (size_t)yfirst[i] * src_stride, src_stride, KY,
-                            ykl + (size_t)i * KY, ykh + (size_t)i * KY, len, out);
                 if (direct)
-                    continue;
-                in = row;
+                    memcpy(out, in, len);
+            } else {
+                kn.vrun(ibase + (size_t)yfirst[i] * src_stride, src_stride, KY,
+                        ykl + (size_t)i * KY, ykh + (size_t)i * KY, len, out);
             }
-            store_row(in, nx, g, layout, wy, wx0, dst);
+            if (!direct)
+                store_row(in, nx, g, layout, wy, wx0, dst);
         }
         return 0;
     }
 
-    /* Horizontal pass into the intermediate, in the final layout. */
+    /* Horizontal pass into the intermediate, which has the final layout. */
     int span = bx1 - bx0;
     int32_t *xfirst;
     uint16_t *xkl, *xkh;
-    int KX = axis_taps_build(r, &ax, bx0, 0, span, w, &r->xfirst, &r->xcount, &r->xk, &r->xkl,
-                             &r->xkh, &xfirst, &xkl, &xkh);
+    int KX = taps_build(&ax, bx0, span, w, &r->xfirst, &r->xcount, &r->xk, &r->xkl, &r->xkh,
+                        &xfirst, &xkl, &xkh);
     if (!KX)
         return -1;
     ilayout il;
@@ -829,40 +1063,34 @@ int rf__resample(rf_resampler *r, const rf_geom *g, int src_w, int src_h, const 
         il.stride = 3 * il.seg;
     } else {
         il.seg = 0;
-        il.stride = (len + 1 + 15) & ~(size_t)15; /* >= len + 1, see tile_out */
+        il.stride = (len + 15) & ~(size_t)15;
     }
     size_t rows = (size_t)(by1 - by0);
     if (rows > SIZE_MAX / il.stride)
         return -1;
-    uint8_t *tile = buf_get(&r->tile, (size_t)span, TSTRIDE);
-    uint8_t *tout = buf_get(&r->tout, (size_t)nx * TLANES + 16, 1);
+    uint8_t *tile = buf_get(&r->tile, (size_t)span, TLANES);
+    uint8_t *tout = buf_get(&r->tout, (size_t)nx, TLANES);
     uint8_t *tmp = buf_get(&r->tmp, rows * il.stride, 1);
     if (!tile || !tout || !tmp)
         return -1;
-    hpass(src + (size_t)(by0 - reg_y0) * src_stride + (size_t)(bx0 - reg_x0) * 3, src_stride,
+    hpass(&kn, src + (size_t)(by0 - reg_y0) * src_stride + (size_t)(bx0 - reg_x0) * 3, src_stride,
           (int)rows, span, xfirst, KX, xkl, xkh, tile, tout, &il, tmp);
 
-    /* Vertical pass (or copy), straight into dst. */
+    /* Vertical pass (or copy) straight into dst. */
     for (int i = 0; i < ny; i++) {
         int wy = ay.a + i - g->crop_y;
-        const uint8_t *in =
-            tmp + (size_t)(ay.skip ? ay.c0 + ay.a + i - by0 : yfirst[i]) * il.stride;
+        size_t y = ay.skip ? (size_t)(ay.c0 + ay.a + i - by0) : (size_t)yfirst[i];
+        const uint8_t *in = tmp + y * il.stride;
         const uint16_t *kl = ay.skip ? NULL : ykl + (size_t)i * KY;
         const uint16_t *kh = ay.skip ? NULL : ykh + (size_t)i * KY;
-        if (!planar) {
-            uint8_t *out = dst + ((size_t)wy * cw + dx0) * 3;
+        for (int c = 0; c < (planar ? 3 : 1); c++) {
+            uint8_t *out = planar ? dst + (size_t)c * plane + (size_t)wy * cw + dx0
+                                  : dst + ((size_t)wy * cw + dx0) * 3;
+            size_t n = planar ? (size_t)nx : len;
             if (ay.skip)
-                memcpy(out, in, len);
+                memcpy(out, in + (size_t)c * il.seg, n);
             else
-                vpass_run_k(in, il.stride, KY, kl, kh, len, out);
-        } else {
-            for (int c = 0; c < 3; c++) {
-                uint8_t *out = dst + (size_t)c * plane + (size_t)wy * cw + dx0;
-                if (ay.skip)
-                    memcpy(out, in + (size_t)c * il.seg, (size_t)nx);
-                else
-                    vpass_run_k(in + (size_t)c * il.seg, il.stride, KY, kl, kh, (size_t)nx, out);
-            }
+                kn.vrun(in + (size_t)c * il.seg, il.stride, KY, kl, kh, n, out);
         }
     }
     return 0;

@@ -87,6 +87,16 @@ typedef struct rf_resampler rf_resampler;
 rf_resampler *rf__resampler_create(void);
 void rf__resampler_destroy(rf_resampler *r);
 
+/* Instruction sets the resampler may use: portable C only; SSE2 intrinsics
+ * for the byte transposes; the passes' loops compiled for AVX2 as well. All
+ * give the same bytes. A new resampler uses the best that the build and the
+ * machine have. */
+enum { RF__SIMD_NONE = 0, RF__SIMD_SSE2 = 1, RF__SIMD_AVX2 = 2 };
+
+/* Caps r at the RF__SIMD_* level `level` (lowered to the best available);
+ * returns the level r now uses. For tests and benchmarks. */
+int rf__resampler_simd(rf_resampler *r, int level);
+
 /* Resamples the kept window of g into dst (crop_w x crop_h x 3 uint8, NHWC
  * rows of crop_w*3 bytes, or NCHW planes of crop_w*crop_h bytes).
  * src holds RGB rows of the region [reg_x0, reg_x0 + reg_w) x

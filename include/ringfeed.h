@@ -96,7 +96,8 @@ enum rf_param {
     RF_P_MAX_PIXELS = 18,      /* largest width*height accepted; default 178956970 (PIL's limit). Fixed. */
     RF_P_MAX_SCANS = 19,       /* most progressive scans accepted; default 1000. Fixed. */
     RF_P_READ_DEPTH = 20,      /* reads in flight; 0 = auto; default 0. Fixed. */
-    RF_P_READ_TIMEOUT_MS = 21, /* a read taking longer fails with RF_E_TIMEOUT; 0 = none. Fixed. */
+    RF_P_READ_TIMEOUT_MS = 21, /* an open/read taking longer fails with RF_E_TIMEOUT; 0 = none.
+                                * io_uring only (pread cannot be interrupted). Fixed. */
     RF_P_MAX_ERRORS = 22,      /* with RF_ON_ERROR_SKIP: skips allowed before raising; -1 = no cap. Fixed. */
     /* Record files (fixed-size binary records, e.g. token shards). record_size > 0
      * makes the source a record source: the spec names one file, a pattern or a

@@ -529,6 +529,11 @@ static int process_sample(rf_worker *w, const rf_read *rd, int64_t epoch, int64_
 {
     rf_loader *l = w->l;
     memset(t, 0, sizeof *t);
+    if (rd->err == ETIMEDOUT) {
+        snprintf(reason, cap, "%s timed out after %lld ms (read_timeout_ms)", rd->what,
+                 (long long)l->params[RF_P_READ_TIMEOUT_MS]);
+        return RF_E_TIMEOUT;
+    }
     if (rd->err) {
         read_reason(rd, reason, cap);
         return RF_E_IO;
@@ -584,7 +589,8 @@ static void *worker_main(void *arg)
             char name[440]; /* the path, "shard.tar:key.jpg" or "file.bin at offset N" */
             rf__source_name(&l->src, sample, name, sizeof name);
             snprintf(msg, sizeof msg, "%s: %s (sample %lld): %s",
-                     rc == RF_E_IO ? "reader" : "decode", name, (long long)sample, reason);
+                     rc == RF_E_IO || rc == RF_E_TIMEOUT ? "reader" : "decode", name,
+                     (long long)sample, reason);
             snprintf(first_reason, sizeof first_reason, "%s", reason);
             int64_t cap = l->params[RF_P_MAX_ERRORS];
             int over = cap >= 0 && atomic_fetch_add(&l->errors_seen, 1) + 1 > cap;
@@ -798,6 +804,8 @@ int rf_loader_start(rf_loader *l)
         teardown(l);
         return rc;
     }
+    rf__reader_set_timeout(l->reader, p[RF_P_READ_TIMEOUT_MS]);
+    depth = rf__reader_depth(l->reader); /* may be lower: RLIMIT_NOFILE */
     l->njobs = (int)depth + 2 * l->nworkers + 4;
     l->jobs = calloc((size_t)l->njobs, sizeof *l->jobs);
     l->queue = calloc((size_t)l->njobs, sizeof *l->queue);

@@ -39,7 +39,7 @@
 #endif
 
 enum { ST_IDLE = 0, ST_OPENING, ST_READING, ST_DONE };
-enum { OP_OPEN = 0, OP_STATX = 1, OP_READ = 2, OP_CLOSE = 7 };
+enum { OP_OPEN = 0, OP_STATX = 1, OP_READ = 2, OP_LTIMEOUT = 6, OP_CLOSE = 7 };
 
 /* One read operation asks for at most this much (io_uring takes an unsigned length). */
 #define RF_READ_CHUNK ((size_t)1 << 30)
@@ -60,6 +60,8 @@ struct rf_reader {
     int ring_ok;
     int *free_slots;     /* stack of free file-table slots */
     unsigned nfree, nslots;
+    int timeout_on;      /* link a timeout to every open, statx and read */
+    struct __kernel_timespec link_ts;
     unsigned ops;        /* operations submitted and not completed (CQ bound) */
     unsigned cq_entries;
     rf_read **ready;     /* completed requests not yet handed out */
@@ -164,6 +166,18 @@ static struct io_uring_sqe *get_sqe(rf_reader *r)
     return sqe;
 }
 
+/* With a read timeout, sqe is linked to a timeout: if it fires first the
+ * operation completes with -ECANCELED, reported as ETIMEDOUT. */
+static void link_timeout(rf_reader *r, struct io_uring_sqe *sqe)
+{
+    if (!r->timeout_on)
+        return;
+    sqe->flags |= IOSQE_IO_LINK;
+    struct io_uring_sqe *t = get_sqe(r);
+    io_uring_prep_link_timeout(t, &r->link_ts, 0);
+    io_uring_sqe_set_data64(t, OP_LTIMEOUT);
+}
+
 static void queue_read(rf_reader *r, rf_read *req)
 {
     struct io_uring_sqe *sqe = get_sqe(r);
@@ -172,6 +186,7 @@ static void queue_read(rf_reader *r, rf_read *req)
                        (unsigned)(ask < RF_READ_CHUNK ? ask : RF_READ_CHUNK), req->base + req->len);
     sqe->flags |= IOSQE_FIXED_FILE;
     io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)req | OP_READ);
+    link_timeout(r, sqe);
 }
 
 /* Ends a request: closes its slot if it was opened, moves it to `ready`. */
@@ -199,6 +214,10 @@ static void on_cqe(rf_reader *r, uint64_t ud, int res)
         r->free_slots[r->nfree++] = (int)(ud >> 3);
         return;
     }
+    if (op == OP_LTIMEOUT)
+        return; /* -ETIME when it fired (its operation then says -ECANCELED) */
+    if (res == -ECANCELED && r->timeout_on)
+        res = -ETIMEDOUT;
     rf_read *req = (rf_read *)(uintptr_t)(ud & ~(uint64_t)7);
     if (op == OP_OPEN || op == OP_STATX) {
         /* state counts the outstanding halves of the open+statx pair. The two
@@ -259,7 +278,7 @@ static void on_cqe(rf_reader *r, uint64_t ud, int res)
 static int uring_setup(rf_reader *r)
 {
     unsigned entries = 4;
-    while (entries < 4 * r->depth)
+    while (entries < 8 * r->depth) /* open, statx, read, close and their timeouts */
         entries *= 2;
     struct io_uring_params p;
     memset(&p, 0, sizeof p);
@@ -272,6 +291,17 @@ static int uring_setup(rf_reader *r)
     r->cq_entries = p.cq_entries;
     r->nslots = r->depth * 2; /* closes outlive requests: room for both */
     rc = io_uring_register_files_sparse(&r->ring, r->nslots);
+    while (rc == -EMFILE && r->nslots > 8) {
+        /* The file table counts against RLIMIT_NOFILE: fewer reads in flight
+         * beat giving up io_uring. */
+        r->nslots /= 2;
+        r->depth = r->nslots / 2;
+        rc = io_uring_register_files_sparse(&r->ring, r->nslots);
+        if (rc == 0)
+            snprintf(r->note, sizeof r->note,
+                     "io_uring file table limited by RLIMIT_NOFILE: %u reads in flight",
+                     r->depth);
+    }
     if (rc < 0) {
         snprintf(r->note, sizeof r->note, "io_uring file table: %s", strerror(-rc));
         return -1;
@@ -307,11 +337,13 @@ static int uring_submit(rf_reader *r, rf_read *req)
     /* Direct descriptors refuse O_CLOEXEC (EINVAL); they are not inherited anyway. */
     io_uring_prep_openat_direct(sqe, AT_FDCWD, req->path, O_RDONLY, 0, (unsigned)req->slot);
     io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)req | OP_OPEN);
+    link_timeout(r, sqe);
     if (req->ranged)
         return 0;
     sqe = get_sqe(r);
     io_uring_prep_statx(sqe, AT_FDCWD, req->path, 0, STATX_TYPE | STATX_SIZE, &req->stx);
     io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)req | OP_STATX);
+    link_timeout(r, sqe);
     return 0;
 }
 
@@ -426,6 +458,18 @@ void rf__reader_destroy(rf_reader *r)
 #endif
     free(r->queue);
     free(r);
+}
+
+void rf__reader_set_timeout(rf_reader *r, int64_t ms)
+{
+#ifdef RF_HAVE_URING
+    r->timeout_on = ms > 0;
+    r->link_ts.tv_sec = ms / 1000;
+    r->link_ts.tv_nsec = (ms % 1000) * 1000000;
+#else
+    (void)r;
+    (void)ms;
+#endif
 }
 
 int rf__reader_backend(const rf_reader *r)

@@ -51,6 +51,11 @@ enum { RF__IO_URING = 1, RF__IO_PREAD = 2 };
 int rf__reader_create(rf_reader **out, int backend, unsigned depth);
 void rf__reader_destroy(rf_reader *r);
 
+/* Reads (open, stat, read) taking longer than ms fail with err ETIMEDOUT
+ * instead of hanging; 0: no limit. io_uring only: the pread backend blocks
+ * in the kernel and cannot be interrupted. */
+void rf__reader_set_timeout(rf_reader *r, int64_t ms);
+
 int rf__reader_backend(const rf_reader *r);
 const char *rf__reader_note(const rf_reader *r); /* why io_uring is not used, or "" */
 unsigned rf__reader_depth(const rf_reader *r);

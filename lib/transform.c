@@ -362,6 +362,7 @@ struct rf_resampler {
     buf ykl, ykh;           /* their weights split in 16-bit halves */
     buf tile;               /* one tile of source rows, transposed */
     buf tout;               /* horizontal results of one tile, transposed */
+    buf map;                /* tout row of each intermediate byte */
     buf tmp;                /* horizontal pass output, uint8 */
     buf row;                /* one output row before flip / NCHW split */
     int simd;               /* RF__SIMD_* level in use */
@@ -419,7 +420,7 @@ void rf__resampler_destroy(rf_resampler *r)
         return;
     buf *all[] = {&r->w,      &r->xfirst, &r->xcount, &r->xk,   &r->xkl,  &r->xkh,
                   &r->yfirst, &r->ycount, &r->yk,     &r->ykl,  &r->ykh,  &r->tile,
-                  &r->tout,   &r->tmp,    &r->row};
+                  &r->tout,   &r->map,    &r->tmp,    &r->row};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]->p);
     free(r);
@@ -552,16 +553,23 @@ static RF_ALWAYS_INLINE void mac(const uint8_t *p, size_t stride, int K, const u
  *
  * Both transposes go 16 x 16 bytes at a time (transpose16). */
 
-enum { TROWS = 16, TLANES = 3 * TROWS };
+enum { TROWS = 32, TLANES = 3 * TROWS };
 
-/* out row j (at out + j * ostride, j < nout) byte k = in[k][j]. */
-typedef void (*transpose_fn)(const uint8_t *const in[16], uint8_t *out, size_t ostride, int nout);
+/* Two 16 x 16 byte transposes: out row j (at out + j * ostride, j < n0)
+ * byte k = in[k][j], and out row j at out + ooff + j * ostride (j < n1)
+ * byte k = in[16 + k][j]. */
+typedef void (*transpose_fn)(const uint8_t *const in[32], uint8_t *out, size_t ooff,
+                             size_t ostride, int n0, int n1);
 
-static void transpose16_c(const uint8_t *const in[16], uint8_t *out, size_t ostride, int nout)
+static void transpose_c(const uint8_t *const in[32], uint8_t *out, size_t ooff, size_t ostride,
+                        int n0, int n1)
 {
-    for (int j = 0; j < nout; j++)
+    for (int j = 0; j < n0; j++)
         for (int k = 0; k < 16; k++)
             out[(size_t)j * ostride + k] = in[k][j];
+    for (int j = 0; j < n1; j++)
+        for (int k = 0; k < 16; k++)
+            out[ooff + (size_t)j * ostride + k] = in[16 + k][j];
 }
 
 #if RF_SSE2
@@ -636,37 +644,42 @@ static void transpose16_sse2(const uint8_t *const in[16], uint8_t *out, size_t o
     RF_TR_STORE(14);
     RF_TR_STORE(15);
 }
-#undef RF_TR_ROUND
-#undef RF_TR_LOAD
-#undef RF_TR_STORE
+
+static void transpose_sse2(const uint8_t *const in[32], uint8_t *out, size_t ooff, size_t ostride,
+                           int n0, int n1)
+{
+    transpose16_sse2(in, out, ostride, n0);
+    if (n1 > 0)
+        transpose16_sse2(in + 16, out + ooff, ostride, n1);
+}
 #endif
 
 /* Tile of n <= TROWS source rows of w bytes (row r at src + r * stride):
- * tile[b * 16 + r] = row r byte b. Lanes of missing rows read zeros, so
+ * tile[b * TROWS + r] = row r byte b. Lanes of missing rows read zeros, so
  * that every lane mac() computes is defined. The last 16 columns overlap
  * the ones before when w is not a multiple of 16: nothing past w is read. */
 static void tile_in(const uint8_t *src, size_t stride, int n, size_t w, uint8_t *restrict tile,
                     transpose_fn transpose)
 {
     static const uint8_t zeros[16];
-    const uint8_t *in[16];
+    const uint8_t *in[32];
     if (w < 16) {
         for (size_t b = 0; b < w; b++)
             for (int r = 0; r < TROWS; r++)
-                tile[b * 16 + (size_t)r] = r < n ? src[(size_t)r * stride + b] : 0;
+                tile[b * TROWS + (size_t)r] = r < n ? src[(size_t)r * stride + b] : 0;
         return;
     }
     for (size_t b = 0; b < w; b += 16) {
         size_t b0 = b + 16 <= w ? b : w - 16;
         for (int r = 0; r < TROWS; r++)
             in[r] = r < n ? src + (size_t)r * stride + b0 : zeros;
-        transpose(in, tile + b0 * 16, 16, 16);
+        transpose(in, tile + b0 * TROWS, 16, TROWS, 16, 16);
     }
 }
 
-/* Output columns 0..nx-1 of one tile: column i sums the 48-byte tile rows
- * first[i] .. first[i] + K - 1 (pixels of the span) into tout[i * TLANES],
- * in blocks of lanes (16: three blocks; 32: two). */
+/* Output columns 0..nx-1 of one tile: column i sums the TLANES-byte rows
+ * first[i] .. first[i] + K - 1 of the tile (pixels of the span) into
+ * tout[i * TLANES], in blocks of lanes. */
 static RF_ALWAYS_INLINE void tile_cols(const uint8_t *tile, int nx, const int32_t *first, int K,
                                        const uint16_t *kl, const uint16_t *kh, uint8_t *tout,
                                        int lanes)
@@ -675,13 +688,8 @@ static RF_ALWAYS_INLINE void tile_cols(const uint8_t *tile, int nx, const int32_
         const uint8_t *p = tile + (size_t)first[i] * TLANES;
         const uint16_t *l = kl + (size_t)i * K, *h = kh + (size_t)i * K;
         uint8_t *o = tout + (size_t)i * TLANES;
-        if (lanes == 32) {
-            mac(p, TLANES, K, l, h, o, 32);
-        } else {
-            mac(p, TLANES, K, l, h, o, 16);
-            mac(p + 16, TLANES, K, l, h, o + 16, 16);
-        }
-        mac(p + 32, TLANES, K, l, h, o + 32, 16);
+        for (int q = 0; q < TLANES; q += lanes)
+            mac(p + q, TLANES, K, l, h, o + q, lanes);
     }
 }
 
@@ -742,42 +750,50 @@ typedef struct ilayout {
     size_t stride; /* bytes between rows */
 } ilayout;
 
-/* tout row (16 lanes = the tile's rows) holding byte j of an intermediate
- * row, or of its run c when planar. */
-static inline size_t tout_row(const ilayout *il, int c, size_t j)
-{
-    size_t nx = (size_t)il->nx;
-    if (!il->planar) {
-        size_t i = j / 3;
-        return il->flip ? 3 * (nx - 1 - i) + j % 3 : j;
-    }
-    return 3 * (il->flip ? nx - 1 - j : j) + (size_t)c;
-}
-
 /* Writes the first n <= TROWS lanes of a tile's results to the
- * intermediate rows at dst (run by run when planar), 16 bytes of each row
- * at a time; as in tile_in, the last 16 overlap when a run is not a
- * multiple of 16 long. */
-static void tile_out(const uint8_t *tout, int n, const ilayout *il, uint8_t *dst,
-                     transpose_fn transpose)
+ * intermediate rows at dst, run by run (one packed run of 3 nx bytes, or
+ * three planar ones of nx): byte j of run c is tout row map[c * w + j], 16
+ * bytes of each row at a time; as in tile_in, the last 16 overlap when a run
+ * is not a multiple of 16 long. */
+static void tile_out(const uint8_t *tout, int n, const ilayout *il, const uint32_t *map,
+                     uint8_t *dst, transpose_fn transpose)
 {
-    const uint8_t *in[16];
+    const uint8_t *in[32];
     size_t w = il->planar ? (size_t)il->nx : (size_t)il->nx * 3;
+    int n0 = n < 16 ? n : 16, n1 = n - n0;
     for (int c = 0; c < (il->planar ? 3 : 1); c++) {
         uint8_t *d = dst + (size_t)c * il->seg;
+        const uint32_t *m = map + (size_t)c * w;
         if (w < 16) {
             for (size_t j = 0; j < w; j++)
                 for (int r = 0; r < n; r++)
-                    d[(size_t)r * il->stride + j] = tout[tout_row(il, c, j) * 16 + (size_t)r];
+                    d[(size_t)r * il->stride + j] = tout[(size_t)m[j] * TROWS + (size_t)r];
             continue;
         }
         for (size_t j = 0; j < w; j += 16) {
             size_t j0 = j + 16 <= w ? j : w - 16;
-            for (int k = 0; k < 16; k++)
-                in[k] = tout + tout_row(il, c, j0 + (size_t)k) * 16;
-            transpose(in, d + j0, il->stride, n);
+            for (int k = 0; k < 16; k++) {
+                in[k] = tout + (size_t)m[j0 + (size_t)k] * TROWS;
+                in[16 + k] = in[k] + 16;
+            }
+            transpose(in, d + j0, 16 * il->stride, il->stride, n0, n1);
         }
     }
+}
+
+/* The tout row of each intermediate byte (see tile_out): flip mirrors the
+ * pixels, planar takes every third row. */
+static void tout_map(const ilayout *il, uint32_t *map)
+{
+    uint32_t nx = (uint32_t)il->nx;
+    if (!il->planar) {
+        for (uint32_t j = 0; j < 3 * nx; j++)
+            map[j] = il->flip ? 3 * (nx - 1 - j / 3) + j % 3 : j;
+        return;
+    }
+    for (uint32_t c = 0; c < 3; c++)
+        for (uint32_t j = 0; j < nx; j++)
+            map[c * nx + j] = 3 * (il->flip ? nx - 1 - j : j) + c;
 }
 
 /* -------------------------------------------------------- vertical pass */
@@ -873,10 +889,10 @@ typedef struct kernels {
 
 static kernels kernels_for(int level)
 {
-    kernels k = {transpose16_c, hcols16, vrun16};
+    kernels k = {transpose_c, hcols16, vrun16};
 #if RF_SSE2
     if (level >= RF__SIMD_SSE2)
-        k.transpose = transpose16_sse2;
+        k.transpose = transpose_sse2;
 #endif
 #if RF_AVX2
     if (level >= RF__SIMD_AVX2) {
@@ -892,13 +908,14 @@ static kernels kernels_for(int level)
  * span the kept columns read, w pixels wide) into the intermediate. */
 static void hpass(const kernels *kn, const uint8_t *src, size_t src_stride, int rows, int w,
                   const int32_t *first, int K, const uint16_t *kl, const uint16_t *kh,
-                  uint8_t *tile, uint8_t *tout, const ilayout *il, uint8_t *dst)
+                  uint8_t *tile, uint8_t *tout, const ilayout *il, const uint32_t *map,
+                  uint8_t *dst)
 {
     for (int y = 0; y < rows; y += TROWS) {
         int n = rows - y < TROWS ? rows - y : TROWS;
         tile_in(src + (size_t)y * src_stride, src_stride, n, (size_t)w * 3, tile, kn->transpose);
         kn->hcols(tile, il->nx, first, K, kl, kh, tout);
-        tile_out(tout, n, il, dst + (size_t)y * il->stride, kn->transpose);
+        tile_out(tout, n, il, map, dst + (size_t)y * il->stride, kn->transpose);
     }
 }
 
@@ -1071,10 +1088,12 @@ int rf__resample(rf_resampler *r, const rf_geom *g, int src_w, int src_h, const 
     uint8_t *tile = buf_get(&r->tile, (size_t)span, TLANES);
     uint8_t *tout = buf_get(&r->tout, (size_t)nx, TLANES);
     uint8_t *tmp = buf_get(&r->tmp, rows * il.stride, 1);
-    if (!tile || !tout || !tmp)
+    uint32_t *map = buf_get(&r->map, len, sizeof(uint32_t));
+    if (!tile || !tout || !tmp || !map)
         return -1;
+    tout_map(&il, map);
     hpass(&kn, src + (size_t)(by0 - reg_y0) * src_stride + (size_t)(bx0 - reg_x0) * 3, src_stride,
-          (int)rows, span, xfirst, KX, xkl, xkh, tile, tout, &il, tmp);
+          (int)rows, span, xfirst, KX, xkl, xkh, tile, tout, &il, map, tmp);
 
     /* Vertical pass (or copy) straight into dst. */
     for (int i = 0; i < ny; i++) {

@@ -132,6 +132,28 @@ static int describe_not_jpeg(const uint8_t *p, size_t len, char *err, size_t err
     return RF_E_DECODE;
 }
 
+/* A sequential JPEG whose entropy-coded data runs into a marker other than
+ * a restart marker well before its last row is cut short. The Huffman
+ * decoder warns about it, the arithmetic decoder silently fills zeros, so
+ * look at the marker the decoder stumbled on. Near the end the decoder
+ * legitimately reads ahead into EOI, hence the two iMCU rows of slack. */
+static int premature_marker(j_decompress_ptr c)
+{
+    int m = c->unread_marker;
+    if (!m || (m >= 0xD0 && m <= 0xD7) || c->progressive_mode)
+        return 0;
+    JDIMENSION imcu = (JDIMENSION)(c->max_v_samp_factor * c->min_DCT_scaled_size);
+    return c->output_height - c->output_scanline > 2 * imcu;
+}
+
+static int premature_error(j_decompress_ptr c, char *err, size_t errcap)
+{
+    snprintf(err, errcap, "entropy-coded data ends early (marker 0x%02x at row %u of %u)",
+             c->unread_marker, c->output_scanline, c->output_height);
+    jpeg_abort_decompress(c);
+    return RF_E_DECODE;
+}
+
 static int grow_rows(rf_decoder *d, size_t need)
 {
     if (d->rows_cap >= need)
@@ -257,6 +279,8 @@ int rf__decode_sample(rf_decoder *d, const uint8_t *data, size_t len, const rf_d
             return RF_E_DECODE;
         }
         y += (int)got;
+        if (premature_marker(c))
+            return premature_error(c, err, errcap);
     }
     if (cmyk) {
         int inverted = c->saw_Adobe_marker;
@@ -271,8 +295,13 @@ int rf__decode_sample(rf_decoder *d, const uint8_t *data, size_t len, const rf_d
      * still checked: a corrupt tail otherwise passes unnoticed, and libjpeg
      * reports some damage (a desynchronised Huffman stream) only when it
      * reaches the end marker. Skipping costs the entropy decoding alone. */
-    if (c->output_scanline < c->output_height)
-        jpeg_skip_scanlines(c, c->output_height - c->output_scanline);
+    JDIMENSION step = (JDIMENSION)(c->max_v_samp_factor * c->min_DCT_scaled_size);
+    while (c->output_scanline < c->output_height) {
+        JDIMENSION left = c->output_height - c->output_scanline;
+        jpeg_skip_scanlines(c, left < step ? left : step);
+        if (premature_marker(c))
+            return premature_error(c, err, errcap);
+    }
     jpeg_finish_decompress(c);
     int64_t t2 = rf__now_ns();
     t->decode_ns = t2 - t1;

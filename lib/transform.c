@@ -37,6 +37,9 @@
 #if defined(__SSE2__) && !defined(RF_TRANSFORM_NO_SIMD)
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__SSE2__) && !defined(RF_TRANSFORM_NO_SIMD)
+#include <immintrin.h>
+#endif
 
 /* Pillow's fixed point: 8 bits of result, 2 bits of headroom for filters with
  * negative lobes, the rest for the fraction. */
@@ -553,7 +556,7 @@ static RF_ALWAYS_INLINE void mac(const uint8_t *p, size_t stride, int K, const u
  *
  * Both transposes go 16 x 16 bytes at a time (transpose16). */
 
-enum { TROWS = 32, TLANES = 3 * TROWS };
+enum { TROWS = 16, TLANES = 3 * TROWS };
 
 /* Two 16 x 16 byte transposes: out row j (at out + j * ostride, j < n0)
  * byte k = in[k][j], and out row j at out + ooff + j * ostride (j < n1)
@@ -579,25 +582,27 @@ static void transpose_c(const uint8_t *const in[32], uint8_t *out, size_t ooff, 
  * column index to the bottom of the row index, so after four the two
  * indices have traded places. Written out: gcc -O2 would unroll none of
  * these loops and would keep the rows in memory. */
-#define RF_TR_ROUND(d, s)                                                                          \
+#define RF_TR_ROUND(d, s, lo, hi)                                                                  \
     do {                                                                                           \
-        d##0 = _mm_unpacklo_epi8(s##0, s##8);                                                      \
-        d##1 = _mm_unpackhi_epi8(s##0, s##8);                                                      \
-        d##2 = _mm_unpacklo_epi8(s##1, s##9);                                                      \
-        d##3 = _mm_unpackhi_epi8(s##1, s##9);                                                      \
-        d##4 = _mm_unpacklo_epi8(s##2, s##10);                                                     \
-        d##5 = _mm_unpackhi_epi8(s##2, s##10);                                                     \
-        d##6 = _mm_unpacklo_epi8(s##3, s##11);                                                     \
-        d##7 = _mm_unpackhi_epi8(s##3, s##11);                                                     \
-        d##8 = _mm_unpacklo_epi8(s##4, s##12);                                                     \
-        d##9 = _mm_unpackhi_epi8(s##4, s##12);                                                     \
-        d##10 = _mm_unpacklo_epi8(s##5, s##13);                                                    \
-        d##11 = _mm_unpackhi_epi8(s##5, s##13);                                                    \
-        d##12 = _mm_unpacklo_epi8(s##6, s##14);                                                    \
-        d##13 = _mm_unpackhi_epi8(s##6, s##14);                                                    \
-        d##14 = _mm_unpacklo_epi8(s##7, s##15);                                                    \
-        d##15 = _mm_unpackhi_epi8(s##7, s##15);                                                    \
+        d##0 = lo(s##0, s##8);                                                                     \
+        d##1 = hi(s##0, s##8);                                                                     \
+        d##2 = lo(s##1, s##9);                                                                     \
+        d##3 = hi(s##1, s##9);                                                                     \
+        d##4 = lo(s##2, s##10);                                                                    \
+        d##5 = hi(s##2, s##10);                                                                    \
+        d##6 = lo(s##3, s##11);                                                                    \
+        d##7 = hi(s##3, s##11);                                                                    \
+        d##8 = lo(s##4, s##12);                                                                    \
+        d##9 = hi(s##4, s##12);                                                                    \
+        d##10 = lo(s##5, s##13);                                                                   \
+        d##11 = hi(s##5, s##13);                                                                   \
+        d##12 = lo(s##6, s##14);                                                                   \
+        d##13 = hi(s##6, s##14);                                                                   \
+        d##14 = lo(s##7, s##15);                                                                   \
+        d##15 = hi(s##7, s##15);                                                                   \
     } while (0)
+#define RF_TR_LO _mm_unpacklo_epi8
+#define RF_TR_HI _mm_unpackhi_epi8
 #define RF_TR_LOAD(k) a##k = _mm_loadu_si128((const __m128i *)(const void *)in[k])
 #define RF_TR_STORE(k)                                                                             \
     if (k < nout)                                                                                  \
@@ -623,10 +628,10 @@ static void transpose16_sse2(const uint8_t *const in[16], uint8_t *out, size_t o
     RF_TR_LOAD(13);
     RF_TR_LOAD(14);
     RF_TR_LOAD(15);
-    RF_TR_ROUND(b, a);
-    RF_TR_ROUND(a, b);
-    RF_TR_ROUND(b, a);
-    RF_TR_ROUND(a, b);
+    RF_TR_ROUND(b, a, RF_TR_LO, RF_TR_HI);
+    RF_TR_ROUND(a, b, RF_TR_LO, RF_TR_HI);
+    RF_TR_ROUND(b, a, RF_TR_LO, RF_TR_HI);
+    RF_TR_ROUND(a, b, RF_TR_LO, RF_TR_HI);
     RF_TR_STORE(0);
     RF_TR_STORE(1);
     RF_TR_STORE(2);
@@ -644,6 +649,10 @@ static void transpose16_sse2(const uint8_t *const in[16], uint8_t *out, size_t o
     RF_TR_STORE(14);
     RF_TR_STORE(15);
 }
+#undef RF_TR_LO
+#undef RF_TR_HI
+#undef RF_TR_LOAD
+#undef RF_TR_STORE
 
 static void transpose_sse2(const uint8_t *const in[32], uint8_t *out, size_t ooff, size_t ostride,
                            int n0, int n1)
@@ -654,10 +663,99 @@ static void transpose_sse2(const uint8_t *const in[32], uint8_t *out, size_t oof
 }
 #endif
 
+#if RF_AVX2
+/* transpose_sse2 in one: the lanes of AVX2's unpacks are 128-bit, so with
+ * the two matrices in the low and high halves the same four rounds
+ * transpose both. */
+#define RF_TR_LO _mm256_unpacklo_epi8
+#define RF_TR_HI _mm256_unpackhi_epi8
+#define RF_TR_LOAD(k)                                                                              \
+    a##k = _mm256_inserti128_si256(                                                                \
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)in[k])),             \
+        _mm_loadu_si128((const __m128i *)(const void *)in[16 + k]), 1)
+#define RF_TR_STORE(k)                                                                             \
+    do {                                                                                           \
+        if (ooff == 16 && k < n0 && k < n1) {                                                      \
+            _mm256_storeu_si256((__m256i *)(void *)(out + (size_t)k * ostride), a##k);             \
+            break;                                                                                 \
+        }                                                                                          \
+        if (k < n0)                                                                                \
+            _mm_storeu_si128((__m128i *)(void *)(out + (size_t)k * ostride),                       \
+                             _mm256_castsi256_si128(a##k));                                        \
+        if (k < n1)                                                                                \
+            _mm_storeu_si128((__m128i *)(void *)(out + ooff + (size_t)k * ostride),                \
+                             _mm256_extracti128_si256(a##k, 1));                                   \
+    } while (0)
+
+RF_TARGET_AVX2 static void transpose_avx2(const uint8_t *const in[32], uint8_t *out, size_t ooff,
+                                          size_t ostride, int n0, int n1)
+{
+    __m256i a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15;
+    __m256i b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15;
+    RF_TR_LOAD(0);
+    RF_TR_LOAD(1);
+    RF_TR_LOAD(2);
+    RF_TR_LOAD(3);
+    RF_TR_LOAD(4);
+    RF_TR_LOAD(5);
+    RF_TR_LOAD(6);
+    RF_TR_LOAD(7);
+    RF_TR_LOAD(8);
+    RF_TR_LOAD(9);
+    RF_TR_LOAD(10);
+    RF_TR_LOAD(11);
+    RF_TR_LOAD(12);
+    RF_TR_LOAD(13);
+    RF_TR_LOAD(14);
+    RF_TR_LOAD(15);
+    RF_TR_ROUND(b, a, RF_TR_LO, RF_TR_HI);
+    RF_TR_ROUND(a, b, RF_TR_LO, RF_TR_HI);
+    RF_TR_ROUND(b, a, RF_TR_LO, RF_TR_HI);
+    RF_TR_ROUND(a, b, RF_TR_LO, RF_TR_HI);
+    RF_TR_STORE(0);
+    RF_TR_STORE(1);
+    RF_TR_STORE(2);
+    RF_TR_STORE(3);
+    RF_TR_STORE(4);
+    RF_TR_STORE(5);
+    RF_TR_STORE(6);
+    RF_TR_STORE(7);
+    RF_TR_STORE(8);
+    RF_TR_STORE(9);
+    RF_TR_STORE(10);
+    RF_TR_STORE(11);
+    RF_TR_STORE(12);
+    RF_TR_STORE(13);
+    RF_TR_STORE(14);
+    RF_TR_STORE(15);
+}
+#undef RF_TR_LO
+#undef RF_TR_HI
+#undef RF_TR_LOAD
+#undef RF_TR_STORE
+#endif
+#undef RF_TR_ROUND
+
+/* The 16-byte blocks of a run of w >= 16 bytes, two at a time (block
+ * pair p: start of the first in *x0, of the second in *x1): the last block
+ * ends at w, overlapping the one before when w is not a multiple of 16 (it
+ * rewrites some bytes with the same values and reads nothing past w); an
+ * odd last block is paired with itself (*x1 == *x0). Returns the count. */
+static size_t block_pairs(size_t w)
+{
+    return ((w + 15) / 16 + 1) / 2;
+}
+
+static void block_pair(size_t w, size_t p, size_t *x0, size_t *x1)
+{
+    size_t last = w - 16, a = 32 * p, b = a + 16;
+    *x0 = a < last ? a : last;
+    *x1 = b < last ? b : last;
+}
+
 /* Tile of n <= TROWS source rows of w bytes (row r at src + r * stride):
- * tile[b * TROWS + r] = row r byte b. Lanes of missing rows read zeros, so
- * that every lane mac() computes is defined. The last 16 columns overlap
- * the ones before when w is not a multiple of 16: nothing past w is read. */
+ * tile[b * 16 + r] = row r byte b. Lanes of missing rows read zeros, so
+ * that every lane mac() computes is defined. */
 static void tile_in(const uint8_t *src, size_t stride, int n, size_t w, uint8_t *restrict tile,
                     transpose_fn transpose)
 {
@@ -666,20 +764,23 @@ static void tile_in(const uint8_t *src, size_t stride, int n, size_t w, uint8_t 
     if (w < 16) {
         for (size_t b = 0; b < w; b++)
             for (int r = 0; r < TROWS; r++)
-                tile[b * TROWS + (size_t)r] = r < n ? src[(size_t)r * stride + b] : 0;
+                tile[b * 16 + (size_t)r] = r < n ? src[(size_t)r * stride + b] : 0;
         return;
     }
-    for (size_t b = 0; b < w; b += 16) {
-        size_t b0 = b + 16 <= w ? b : w - 16;
-        for (int r = 0; r < TROWS; r++)
+    for (size_t p = 0; p < block_pairs(w); p++) {
+        size_t b0, b1;
+        block_pair(w, p, &b0, &b1);
+        for (int r = 0; r < TROWS; r++) {
             in[r] = r < n ? src + (size_t)r * stride + b0 : zeros;
-        transpose(in, tile + b0 * TROWS, 16, TROWS, 16, 16);
+            in[16 + r] = r < n ? src + (size_t)r * stride + b1 : zeros;
+        }
+        transpose(in, tile + b0 * 16, (b1 - b0) * 16, 16, 16, b1 > b0 ? 16 : 0);
     }
 }
 
-/* Output columns 0..nx-1 of one tile: column i sums the TLANES-byte rows
- * first[i] .. first[i] + K - 1 of the tile (pixels of the span) into
- * tout[i * TLANES], in blocks of lanes. */
+/* Output columns 0..nx-1 of one tile: column i sums the 48-byte tile rows
+ * first[i] .. first[i] + K - 1 (pixels of the span) into tout[i * TLANES],
+ * in blocks of lanes (16: three blocks; 32: two). */
 static RF_ALWAYS_INLINE void tile_cols(const uint8_t *tile, int nx, const int32_t *first, int K,
                                        const uint16_t *kl, const uint16_t *kh, uint8_t *tout,
                                        int lanes)
@@ -688,8 +789,13 @@ static RF_ALWAYS_INLINE void tile_cols(const uint8_t *tile, int nx, const int32_
         const uint8_t *p = tile + (size_t)first[i] * TLANES;
         const uint16_t *l = kl + (size_t)i * K, *h = kh + (size_t)i * K;
         uint8_t *o = tout + (size_t)i * TLANES;
-        for (int q = 0; q < TLANES; q += lanes)
-            mac(p + q, TLANES, K, l, h, o + q, lanes);
+        if (lanes == 32) {
+            mac(p, TLANES, K, l, h, o, 32);
+        } else {
+            mac(p, TLANES, K, l, h, o, 16);
+            mac(p + 16, TLANES, K, l, h, o + 16, 16);
+        }
+        mac(p + 32, TLANES, K, l, h, o + 32, 16);
     }
 }
 
@@ -752,31 +858,30 @@ typedef struct ilayout {
 
 /* Writes the first n <= TROWS lanes of a tile's results to the
  * intermediate rows at dst, run by run (one packed run of 3 nx bytes, or
- * three planar ones of nx): byte j of run c is tout row map[c * w + j], 16
- * bytes of each row at a time; as in tile_in, the last 16 overlap when a run
- * is not a multiple of 16 long. */
+ * three planar ones of nx, seg apart): byte j of run c is tout row
+ * map[c * w + j], 16 bytes of each row at a time (as in tile_in). */
 static void tile_out(const uint8_t *tout, int n, const ilayout *il, const uint32_t *map,
                      uint8_t *dst, transpose_fn transpose)
 {
     const uint8_t *in[32];
     size_t w = il->planar ? (size_t)il->nx : (size_t)il->nx * 3;
-    int n0 = n < 16 ? n : 16, n1 = n - n0;
     for (int c = 0; c < (il->planar ? 3 : 1); c++) {
         uint8_t *d = dst + (size_t)c * il->seg;
         const uint32_t *m = map + (size_t)c * w;
         if (w < 16) {
             for (size_t j = 0; j < w; j++)
                 for (int r = 0; r < n; r++)
-                    d[(size_t)r * il->stride + j] = tout[(size_t)m[j] * TROWS + (size_t)r];
+                    d[(size_t)r * il->stride + j] = tout[(size_t)m[j] * 16 + (size_t)r];
             continue;
         }
-        for (size_t j = 0; j < w; j += 16) {
-            size_t j0 = j + 16 <= w ? j : w - 16;
+        for (size_t p = 0; p < block_pairs(w); p++) {
+            size_t j0, j1;
+            block_pair(w, p, &j0, &j1);
             for (int k = 0; k < 16; k++) {
-                in[k] = tout + (size_t)m[j0 + (size_t)k] * TROWS;
-                in[16 + k] = in[k] + 16;
+                in[k] = tout + (size_t)m[j0 + (size_t)k] * 16;
+                in[16 + k] = tout + (size_t)m[j1 + (size_t)k] * 16;
             }
-            transpose(in, d + j0, 16 * il->stride, il->stride, n0, n1);
+            transpose(in, d + j0, j1 - j0, il->stride, n, j1 > j0 ? n : 0);
         }
     }
 }
@@ -896,6 +1001,7 @@ static kernels kernels_for(int level)
 #endif
 #if RF_AVX2
     if (level >= RF__SIMD_AVX2) {
+        k.transpose = transpose_avx2;
         k.hcols = hcols32_avx2;
         k.vrun = vrun32_avx2;
     }

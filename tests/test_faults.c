@@ -18,9 +18,6 @@
  * RLIMIT_MEMLOCK = 0 and a small RLIMIT_NOFILE: the same bytes as the
  * unconstrained run, or clear errors; a FIFO named .jpg under a watchdog. The
  * children report with exit codes and messages, not with cmocka.
- *
- * A test of a known, unfixed bug says so in its comment and runs only with
- * RINGFEED_TEST_KNOWN_BUGS=1 (it is skipped otherwise).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -1168,22 +1165,14 @@ static int child_uring_many_workers(int workers, const char *path)
     return 0;
 }
 
-/* KNOWN BUG (lib/reader.c, uring_setup): the io_uring file table is sized
- * 2 x read depth (depth = 16 + 4 x workers) and io_uring_register_files_sparse
- * fails with EMFILE when that exceeds RLIMIT_NOFILE and the hard limit does
- * not let liburing raise the soft one; the reader then falls back to pread
- * (a single-threaded path). With a hard limit of 1024 (some clusters), 128
- * workers (a 128-core node with num_workers = 0) lose io_uring. Fix: clamp the
- * table (and the depth) to what the limit allows. Runs only with
- * RINGFEED_TEST_KNOWN_BUGS=1. */
+/* Regression (lib/reader.c, uring_setup): the io_uring file table is sized
+ * 2 x read depth (depth = 16 + 4 x workers) and counts against
+ * RLIMIT_NOFILE. With a hard limit of 1024 (some clusters) and 128 workers
+ * (a 128-core node with num_workers = 0) the table is shrunk to fit rather
+ * than io_uring given up for the single-threaded pread path. */
 static void test_many_workers_keep_io_uring(void **state)
 {
     (void)state;
-    if (!getenv("RINGFEED_TEST_KNOWN_BUGS")) {
-        print_message("known bug in lib/reader.c (see the comment); set "
-                      "RINGFEED_TEST_KNOWN_BUGS=1 to run\n");
-        skip();
-    }
     char io[32];
     ref_hash = reference_hash(io, sizeof io);
     if (strcmp(io, "io_uring") != 0)

@@ -227,14 +227,22 @@ RF_API void *rf_batch_data(const rf_batch *b);
  * Thread-safety: any thread holding the batch. */
 RF_API const int64_t *rf_batch_labels(const rf_batch *b);
 
-/* Samples in the batch (batch_size but for a short last batch). */
+/* Samples in the batch (batch_size but for a short last batch).
+ * Thread-safety: any thread holding the batch. */
 RF_API int64_t rf_batch_count(const rf_batch *b);
-/* Index of the batch within its epoch, and the epoch. */
+/* Index of the batch within its epoch.
+ * Thread-safety: any thread holding the batch. */
 RF_API int64_t rf_batch_index(const rf_batch *b);
+/* Epoch of the batch.
+ * Thread-safety: any thread holding the batch. */
 RF_API int64_t rf_batch_epoch(const rf_batch *b);
-/* Global sample indices of the batch (count values, into the source's index). */
+/* Global sample indices of the batch (count values, into the source's index;
+ * under on_error = skip a replaced sample shows its substitute). Valid until
+ * rf_batch_release.
+ * Thread-safety: any thread holding the batch. */
 RF_API const int64_t *rf_batch_samples(const rf_batch *b);
-/* Bytes of the image data of this batch (count * per-sample bytes). */
+/* Bytes of the image data of this batch (count * per-sample bytes).
+ * Thread-safety: any thread holding the batch. */
 RF_API size_t rf_batch_nbytes(const rf_batch *b);
 
 /* ---- CUDA -----------------------------------------------------------------

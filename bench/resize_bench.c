@@ -2,7 +2,8 @@
  * resize_bench.c - rf-resize-bench: time of one rf__resample call on the
  * pictures and geometries the loader sees.
  *
- *   rf-resize-bench [--repeat N] [--size S] [--simd LEVEL] [--json FILE]
+ *   rf-resize-bench [--repeat N] [--size S] [--simd LEVEL] [--case NAME]
+ *                   [--json FILE]
  *
  * The picture is photo-like (smooth gradients plus noise and some edges),
  * 500 x 375 RGB, the typical ImageNet size. Cases, each in NHWC and NCHW:
@@ -11,22 +12,25 @@
  *   rrc     RandomResizedCrop(224) + flip, a fixed set of 64 geometries drawn
  *           by rf__geom_rrc, each on the picture at the DCT scale the loader
  *           would decode it at (rf__geom_dct_denom), as the loader does.
- * Every repeat times one pass over the case (one call for center, the 64
- * calls for rrc) and divides by the calls; the figure is the median over the
+ * Every repeat times one pass over the case (16 calls for center, the 64
+ * calls for rrc, each after an untimed call of the same job, so that its
+ * source is in cache as in the loader, which resamples rows it has just
+ * decoded) and divides by the calls; the figure is the median over the
  * repeats, in ms per call and output Mpixel/s (S x S pixels per call).
  * The source region handed to rf__resample is rf__geom_bounds' rectangle, in
  * a buffer of its own, as the loader passes its decoded rows.
  * Every case runs at each instruction-set level the machine has (none: the
  * portable C; sse2; avx2: see rf__resampler_simd), or at --simd LEVEL
- * (0, 1, 2) alone; the loader uses the best.
+ * (0, 1, 2) alone; the loader uses the best. --case runs the cases whose
+ * name starts with NAME.
  *
  * Baseline in the same run: built with -DRF_BENCH_BASELINE and linked with a
  * second copy of transform.c whose rf__ symbols are renamed base_rf__ (see
  * below), the bench times both versions interleaved, repeat by repeat, checks
  * that they give the same bytes, and prints the speed-up:
  *
- *   D=; for f in resampler_create resampler_destroy resample geom_center \
- *       geom_rrc geom_none geom_dct_denom geom_scale geom_bounds; do
+ *   D=; for f in resampler_create resampler_destroy resampler_simd resample \
+ *       geom_center geom_rrc geom_none geom_dct_denom geom_scale geom_bounds; do
  *     D="$D -Drf__$f=base_rf__$f"; done
  *   gcc -std=gnu11 -O2 -g -Ilib $D -c OLD/transform.c -o base.o
  *   gcc -std=gnu11 -O2 -g -Ilib -DRF_BENCH_BASELINE bench/resize_bench.c \
@@ -55,8 +59,8 @@
 rf_resampler *base_rf__resampler_create(void);
 void base_rf__resampler_destroy(rf_resampler *r);
 int base_rf__resample(rf_resampler *r, const rf_geom *g, int src_w, int src_h, const uint8_t *src,
-                      size_t src_stride, int reg_x0, int reg_y0, int reg_w, int reg_h,
-                      uint8_t *dst, int layout);
+                      size_t src_stride, int reg_x0, int reg_y0, int reg_w, int reg_h, uint8_t *dst,
+                      int layout);
 #endif
 
 enum { PIC_W = 500, PIC_H = 375, RRC_N = 64 };
@@ -187,14 +191,21 @@ static double median(const double *v, int n)
     return m;
 }
 
-/* Times one pass over js, per call, in seconds. */
+/* Times one pass over js, per call, in seconds: each job's calls are timed
+ * after an untimed one, so that its region is in cache as it is in the
+ * loader, which resamples the rows it has just decoded. */
 static double time_pass(resample_fn fn, rf_resampler *r, const job *js, int n, uint8_t *dst,
                         int layout, int inner)
 {
-    double t0 = now_s();
-    for (int k = 0; k < inner; k++)
-        run_jobs(fn, r, js, n, dst, layout);
-    return (now_s() - t0) / ((double)n * inner);
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        run_jobs(fn, r, &js[i], 1, dst, layout);
+        double t0 = now_s();
+        for (int k = 0; k < inner; k++)
+            run_jobs(fn, r, &js[i], 1, dst, layout);
+        sum += now_s() - t0;
+    }
+    return sum / ((double)n * inner);
 }
 
 /* ---- machine and revision ------------------------------------------------- */
@@ -276,8 +287,8 @@ static void json_ms(FILE *f, const double *v, int n)
 
 static void usage(void)
 {
-    fprintf(stderr,
-            "usage: rf-resize-bench [--repeat N] [--size S] [--simd LEVEL] [--json FILE]\n");
+    fprintf(stderr, "usage: rf-resize-bench [--repeat N] [--size S] [--simd LEVEL] [--case NAME] "
+                    "[--json FILE]\n");
     exit(2);
 }
 
@@ -289,7 +300,7 @@ static const char *simd_name(int level)
 int main(int argc, char **argv)
 {
     int repeat = 41, size = 224, only = -1;
-    const char *json = NULL;
+    const char *json = NULL, *only_case = "";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--repeat") && i + 1 < argc)
             repeat = atoi(argv[++i]);
@@ -297,6 +308,8 @@ int main(int argc, char **argv)
             size = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--simd") && i + 1 < argc)
             only = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--case") && i + 1 < argc)
+            only_case = argv[++i];
         else if (!strcmp(argv[i], "--json") && i + 1 < argc)
             json = argv[++i];
         else
@@ -375,6 +388,8 @@ int main(int argc, char **argv)
         if (rf__resampler_simd(r, level) != level)
             continue;
         for (int c = 0; c < ncases; c++) {
+            if (strncmp(cases[c].name, only_case, strlen(only_case)) != 0)
+                continue;
             const job *js = cases[c].js;
             int n = cases[c].n, layout = cases[c].layout, inner = cases[c].inner;
             /* Same bytes, call by call, as the portable C (and the baseline). */
@@ -382,8 +397,8 @@ int main(int argc, char **argv)
                 run_jobs(rf__resample, r, &js[i], 1, dst, layout);
                 run_jobs(rf__resample, r0, &js[i], 1, dst0, layout);
                 if (memcmp(dst, dst0, out_n) != 0) {
-                    fprintf(stderr, "MISMATCH: %s call %d, %s differs from none\n",
-                            cases[c].name, i, simd_name(level));
+                    fprintf(stderr, "MISMATCH: %s call %d, %s differs from none\n", cases[c].name,
+                            i, simd_name(level));
                     mismatches++;
                 }
 #ifdef RF_BENCH_BASELINE

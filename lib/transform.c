@@ -20,11 +20,24 @@
  * for the whole picture it is a plain resize; for the fractional boxes left by
  * DCT scaling it reads the partly covered edge pixels and nothing beyond.
  *
- * Speed without intrinsics: the vertical pass (multiply-accumulate of whole
- * rows) runs over fixed-size column blocks that gcc vectorises at -O2; the
- * horizontal pass gives every column the same tap count (zero weights pad the
- * short ones) so its inner loop is branch-free and, for common counts,
- * unrolled. Scratch lives in rf_resampler and only grows.
+ * Speed: both passes are multiply-accumulates of whole 16- or 32-byte
+ * blocks (mac), each output byte the weighted sum of K bytes K rows apart,
+ * with 16-bit arithmetic that is exact (see mac) and plain C that gcc -O2
+ * vectorises. The vertical pass is that already: output row = sum of K
+ * intermediate rows. The horizontal pass is made so by transposing tiles of
+ * 16 source rows (tile_in), so that the taps of a column are whole tile rows,
+ * and transposing the results back (tile_out), which also mirrors them for
+ * flip and splits the channels for NCHW: the vertical pass then writes the
+ * final layout in place. Only the kept window is computed, every column of
+ * an axis gets the same tap count (zero weights pad the short ones) so that
+ * loops have no data-dependent trip counts, and the common counts get
+ * unrolled code. Scratch lives in rf_resampler and only grows.
+ *
+ * Instruction sets: the transposes, which no compiler vectorises, use SSE2
+ * intrinsics where the target has SSE2 (all of x86-64); on x86-64 with GCC or
+ * Clang the passes and the transposes are also compiled for AVX2, twice as
+ * wide, and picked at run time (rf__resampler_simd). Every level, and the
+ * portable C without either, gives the same bytes.
  */
 #include "transform.h"
 
@@ -35,10 +48,17 @@
 #include <string.h>
 
 #if defined(__SSE2__) && !defined(RF_TRANSFORM_NO_SIMD)
+#define RF_SSE2 1
 #include <emmintrin.h>
+#else
+#define RF_SSE2 0
 #endif
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__SSE2__) && !defined(RF_TRANSFORM_NO_SIMD)
+#if RF_SSE2 && defined(__x86_64__) && defined(__GNUC__)
+#define RF_AVX2 1
+#define RF_TARGET_AVX2 __attribute__((target("avx2")))
 #include <immintrin.h>
+#else
+#define RF_AVX2 0
 #endif
 
 /* Pillow's fixed point: 8 bits of result, 2 bits of headroom for filters with
@@ -320,25 +340,6 @@ void rf__geom_bounds(const rf_geom *g, int src_w, int src_h, int *x0, int *y0, i
 
 /* ------------------------------------------------------------- resampler */
 
-/* Vector code: the multiply-accumulate kernel (mac) is plain C that gcc -O2
- * vectorises for the build's target (SSE2 on x86-64). Two things need more:
- * the byte transposes of the horizontal pass, which no compiler vectorises,
- * use SSE2 intrinsics where the target has SSE2; and on x86-64 with GCC or
- * Clang the two passes' loops are compiled a second time for AVX2 (twice as
- * many lanes per instruction) and chosen at run time. RF__SIMD_NONE runs
- * the portable C of both; every level gives the same bytes. */
-#if defined(__SSE2__) && !defined(RF_TRANSFORM_NO_SIMD)
-#define RF_SSE2 1
-#else
-#define RF_SSE2 0
-#endif
-#if RF_SSE2 && defined(__x86_64__) && defined(__GNUC__)
-#define RF_AVX2 1
-#define RF_TARGET_AVX2 __attribute__((target("avx2")))
-#else
-#define RF_AVX2 0
-#endif
-
 #if defined(__GNUC__)
 #define RF_ALWAYS_INLINE inline __attribute__((always_inline))
 #else
@@ -421,8 +422,8 @@ void rf__resampler_destroy(rf_resampler *r)
 {
     if (!r)
         return;
-    buf *all[] = {&r->w,      &r->xfirst, &r->xcount, &r->xk,   &r->xkl,  &r->xkh,
-                  &r->yfirst, &r->ycount, &r->yk,     &r->ykl,  &r->ykh,  &r->tile,
+    buf *all[] = {&r->w,      &r->xfirst, &r->xcount, &r->xk,  &r->xkl, &r->xkh,
+                  &r->yfirst, &r->ycount, &r->yk,     &r->ykl, &r->ykh, &r->tile,
                   &r->tout,   &r->map,    &r->tmp,    &r->row};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]->p);
@@ -489,7 +490,7 @@ static void taps_split(size_t n, const int32_t *k, uint16_t *kl, uint16_t *kh)
     }
 }
 
-/* The one kernel of both passes: lanes (16, 32 or 48) output bytes, out[q] =
+/* The one kernel of both passes: lanes (16 or 32) output bytes, out[q] =
  * the sum over the K taps of rows[t][q] * k[t] (rows at p + t * stride),
  * plus HALF_UNIT, >> 22, clipped: Pillow's arithmetic, exactly. The lanes
  * are independent, so whether they hold neighbouring pixels' channels (the
@@ -505,11 +506,13 @@ static void taps_split(size_t n, const int32_t *k, uint16_t *kl, uint16_t *kh)
  * >> 22 = hi >> 6. HALF_UNIT = 2^21 starts hi at 32. The carry is counted
  * as "hi -= no carry" on a start K higher: a compare and an add.
  *
- * hi stays below 2^15 (as int16, the clip is one pminsw): pixels are <= 255
- * and one output's weights are >= 0 and add up to at most 2^22 plus half a
- * unit per tap, so V < 2^30 (and hi >> 6 <= 255) for K < 16448 taps, and
- * V < 2^31 for any K a 65535-pixel picture allows (K <= 2 * 65535 / 8 + 3:
- * the DCT scaling shrinks a box 8 times or more larger than the output).
+ * hi stays below 2^15, so the clip can be a signed 16-bit min (pminsw): the
+ * pixels are <= 255 and one output's K weights are >= 0 and add up to 2^22
+ * plus at most half a unit each (rounding), so V <= 2^21 + 255 (2^22 + K/2):
+ * below 2^30, with hi >> 6 <= 255 and the clip idle, for K < 16448 taps
+ * (after DCT scaling a 65535-pixel picture has at most 16385), and below
+ * 2^31 for K up to 8 million. hi is computed modulo 2^16 (its start may
+ * wrap for huge K), which is exact since the result is below 2^15.
  *
  * Trip counts known at compile time (lanes and, in the callers, K) and
  * restrict: gcc's -O2 vectoriser takes only such loops. The accumulators
@@ -517,7 +520,7 @@ static void taps_split(size_t n, const int32_t *k, uint16_t *kl, uint16_t *kh)
 static RF_ALWAYS_INLINE void mac(const uint8_t *p, size_t stride, int K, const uint16_t *kl,
                                  const uint16_t *kh, uint8_t *restrict out, int lanes)
 {
-    uint16_t hi[48], lo[48];
+    uint16_t hi[32], lo[32];
     for (int q = 0; q < lanes; q++) {
         hi[q] = (uint16_t)((HALF_UNIT >> 16) + K);
         lo[q] = 0;
@@ -548,21 +551,23 @@ static RF_ALWAYS_INLINE void mac(const uint8_t *p, size_t stride, int K, const u
  * b % 3 of pixel b / 3) becomes the 16-byte tile row b, one lane per source
  * row. Channel c of output column i is then the weighted sum of the tile
  * rows 3 (first[i] + t) + c, t < K: 16 lanes, and the three channels are 48
- * contiguous bytes, the taps 48 bytes apart, which mac() does whole. The
+ * contiguous bytes, the taps 48 bytes apart, which mac() does in blocks of
+ * 16 or 32 lanes. The
  * results (tout, same shape: 3 rows of 16 lanes per output column) are
  * transposed back into the intermediate rows; picking which tout row goes
  * to which byte there is how flip and the planar (NCHW) split are done, so
  * that the vertical pass writes the final layout directly.
  *
- * Both transposes go 16 x 16 bytes at a time (transpose16). */
+ * Both transposes go 16 x 16 bytes at a time, two at a time (transpose_fn):
+ * SSE2 or AVX2 unpacks where there are, else byte by byte. */
 
 enum { TROWS = 16, TLANES = 3 * TROWS };
 
 /* Two 16 x 16 byte transposes: out row j (at out + j * ostride, j < n0)
  * byte k = in[k][j], and out row j at out + ooff + j * ostride (j < n1)
  * byte k = in[16 + k][j]. */
-typedef void (*transpose_fn)(const uint8_t *const in[32], uint8_t *out, size_t ooff,
-                             size_t ostride, int n0, int n1);
+typedef void (*transpose_fn)(const uint8_t *const in[32], uint8_t *out, size_t ooff, size_t ostride,
+                             int n0, int n1);
 
 static void transpose_c(const uint8_t *const in[32], uint8_t *out, size_t ooff, size_t ostride,
                         int n0, int n1)

@@ -94,7 +94,8 @@ void rf__resampler_destroy(rf_resampler *r);
 enum { RF__SIMD_NONE = 0, RF__SIMD_SSE2 = 1, RF__SIMD_AVX2 = 2 };
 
 /* Caps r at the RF__SIMD_* level `level` (lowered to the best available);
- * returns the level r now uses. For tests and benchmarks. */
+ * returns the level r now uses. For tests and benchmarks.
+ * Thread-safety: as any use of r, one thread at a time. */
 int rf__resampler_simd(rf_resampler *r, int level);
 
 /* Resamples the kept window of g into dst (crop_w x crop_h x 3 uint8, NHWC

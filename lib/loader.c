@@ -292,7 +292,10 @@ static void put_free_job(rf_loader *l, rf_job *j)
     rf_job *head = atomic_load_explicit(&l->free_stack, memory_order_relaxed);
     do
         j->next_free = head;
-    while (!atomic_compare_exchange_weak_explicit(&l->free_stack, &head, j, memory_order_release,
+    /* seq_cst, not just release: the push and the caller's later load of
+     * disp_waiting form a Dekker pair with the dispatcher's store of
+     * disp_waiting and its load of free_stack (no store-load reordering). */
+    while (!atomic_compare_exchange_weak_explicit(&l->free_stack, &head, j, memory_order_seq_cst,
                                                   memory_order_relaxed));
 }
 
@@ -707,6 +710,25 @@ static void teardown(rf_loader *l)
     rf__stats_free(&l->stats);
 }
 
+/* Undoes a start that failed part-way, so that the loader can be started
+ * again (after fixing an option, say): threads joined, memory freed, the
+ * stop flag and the queues back to their state before rf_loader_start. */
+static void start_failed(rf_loader *l)
+{
+    teardown(l);
+    atomic_store(&l->stopped, 0);
+    l->joined = 0;
+    l->threads = 0;
+    l->nworker_threads = 0;
+    l->started = 0;
+    atomic_store(&l->qhead, 0);
+    atomic_store(&l->qtail, 0);
+    atomic_store(&l->errors_seen, 0);
+    l->nfill = 0;
+    l->nworkers = 0;
+    memset(&l->stats, 0, sizeof l->stats);
+}
+
 int rf_loader_start(rf_loader *l)
 {
     if (!l)
@@ -749,7 +771,7 @@ int rf_loader_start(rf_loader *l)
                           p[RF_P_WORLD_SIZE]);
     if (rc < 0) {
         set_err(l, "sampler: cannot order %lld samples", (long long)l->src.n);
-        teardown(l);
+        start_failed(l);
         return rc;
     }
     int64_t size = p[RF_P_IMAGE_SIZE];
@@ -762,7 +784,7 @@ int rf_loader_start(rf_loader *l)
                          l->cuda_note, sizeof l->cuda_note, err, sizeof err);
     if (rc < 0) {
         set_err(l, "%s", err);
-        teardown(l);
+        start_failed(l);
         return rc;
     }
     int pin = p[RF_P_PIN_MEMORY] && l->copier;
@@ -776,7 +798,7 @@ int rf_loader_start(rf_loader *l)
     if (rc < 0) {
         set_err(l, "ring: cannot allocate %lld slots of %lld x %zu bytes",
                 (long long)p[RF_P_PREFETCH], (long long)p[RF_P_BATCH_SIZE], l->sample_bytes);
-        teardown(l);
+        start_failed(l);
         return rc;
     }
     int budget = rf__worker_budget((int)p[RF_P_LOCAL_WORLD_SIZE], l->budget_why,
@@ -801,7 +823,7 @@ int rf_loader_start(rf_loader *l)
     rc = rf__reader_create(&l->reader, backend, depth);
     if (rc < 0) {
         set_err(l, "reader: cannot set up");
-        teardown(l);
+        start_failed(l);
         return rc;
     }
     rf__reader_set_timeout(l->reader, p[RF_P_READ_TIMEOUT_MS]);
@@ -813,7 +835,7 @@ int rf_loader_start(rf_loader *l)
     l->workers = calloc((size_t)l->nworkers, sizeof *l->workers);
     if (!l->jobs || !l->queue || !l->fill || !l->workers) {
         set_err(l, "loader: out of memory");
-        teardown(l);
+        start_failed(l);
         return RF_E_NOMEM;
     }
     for (int i = 0; i < l->njobs; i++)
@@ -824,7 +846,7 @@ int rf_loader_start(rf_loader *l)
         l->workers[i].dec = rf__decoder_create();
         if (!l->workers[i].dec) {
             set_err(l, "decode: cannot create a JPEG decompressor");
-            teardown(l);
+            start_failed(l);
             return RF_E_NOMEM;
         }
     }
@@ -843,7 +865,7 @@ int rf_loader_start(rf_loader *l)
     l->started = 1;
     if (pthread_create(&l->dispatcher, NULL, dispatcher_main, l) != 0) {
         set_err(l, "loader: cannot start the reader thread: %s", strerror(errno));
-        teardown(l);
+        start_failed(l);
         l->started = 0;
         return RF_E_SYSTEM;
     }
@@ -851,7 +873,7 @@ int rf_loader_start(rf_loader *l)
     for (int i = 0; i < l->nworkers; i++) {
         if (pthread_create(&l->workers[i].thread, NULL, worker_main, &l->workers[i]) != 0) {
             set_err(l, "loader: cannot start decode worker %d: %s", i, strerror(errno));
-            teardown(l);
+            start_failed(l);
             l->started = 0;
             return RF_E_SYSTEM;
         }

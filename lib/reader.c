@@ -326,8 +326,33 @@ static int uring_setup(rf_reader *r)
     return 0;
 }
 
+/* Processes the completions already there; with wait, waits for one first. */
+static void uring_drain(rf_reader *r, int wait)
+{
+    struct io_uring_cqe *cqe;
+    io_uring_submit(&r->ring);
+    if (wait && io_uring_wait_cqe(&r->ring, &cqe) < 0)
+        return;
+    unsigned head, seen = 0;
+    io_uring_for_each_cqe(&r->ring, head, cqe)
+    {
+        on_cqe(r, io_uring_cqe_get_data64(cqe), cqe->res);
+        seen++;
+    }
+    io_uring_cq_advance(&r->ring, seen);
+    io_uring_submit(&r->ring);
+}
+
 static int uring_submit(rf_reader *r, rf_read *req)
 {
+    if (r->nfree == 0 && r->ops > 0) {
+        /* Every file slot waits for its close: collect the closes that are
+         * done, and when nothing else is in flight (no reap would come to
+         * collect them) wait for one. */
+        uring_drain(r, 0);
+        if (r->nfree == 0 && r->inflight == 0)
+            uring_drain(r, 1);
+    }
     if (r->nfree == 0)
         return RF_E_STATE;
     req->slot = r->free_slots[--r->nfree];

@@ -432,6 +432,25 @@ static void test_options_and_errors(void **state)
     assert_int_equal(rf_version(), RF_VERSION_NUMBER);
 }
 
+/* A start that fails part-way (here: a ring far too large to allocate) can
+ * be retried on the same loader once the options are fixed. */
+static void test_failed_start_can_be_retried(void **state)
+{
+    (void)state;
+    rf_loader *l = make(root, 2, 1 << 20, RF_TRANSFORM_CENTER);
+    assert_int_equal(rf_loader_set_param(l, RF_P_IMAGE_SIZE, 16384), 0);
+    assert_int_equal(rf_loader_start(l), RF_E_NOMEM);
+    assert_non_null(strstr(rf_loader_errmsg(l), "ring"));
+    assert_int_equal(rf_loader_set_param(l, RF_P_IMAGE_SIZE, 48), 0);
+    assert_int_equal(rf_loader_set_param(l, RF_P_BATCH_SIZE, 4), 0);
+    start(l);
+    rf_loader *ref = make(root, 2, 4, RF_TRANSFORM_CENTER);
+    start(ref);
+    assert_int_equal(epoch_hash(l, 0, 0), epoch_hash(ref, 0, 0));
+    rf_loader_destroy(ref);
+    rf_loader_destroy(l);
+}
+
 static void test_distributed_ranks_cover(void **state)
 {
     (void)state;
@@ -483,6 +502,7 @@ int main(void)
         cmocka_unit_test(test_stop_while_waiting),
         cmocka_unit_test(test_many_loaders),
         cmocka_unit_test(test_distributed_ranks_cover),
+        cmocka_unit_test(test_failed_start_can_be_retried),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

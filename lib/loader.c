@@ -678,10 +678,23 @@ static void gather_counters(rf_loader *l, int64_t *cpu_ns, int64_t *busy_ns)
 
 /* ---- lifecycle ----------------------------------------------------------- */
 
+/* In a forked child the parent's threads, its io_uring completions, its
+ * CUDA context and possibly-held mutex are not ours: free plain memory only
+ * and leave those alone (a child should create its own loader). */
 static void teardown(rf_loader *l)
 {
-    rf_loader_stop(l);
-    rf__reader_destroy(l->reader);
+    if (getpid() != l->pid) {
+        atomic_store(&l->stopped, 1);
+        rf__reader_abandon(l->reader); /* shared with the parent: do not drain */
+        l->copier = NULL;              /* the parent's CUDA context */
+        if (l->ring.pinned) {
+            l->ring.mem = NULL;        /* page-locked by the parent's CUDA context */
+            l->ring.ngrown = 0;
+        }
+    } else {
+        rf_loader_stop(l);
+        rf__reader_destroy(l->reader);
+    }
     l->reader = NULL;
     if (l->workers) {
         for (int i = 0; i < l->nworkers; i++) {
@@ -886,6 +899,11 @@ void rf_loader_stop(rf_loader *l)
 {
     if (!l)
         return;
+    if (getpid() != l->pid) {
+        /* a forked child: no threads to stop, and the mutex may be held */
+        atomic_store(&l->stopped, 1);
+        return;
+    }
     pthread_mutex_lock(&l->mu);
     atomic_store(&l->stopped, 1);
     pthread_cond_broadcast(&l->cv_disp);
@@ -893,8 +911,6 @@ void rf_loader_stop(rf_loader *l)
     pthread_cond_broadcast(&l->cv_park);
     pthread_cond_broadcast(&l->cv_cons);
     pthread_mutex_unlock(&l->mu);
-    if (getpid() != l->pid)
-        return; /* threads of the parent do not exist in a forked child */
     pthread_mutex_lock(&l->stop_mu);
     if (!l->joined) {
         if (l->threads)
@@ -912,13 +928,16 @@ void rf_loader_destroy(rf_loader *l)
 {
     if (!l)
         return;
+    int child = getpid() != l->pid;
     teardown(l);
-    pthread_mutex_destroy(&l->mu);
-    pthread_mutex_destroy(&l->stop_mu);
-    pthread_cond_destroy(&l->cv_disp);
-    pthread_cond_destroy(&l->cv_work);
-    pthread_cond_destroy(&l->cv_park);
-    pthread_cond_destroy(&l->cv_cons);
+    if (!child) { /* in a forked child they may be held by a thread that is not there */
+        pthread_mutex_destroy(&l->mu);
+        pthread_mutex_destroy(&l->stop_mu);
+        pthread_cond_destroy(&l->cv_disp);
+        pthread_cond_destroy(&l->cv_work);
+        pthread_cond_destroy(&l->cv_park);
+        pthread_cond_destroy(&l->cv_cons);
+    }
     free(l->spec);
     free(l);
 }

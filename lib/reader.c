@@ -455,6 +455,20 @@ int rf__reader_create(rf_reader **out, int backend, unsigned depth)
     return 0;
 }
 
+void rf__reader_abandon(rf_reader *r)
+{
+    if (!r)
+        return;
+#ifdef RF_HAVE_URING
+    if (r->ring_ok)
+        io_uring_queue_exit(&r->ring); /* unmaps and closes this process's view only */
+    free(r->free_slots);
+    free(r->ready);
+#endif
+    free(r->queue);
+    free(r);
+}
+
 void rf__reader_destroy(rf_reader *r)
 {
     if (!r)

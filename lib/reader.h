@@ -50,6 +50,9 @@ enum { RF__IO_URING = 1, RF__IO_PREAD = 2 };
  * rf__reader_note. 0 or a negative RF_E_*. */
 int rf__reader_create(rf_reader **out, int backend, unsigned depth);
 void rf__reader_destroy(rf_reader *r);
+/* Frees the reader without waiting for reads in flight: for a forked child,
+ * whose io_uring is shared with the parent that submitted them. */
+void rf__reader_abandon(rf_reader *r);
 
 /* Reads (open, stat, read) taking longer than ms fail with err ETIMEDOUT
  * instead of hanging; 0: no limit. io_uring only: the pread backend blocks

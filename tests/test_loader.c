@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -451,6 +452,40 @@ static void test_failed_start_can_be_retried(void **state)
     rf_loader_destroy(l);
 }
 
+/* A forked child that touches its parent's loader gets an error and can
+ * destroy it without hanging; the parent's loader goes on untouched. */
+static void test_forked_child_gets_error(void **state)
+{
+    (void)state;
+    rf_loader *l = make(root, 2, 4, RF_TRANSFORM_CENTER);
+    start(l);
+    rf_batch *b;
+    assert_int_equal(rf_loader_next(l, &b), RF_OK); /* threads busy prefetching */
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(10); /* a hang fails the test instead of blocking it */
+        rf_batch *c;
+        int rc = rf_loader_next(l, &c);
+        int ok = rc == RF_E_STATE && strstr(rf_loader_errmsg(l), "forked") != NULL;
+        rf_loader_destroy(l);
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    rf_batch_release(b);
+    int n = 1, rc;
+    while ((rc = rf_loader_next(l, &b)) == RF_OK) {
+        n++;
+        rf_batch_release(b);
+    }
+    assert_int_equal(rc, RF_END_OF_EPOCH);
+    assert_int_equal(n, rf_loader_num_batches(l));
+    rf_loader_destroy(l);
+}
+
 static void test_distributed_ranks_cover(void **state)
 {
     (void)state;
@@ -503,6 +538,7 @@ int main(void)
         cmocka_unit_test(test_many_loaders),
         cmocka_unit_test(test_distributed_ranks_cover),
         cmocka_unit_test(test_failed_start_can_be_retried),
+        cmocka_unit_test(test_forked_child_gets_error),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -237,73 +237,6 @@ static uint8_t ctl_none_own_side(void)
     abort();
 }
 
-typedef struct fz_jerr {
-    struct jpeg_error_mgr pub;
-    jmp_buf jb;
-} fz_jerr;
-
-static void fz_error_exit(j_common_ptr c)
-{
-    longjmp(((fz_jerr *)c->err)->jb, 1);
-}
-
-/* A CMYK (Adobe, inverted) or YCCK JPEG: testutil only encodes RGB. */
-static int encode_cmyk(int w, int h, int ycck, uint8_t **out, size_t *out_len)
-{
-    uint8_t *rgb = tu_make_rgb(w, h, 77);
-    uint8_t *cmyk = malloc((size_t)w * h * 4);
-    if (!rgb || !cmyk) {
-        free(rgb);
-        free(cmyk);
-        return -1;
-    }
-    for (size_t i = 0; i < (size_t)w * h; i++) {
-        /* inverted ink (Adobe): C' * K' / 255 ~ R */
-        int r = rgb[3 * i], g = rgb[3 * i + 1], b = rgb[3 * i + 2];
-        int k = r > g ? (r > b ? r : b) : (g > b ? g : b);
-        if (k == 0)
-            k = 1;
-        cmyk[4 * i] = (uint8_t)(r * 255 / k);
-        cmyk[4 * i + 1] = (uint8_t)(g * 255 / k);
-        cmyk[4 * i + 2] = (uint8_t)(b * 255 / k);
-        cmyk[4 * i + 3] = (uint8_t)k;
-    }
-    free(rgb);
-    struct jpeg_compress_struct c;
-    fz_jerr e;
-    unsigned char *volatile buf = NULL;
-    unsigned long size = 0;
-    memset(&c, 0, sizeof c);
-    c.err = jpeg_std_error(&e.pub);
-    e.pub.error_exit = fz_error_exit;
-    if (setjmp(e.jb)) {
-        jpeg_destroy_compress(&c);
-        free(buf);
-        free(cmyk);
-        return -1;
-    }
-    jpeg_create_compress(&c);
-    jpeg_mem_dest(&c, (unsigned char **)&buf, &size);
-    c.image_width = (JDIMENSION)w;
-    c.image_height = (JDIMENSION)h;
-    c.input_components = 4;
-    c.in_color_space = JCS_CMYK;
-    jpeg_set_defaults(&c);
-    jpeg_set_colorspace(&c, ycck ? JCS_YCCK : JCS_CMYK);
-    jpeg_set_quality(&c, 85, TRUE);
-    jpeg_start_compress(&c, TRUE);
-    while (c.next_scanline < c.image_height) {
-        JSAMPROW row = cmyk + (size_t)c.next_scanline * w * 4;
-        jpeg_write_scanlines(&c, &row, 1);
-    }
-    jpeg_finish_compress(&c);
-    jpeg_destroy_compress(&c);
-    free(cmyk);
-    *out = buf;
-    *out_len = size;
-    return 0;
-}
-
 /* Offset of the first SOFn marker's payload (after the length), or 0. */
 static size_t sof_offset(const uint8_t *p, size_t n)
 {
@@ -434,7 +367,7 @@ static void make_corpus(corpus *c)
     for (int ycck = 0; ycck <= 1; ycck++) {
         uint8_t *jpg;
         size_t len;
-        if (encode_cmyk(40, 40, ycck, &jpg, &len) != 0) {
+        if (tu_encode_cmyk(40, 40, ycck, 77, 85, &jpg, &len) != 0) {
             fprintf(stderr, "fuzz_decode_seeds: cannot encode CMYK\n");
             exit(1);
         }

@@ -81,63 +81,6 @@ static void tf_emit(j_common_ptr c, int level)
         longjmp(((tf_jerr *)c->err)->jb, 1);
 }
 
-/* CMYK (Adobe marker, inverted ink as Photoshop writes it) or YCCK JPEG:
- * testutil encodes RGB only. */
-static int encode_cmyk(int w, int h, int ycck, uint32_t seed, uint8_t **out, size_t *out_len)
-{
-    uint8_t *rgb = tu_make_rgb(w, h, seed);
-    uint8_t *cmyk = malloc((size_t)w * h * 4);
-    if (!rgb || !cmyk) {
-        free(rgb);
-        free(cmyk);
-        return -1;
-    }
-    for (size_t i = 0; i < (size_t)w * h; i++) {
-        int r = rgb[3 * i], g = rgb[3 * i + 1], b = rgb[3 * i + 2];
-        int k = r > g ? (r > b ? r : b) : (g > b ? g : b);
-        if (k == 0)
-            k = 1;
-        cmyk[4 * i] = (uint8_t)(r * 255 / k);
-        cmyk[4 * i + 1] = (uint8_t)(g * 255 / k);
-        cmyk[4 * i + 2] = (uint8_t)(b * 255 / k);
-        cmyk[4 * i + 3] = (uint8_t)k;
-    }
-    free(rgb);
-    struct jpeg_compress_struct c;
-    tf_jerr e;
-    unsigned char *volatile buf = NULL;
-    unsigned long size = 0;
-    memset(&c, 0, sizeof c);
-    c.err = jpeg_std_error(&e.pub);
-    e.pub.error_exit = tf_error_exit;
-    if (setjmp(e.jb)) {
-        jpeg_destroy_compress(&c);
-        free(buf);
-        free(cmyk);
-        return -1;
-    }
-    jpeg_create_compress(&c);
-    jpeg_mem_dest(&c, (unsigned char **)&buf, &size);
-    c.image_width = (JDIMENSION)w;
-    c.image_height = (JDIMENSION)h;
-    c.input_components = 4;
-    c.in_color_space = JCS_CMYK;
-    jpeg_set_defaults(&c);
-    jpeg_set_colorspace(&c, ycck ? JCS_YCCK : JCS_CMYK);
-    jpeg_set_quality(&c, 90, TRUE);
-    jpeg_start_compress(&c, TRUE);
-    while (c.next_scanline < c.image_height) {
-        JSAMPROW row = cmyk + (size_t)c.next_scanline * w * 4;
-        jpeg_write_scanlines(&c, &row, 1);
-    }
-    jpeg_finish_compress(&c);
-    jpeg_destroy_compress(&c);
-    free(cmyk);
-    *out = buf;
-    *out_len = size;
-    return 0;
-}
-
 /* Reference RGB of a CMYK/YCCK JPEG: libjpeg's CMYK output, then the
  * documented conversion (RGB = inverted ink x inverted black / 255 for Adobe
  * files, which store inverted ink). */
@@ -336,9 +279,9 @@ static int setup(void **state)
     add_item("c/c01_arith.jpg", 0, NULL, j, len);
     j = jpeg_of(TU_444, 1, 0, 1, 10, &len);
     add_item("c/c03_arithprog.jpg", 0, NULL, j, len);
-    assert_int_equal(encode_cmyk(SIDE, SIDE, 0, 11, &j, &len), 0);
+    assert_int_equal(tu_encode_cmyk(SIDE, SIDE, 0, 11, 90, &j, &len), 0);
     add_item("c/c05_cmyk.jpg", 0, NULL, j, len);
-    assert_int_equal(encode_cmyk(SIDE, SIDE, 1, 12, &j, &len), 0);
+    assert_int_equal(tu_encode_cmyk(SIDE, SIDE, 1, 12, 90, &j, &len), 0);
     add_item("c/c07_ycck.jpg", 0, NULL, j, len);
     /* Inside a directory named like an image: a sample, as ImageFolder walks
      * class folders recursively (the directory itself is not one). */

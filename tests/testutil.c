@@ -474,6 +474,65 @@ int tu_encode_jpeg(const uint8_t *rgb, const tu_jpeg_opts *o, uint8_t **out, siz
     return 0;
 }
 
+/* A CMYK (Adobe-style inverted ink) or YCCK JPEG of the photo-like picture
+ * for seed: tu_encode_jpeg encodes RGB and gray only. */
+int tu_encode_cmyk(int w, int h, int ycck, uint32_t seed, int quality, uint8_t **out,
+                   size_t *out_len)
+{
+    uint8_t *rgb = tu_make_rgb(w, h, seed);
+    uint8_t *cmyk = malloc((size_t)w * h * 4);
+    if (!rgb || !cmyk) {
+        free(rgb);
+        free(cmyk);
+        return -1;
+    }
+    for (size_t i = 0; i < (size_t)w * h; i++) {
+        /* inverted ink (Adobe): C' * K' / 255 ~ R */
+        int r = rgb[3 * i], g = rgb[3 * i + 1], b = rgb[3 * i + 2];
+        int k = r > g ? (r > b ? r : b) : (g > b ? g : b);
+        if (k == 0)
+            k = 1;
+        cmyk[4 * i] = (uint8_t)(r * 255 / k);
+        cmyk[4 * i + 1] = (uint8_t)(g * 255 / k);
+        cmyk[4 * i + 2] = (uint8_t)(b * 255 / k);
+        cmyk[4 * i + 3] = (uint8_t)k;
+    }
+    free(rgb);
+    struct jpeg_compress_struct c;
+    tu_jerr e;
+    unsigned char *volatile buf = NULL;
+    unsigned long size = 0;
+    memset(&c, 0, sizeof c);
+    c.err = &e.pub;
+    jerr_init(&e);
+    if (setjmp(e.jb)) {
+        jpeg_destroy_compress(&c);
+        free(buf);
+        free(cmyk);
+        return -1;
+    }
+    jpeg_create_compress(&c);
+    jpeg_mem_dest(&c, (unsigned char **)&buf, &size);
+    c.image_width = (JDIMENSION)w;
+    c.image_height = (JDIMENSION)h;
+    c.input_components = 4;
+    c.in_color_space = JCS_CMYK;
+    jpeg_set_defaults(&c);
+    jpeg_set_colorspace(&c, ycck ? JCS_YCCK : JCS_CMYK);
+    jpeg_set_quality(&c, quality, TRUE);
+    jpeg_start_compress(&c, TRUE);
+    while (c.next_scanline < c.image_height) {
+        JSAMPROW row = cmyk + (size_t)c.next_scanline * w * 4;
+        jpeg_write_scanlines(&c, &row, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    free(cmyk);
+    *out = buf;
+    *out_len = size;
+    return 0;
+}
+
 int tu_make_jpeg(const tu_jpeg_opts *o, uint8_t **out, size_t *out_len)
 {
     if (!o || !opts_ok(o))

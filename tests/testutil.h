@@ -27,6 +27,11 @@ uint8_t *tu_make_rgb(int width, int height, uint32_t seed);
 /* Encodes rgb (w*h*3) as a JPEG; *out is malloc'd, *out_len its size. 0 on success. */
 int tu_encode_jpeg(const uint8_t *rgb, const tu_jpeg_opts *o, uint8_t **out, size_t *out_len);
 
+/* CMYK (Adobe inverted ink) or, with ycck, YCCK JPEG of tu_make_rgb(w, h,
+ * seed) at the given quality; *out malloc'd. 0 on success. */
+int tu_encode_cmyk(int w, int h, int ycck, uint32_t seed, int quality, uint8_t **out,
+                   size_t *out_len);
+
 /* Photo-like JPEG with the given options. 0 on success. */
 int tu_make_jpeg(const tu_jpeg_opts *o, uint8_t **out, size_t *out_len);
 

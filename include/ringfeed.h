@@ -110,7 +110,19 @@ enum rf_param {
     RF_P_HEADER_SIZE = 24,     /* bytes skipped at the start of each record file; default 0. Fixed. */
     RF_P_DTYPE = 25,           /* enum rf_dtype of the records' elements; record_size must be a
                                   multiple of its size; default RF_DTYPE_UINT8. Fixed. */
+    RF_P_VERIFY = 26,          /* enum rf_verify; default RF_VERIFY_ONCE. Fixed. */
 };
+
+/* How much of a JPEG is decoded beyond the rows its crop needs (RF_P_VERIFY).
+ * Rows below a crop are not needed for its pixels, but damage there (a
+ * truncated file, a flipped bit) is found only by entropy-decoding them to
+ * the end marker. ONCE decodes a file to its end the first time this loader
+ * decodes it, and only down to the crop's last row once it passed; a file
+ * that failed is decoded to its end every time, so it fails every time.
+ * ALWAYS decodes every file to its end every time; NONE never does (damage
+ * below a crop goes unnoticed until a crop reaches it). A file replaced on
+ * disk while the loader lives is not checked again under ONCE. */
+enum rf_verify { RF_VERIFY_NONE = 0, RF_VERIFY_ONCE = 1, RF_VERIFY_ALWAYS = 2 };
 
 /* Element type of record data (RF_P_DTYPE): how bindings view the bytes. */
 enum rf_dtype { RF_DTYPE_UINT8 = 0, RF_DTYPE_UINT16 = 1, RF_DTYPE_INT32 = 2, RF_DTYPE_INT64 = 3 };

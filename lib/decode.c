@@ -28,10 +28,12 @@
 #include "rng.h"
 #include "transform.h"
 
-/* Extra decoded margin around the region the resampler reads: libjpeg's
+/* Extra decoded columns beside the region the resampler reads: libjpeg's
  * fancy upsampling treats the edges of a cropped region as picture edges, so
- * the edge columns/rows of the region are kept out of the filter's reach. */
-#define RF_REGION_MARGIN 16
+ * the outermost column on each side differs from a full decode; two columns
+ * keep it out of the filter's reach. Rows need none: jpeg_skip_scanlines keeps the upsampler's context
+ * rows, so the first row after a skip is the full decode's row. */
+#define RF_REGION_MARGIN_X 2
 
 typedef struct rf_jerr {
     struct jpeg_error_mgr pub;
@@ -242,10 +244,8 @@ int rf__decode_sample(rf_decoder *d, const uint8_t *data, size_t len, const rf_d
     int full_w = (int)c->output_width, full_h = (int)c->output_height;
     int bx0, by0, bx1, by1;
     rf__geom_bounds(&g, full_w, full_h, &bx0, &by0, &bx1, &by1);
-    bx0 = bx0 > RF_REGION_MARGIN ? bx0 - RF_REGION_MARGIN : 0;
-    by0 = by0 > RF_REGION_MARGIN ? by0 - RF_REGION_MARGIN : 0;
-    bx1 = bx1 + RF_REGION_MARGIN < full_w ? bx1 + RF_REGION_MARGIN : full_w;
-    by1 = by1 + RF_REGION_MARGIN < full_h ? by1 + RF_REGION_MARGIN : full_h;
+    bx0 = bx0 > RF_REGION_MARGIN_X ? bx0 - RF_REGION_MARGIN_X : 0;
+    bx1 = bx1 + RF_REGION_MARGIN_X < full_w ? bx1 + RF_REGION_MARGIN_X : full_w;
     int64_t t1 = rf__now_ns();
     t->header_ns = t1 - t0;
 
@@ -260,7 +260,7 @@ int rf__decode_sample(rf_decoder *d, const uint8_t *data, size_t len, const rf_d
     int comps = cmyk ? 4 : 3;
     size_t stride = (size_t)cw * (size_t)comps;
     int rows = by1 - by0;
-    if (grow_rows(d, stride * (size_t)rows) != 0) {
+    if (grow_rows(d, stride * ((size_t)rows + 1)) != 0) { /* + a spare row */
         jpeg_abort_decompress(c);
         snprintf(err, errcap, "out of memory for a %ux%d region", cw, rows);
         return RF_E_NOMEM;
@@ -291,18 +291,36 @@ int rf__decode_sample(rf_decoder *d, const uint8_t *data, size_t len, const rf_d
         for (int y = 1; y < rows; y++)
             memmove(d->rows + (size_t)y * stride, d->rows + (size_t)y * cw * 4, stride);
     }
-    /* Rows below the region are not needed, but their entropy-coded data is
-     * still checked: a corrupt tail otherwise passes unnoticed, and libjpeg
-     * reports some damage (a desynchronised Huffman stream) only when it
-     * reaches the end marker. Skipping costs the entropy decoding alone. */
-    JDIMENSION step = (JDIMENSION)(c->max_v_samp_factor * c->min_DCT_scaled_size);
-    while (c->output_scanline < c->output_height) {
-        JDIMENSION left = c->output_height - c->output_scanline;
-        jpeg_skip_scanlines(c, left < step ? left : step);
-        if (premature_marker(c))
-            return premature_error(c, err, errcap);
+    /* Rows below the region are not needed. Unless told otherwise their
+     * entropy-coded data is still checked: a corrupt tail otherwise passes
+     * unnoticed, and libjpeg reports some damage (a desynchronised Huffman
+     * stream) only when it reaches the end marker. A skip that reaches the
+     * last row decodes nothing, so skip all but one row (whole iMCU rows cost
+     * the entropy decoding alone) and read that row. A Huffman decoder that
+     * runs into a marker early warns, which fails the sample; the arithmetic
+     * decoder fills zeros silently, so its tail is skipped an iMCU row at a
+     * time with the marker checked after each. */
+    if (c->output_scanline < c->output_height && !o->check_tail) {
+        jpeg_abort_decompress(c);
+    } else {
+        if (c->output_scanline < c->output_height && c->arith_code) {
+            JDIMENSION step = (JDIMENSION)(c->max_v_samp_factor * c->min_DCT_scaled_size);
+            while (c->output_scanline < c->output_height) {
+                JDIMENSION left = c->output_height - c->output_scanline;
+                jpeg_skip_scanlines(c, left < step ? left : step);
+                if (premature_marker(c))
+                    return premature_error(c, err, errcap);
+            }
+        } else if (c->output_scanline < c->output_height) {
+            JDIMENSION left = c->output_height - c->output_scanline;
+            if (left > 1)
+                jpeg_skip_scanlines(c, left - 1);
+            JSAMPROW last = d->rows + (size_t)rows * cw * (size_t)comps; /* the spare row */
+            jpeg_read_scanlines(c, &last, 1);
+        }
+        jpeg_finish_decompress(c);
+        t->whole = 1;
     }
-    jpeg_finish_decompress(c);
     int64_t t2 = rf__now_ns();
     t->decode_ns = t2 - t1;
 

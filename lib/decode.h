@@ -22,12 +22,15 @@ typedef struct rf_decode_opts {
     uint64_t seed;      /* per-sample randomness: (seed, epoch, sample) */
     int64_t epoch;
     int64_t sample;
+    int check_tail;     /* 1: entropy-decode the rows below the crop too (finds damage
+                           there); 0: stop after the crop's last row */
 } rf_decode_opts;
 
 typedef struct rf_decode_times {
     int64_t header_ns, decode_ns, resize_ns;
     int denom;          /* DCT scaling used (1, 2, 4, 8) */
     int width, height;  /* of the JPEG */
+    int whole;          /* 1: the stream was decoded to its end marker */
 } rf_decode_times;
 
 rf_decoder *rf__decoder_create(void);

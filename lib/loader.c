@@ -49,7 +49,7 @@
 #include "stats.h"
 #include "tuner.h"
 
-#define RF_NPARAMS 26
+#define RF_NPARAMS 27
 
 typedef struct param_def {
     int64_t lo, hi, def;
@@ -81,6 +81,7 @@ static const param_def params_table[RF_NPARAMS] = {
     [RF_P_RECORD_SIZE] = {0, 1 << 30, 0},
     [RF_P_HEADER_SIZE] = {0, INT64_C(1) << 50, 0},
     [RF_P_DTYPE] = {0, 3, RF_DTYPE_UINT8},
+    [RF_P_VERIFY] = {0, 2, RF_VERIFY_ONCE},
 };
 
 typedef struct rf_job {
@@ -117,6 +118,10 @@ struct rf_loader {
     char errmsg[1024];
 
     rf_source src;
+    /* RF_VERIFY_ONCE: one bit per sample, set once the sample's file was
+     * decoded to its end marker without fault; nverified counts them. */
+    _Atomic uint64_t *verified;
+    _Atomic int64_t nverified;
     rf_sampler sampler;
     rf_ring ring;
     rf_copier *copier;   /* NULL: no CUDA device (cuda_note says why) */
@@ -513,6 +518,20 @@ static int read_sample_sync(const rf_source *src, int64_t sample, rf_read *rd)
     return rf__read_sync(rd);
 }
 
+static int is_verified(const rf_loader *l, int64_t sample)
+{
+    uint64_t word = atomic_load_explicit(&l->verified[sample >> 6], memory_order_relaxed);
+    return (int)(word >> (sample & 63) & 1);
+}
+
+/* A sample decoded to its end marker without fault: trusted from now on. */
+static void mark_verified(rf_loader *l, int64_t sample)
+{
+    uint64_t bit = UINT64_C(1) << (sample & 63);
+    if (!(atomic_fetch_or_explicit(&l->verified[sample >> 6], bit, memory_order_relaxed) & bit))
+        atomic_fetch_add_explicit(&l->nverified, 1, memory_order_relaxed);
+}
+
 static void worker_opts(const rf_loader *l, int64_t epoch, int64_t sample, rf_decode_opts *o)
 {
     o->transform = (int)l->params[RF_P_TRANSFORM];
@@ -524,6 +543,8 @@ static void worker_opts(const rf_loader *l, int64_t epoch, int64_t sample, rf_de
     o->seed = (uint64_t)l->params[RF_P_SEED];
     o->epoch = epoch;
     o->sample = sample;
+    int64_t v = l->params[RF_P_VERIFY];
+    o->check_tail = v == RF_VERIFY_ALWAYS || (v == RF_VERIFY_ONCE && !is_verified(l, sample));
 }
 
 /* Reads (if needed) and decodes one sample into dst; reason set on failure. */
@@ -552,7 +573,10 @@ static int process_sample(rf_worker *w, const rf_read *rd, int64_t epoch, int64_
     }
     rf_decode_opts o;
     worker_opts(l, epoch, sample, &o);
-    return rf__decode_sample(w->dec, rd->buf, rd->len, &o, dst, reason, cap, t);
+    int rc = rf__decode_sample(w->dec, rd->buf, rd->len, &o, dst, reason, cap, t);
+    if (rc == 0 && t->whole && l->params[RF_P_VERIFY] == RF_VERIFY_ONCE)
+        mark_verified(l, sample);
+    return rc;
 }
 
 static int64_t thread_cpu_ns(void)
@@ -670,6 +694,7 @@ static void gather_counters(rf_loader *l, int64_t *cpu_ns, int64_t *busy_ns)
         cpu += atomic_load_explicit(&c->cpu_ns, memory_order_relaxed);
         busy += atomic_load_explicit(&c->busy_ns, memory_order_relaxed);
     }
+    st->verified = atomic_load_explicit(&l->nverified, memory_order_relaxed);
     if (cpu_ns)
         *cpu_ns = cpu;
     if (busy_ns)
@@ -720,6 +745,9 @@ static void teardown(rf_loader *l)
     rf__ring_free(&l->ring);
     rf__sampler_free(&l->sampler);
     rf__source_close(&l->src);
+    free((void *)l->verified);
+    l->verified = NULL;
+    atomic_store(&l->nverified, 0);
     rf__stats_free(&l->stats);
 }
 
@@ -778,6 +806,12 @@ int rf_loader_start(rf_loader *l)
     if (rc < 0) {
         set_err(l, "%s", err);
         return rc;
+    }
+    l->verified = calloc((size_t)(l->src.n + 63) / 64 + 1, sizeof *l->verified);
+    if (!l->verified) {
+        set_err(l, "loader: out of memory for %lld samples", (long long)l->src.n);
+        start_failed(l);
+        return RF_E_NOMEM;
     }
     rc = rf__sampler_init(&l->sampler, l->src.n, p[RF_P_BATCH_SIZE], (int)p[RF_P_SHUFFLE],
                           (int)p[RF_P_DROP_LAST], (uint64_t)p[RF_P_SEED], p[RF_P_RANK],

@@ -117,8 +117,9 @@ void rf__stats_json(const rf_stats *s, int64_t now_ns, rf_json *j)
     rf__json_fmt(j, "\"images_per_sec\": %.3f, \"wall_seconds\": %.6f, \"stall_seconds\": %.6f, ",
                  wall > 0 ? (double)s->images / wall : 0.0, wall, (double)s->stall_ns / 1e9);
     rf__json_fmt(j, "\"stall_fraction\": %.4f, ", wall > 0 ? (double)s->stall_ns / 1e9 / wall : 0.0);
-    rf__json_fmt(j, "\"samples_decoded\": %lld, \"dct_scaled\": %lld, ",
-                 (long long)s->samples_decoded, (long long)s->dct_scaled);
+    rf__json_fmt(j, "\"samples_decoded\": %lld, \"dct_scaled\": %lld, \"verified\": %lld, ",
+                 (long long)s->samples_decoded, (long long)s->dct_scaled,
+                 (long long)s->verified);
     rf__json_fmt(j,
                  "\"stage_seconds\": {\"read\": %.6f, \"header\": %.6f, \"decode\": %.6f, "
                  "\"resize\": %.6f}, ",

@@ -127,6 +127,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     o.seed = (uint64_t)ctl * 0x9e3779b97f4a7c15ULL;
     o.epoch = (ctl >> 3) & 3;
     o.sample = (int64_t)len;
+    o.check_tail = (len & 1) == 0; /* both ends of a crop: checked and not */
     int w, h;
     if (o.transform == RF_TRANSFORM_NONE && (ctl & 0x18) == 0x18 && len >= 4 &&
         sof_dims(jpg, len, &w, &h) == 0 && w == h && w >= 1 && w <= FZ_NONE_MAX_SIDE)

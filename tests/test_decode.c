@@ -30,7 +30,8 @@ static rf_decode_opts opts(int transform, int size)
                         .max_scans = 1000,
                         .seed = 7,
                         .epoch = 0,
-                        .sample = 0};
+                        .sample = 0,
+                        .check_tail = 1};
     return o;
 }
 
@@ -152,6 +153,75 @@ static void test_rrc_region_and_flip(void **state)
                        RF_LAYOUT_NHWC, 0);
 }
 
+/* Region decoding against a full decode over many random geometries: every
+ * subsampling, progressive and restart-marker streams, arithmetic coding,
+ * center and random crops at several sizes, flipped or not. Only the crop's
+ * columns (widened to iMCU columns, plus a small margin) and rows are
+ * decoded, so an edge effect of the upsampler or of the skip would show. */
+static void test_region_exact_random(void **state)
+{
+    (void)state;
+    uint32_t r = 12345;
+    rf_decoder *d = rf__decoder_create();
+    rf_resampler *rs = rf__resampler_create();
+    int checked = 0;
+    for (int i = 0; i < 48; i++) {
+        r = r * 1103515245u + 12345u;
+        tu_jpeg_opts jo = {.width = 120 + (int)(r >> 8) % 600,
+                           .height = 120 + (int)(r >> 4) % 500,
+                           .quality = 75 + i % 23,
+                           .subsamp = i % 4,
+                           .progressive = i % 5 == 1,
+                           .restart_rows = i % 7 == 2 ? 1 + i % 3 : 0,
+                           .arithmetic = i % 11 == 3,
+                           .seed = (uint32_t)i};
+        uint8_t *jpg, *full;
+        size_t len;
+        int w, h;
+        assert_int_equal(tu_make_jpeg(&jo, &jpg, &len), 0);
+        assert_int_equal(tu_decode_jpeg(jpg, len, &full, &w, &h), 0);
+        for (int k = 0; k < 6; k++) {
+            static const int sizes[] = {224, 128, 64, 32};
+            int tr = k == 0 ? RF_TRANSFORM_CENTER : RF_TRANSFORM_RANDOM_RESIZED_CROP;
+            int size = sizes[(i + k) % 4];
+            rf_decode_opts o = opts(tr, size);
+            o.flip = 1;
+            o.epoch = k;
+            o.sample = i;
+            rf_geom g;
+            rf_rng rng = rf__rng_make(o.seed, (uint64_t)o.epoch, (uint64_t)o.sample);
+            if (tr == RF_TRANSFORM_CENTER)
+                rf__geom_center(w, h, size, &g);
+            else
+                rf__geom_rrc(w, h, size, &rng, &g);
+            g.flip = rf__rng_uniform(&rng) < 0.5;
+            if (rf__geom_dct_denom(&g) != 1)
+                continue; /* DCT scaling: close, not equal (test_dct_scaling_close) */
+            size_t n = (size_t)size * size * 3;
+            uint8_t *ref = malloc(n), *out = malloc(n);
+            assert_int_equal(rf__resample(rs, &g, w, h, full, (size_t)w * 3, 0, 0, w, h, ref,
+                                          RF__LAYOUT_NHWC),
+                             0);
+            char err[256] = "";
+            rf_decode_times t;
+            assert_int_equal(rf__decode_sample(d, jpg, len, &o, out, err, sizeof err, &t), 0);
+            if (memcmp(out, ref, n) != 0)
+                fail_msg("%dx%d subsamp %d prog %d restart %d arith %d transform %d size %d: "
+                         "region decode differs from full decode (PSNR %.1f dB)",
+                         w, h, jo.subsamp, jo.progressive, jo.restart_rows, jo.arithmetic, tr,
+                         size, tu_psnr(out, ref, n));
+            checked++;
+            free(ref);
+            free(out);
+        }
+        free(full);
+        free(jpg);
+    }
+    assert_true(checked >= 100);
+    rf__decoder_destroy(d);
+    rf__resampler_destroy(rs);
+}
+
 static void test_dct_scaling_close(void **state)
 {
     (void)state;
@@ -221,6 +291,24 @@ static void test_bad_inputs(void **state)
         if (rc != RF_E_DECODE)
             fail_msg("truncated at %zu/%zu: rc %d (%s)", cut, len, rc, err);
         assert_true(strlen(err) > 0);
+    }
+    /* Cut in its last rows: the center crop (rows 13..187 of 200, at 64 from
+     * 300x200) does not reach the damage. Checking the tail finds it; not
+     * checking delivers the crop, which is the full decode's. */
+    {
+        size_t cut = len - len / 50;
+        rf_decode_opts nocheck = o;
+        nocheck.check_tail = 0;
+        uint8_t px[64 * 64 * 3];
+        rf_decode_times t;
+        rf_decoder *d = rf__decoder_create();
+        assert_int_equal(rf__decode_sample(d, jpg, len, &nocheck, px, err, sizeof err, &t), 0);
+        assert_int_equal(t.whole, 0); /* stopped at the crop's last row */
+        assert_int_equal(rf__decode_sample(d, jpg, len, &o, px, err, sizeof err, &t), 0);
+        assert_int_equal(t.whole, 1);
+        assert_int_equal(rf__decode_sample(d, jpg, cut, &nocheck, px, err, sizeof err, &t), 0);
+        assert_int_equal(decode_err(jpg, cut, &o, err, sizeof err), RF_E_DECODE);
+        rf__decoder_destroy(d);
     }
     /* Garbage in the entropy-coded data past the headers. */
     uint8_t *bad = malloc(len);
@@ -353,6 +441,7 @@ int main(void)
         cmocka_unit_test(test_none_equals_full_decode),
         cmocka_unit_test(test_center_region_exact),
         cmocka_unit_test(test_rrc_region_and_flip),
+        cmocka_unit_test(test_region_exact_random),
         cmocka_unit_test(test_dct_scaling_close),
         cmocka_unit_test(test_arithmetic_and_restart),
         cmocka_unit_test(test_bad_inputs),

@@ -1054,6 +1054,80 @@ static void test_bitflip_found_only_at_the_end(void **state)
     free(base);
 }
 
+/* RF_P_VERIFY: a portrait picture cut in its last rows, which a center crop
+ * never reaches, beside intact ones. ONCE and ALWAYS report it in every epoch
+ * and deliver the same bytes; ONCE decodes the intact files to their end only
+ * once ("verified" counts them), then down to the crop's last row; NONE
+ * delivers the cut picture's crop. */
+static uint64_t verify_epochs(const char *dir, int mode, int64_t *errors, int64_t *verified)
+{
+    rf_loader *l = make(dir, RF_TRANSFORM_CENTER, 64, 3, 2);
+    assert_int_equal(rf_loader_set_param(l, RF_P_ON_ERROR, RF_ON_ERROR_SKIP), 0);
+    if (mode >= 0)
+        assert_int_equal(rf_loader_set_param(l, RF_P_VERIFY, mode), 0);
+    start(l);
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int e = 0; e < 3; e++) {
+        assert_int_equal(rf_loader_set_epoch(l, e), 0);
+        rf_batch *b;
+        int rc;
+        while ((rc = rf_loader_next(l, &b)) == RF_OK) {
+            const uint8_t *p = rf_batch_data(b);
+            for (size_t i = 0; i < rf_batch_nbytes(b); i++)
+                h = (h ^ p[i]) * 0x100000001b3ULL;
+            rf_batch_release(b);
+        }
+        assert_int_equal(rc, RF_END_OF_EPOCH);
+        char *st = stats_of(l);
+        errors[e] = stats_int(st, "errors_count");
+        verified[e] = stats_int(st, "verified");
+        free(st);
+    }
+    rf_loader_destroy(l);
+    return h;
+}
+
+static void test_verify_modes(void **state)
+{
+    (void)state;
+    char dir[2200], p[2300];
+    snprintf(dir, sizeof dir, "%s/verify", tmp);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    snprintf(p, sizeof p, "%s/x", dir);
+    assert_int_equal(mkdir(p, 0755), 0);
+    const int ngood = 5;
+    for (int i = 0; i <= ngood; i++) {
+        /* 96x200: the center crop at 64 reads rows 57..143 or so */
+        tu_jpeg_opts o = {96, 200, 88, TU_420, 0, 0, 0, (uint32_t)(300 + i)};
+        uint8_t *jpg;
+        size_t len;
+        assert_int_equal(tu_make_jpeg(&o, &jpg, &len), 0);
+        if (i == ngood) {
+            len -= len / 10; /* cut in its last rows */
+            uint8_t *px;
+            assert_int_not_equal(tu_decode_jpeg(jpg, len, &px, NULL, NULL), 0);
+        }
+        snprintf(p, sizeof p, "%s/x/%s%d.jpg", dir, i == ngood ? "cut" : "good", i);
+        assert_int_equal(tu_write_file(p, jpg, len), 0);
+        free(jpg);
+    }
+    int64_t err_once[3], ver_once[3], err_always[3], ver_always[3], err_none[3], ver_none[3];
+    uint64_t once = verify_epochs(dir, -1, err_once, ver_once); /* the default */
+    uint64_t always = verify_epochs(dir, RF_VERIFY_ALWAYS, err_always, ver_always);
+    uint64_t none = verify_epochs(dir, RF_VERIFY_NONE, err_none, ver_none);
+    for (int e = 0; e < 3; e++) {
+        assert_int_equal(err_once[e], e + 1);
+        assert_int_equal(ver_once[e], ngood);
+        assert_int_equal(err_always[e], e + 1);
+        assert_int_equal(ver_always[e], 0);
+        assert_int_equal(err_none[e], 0);
+        assert_int_equal(ver_none[e], 0);
+    }
+    assert_true(once == always);
+    assert_true(none != always); /* the cut picture itself instead of a substitute */
+    tu_rmtree(dir);
+}
+
 /* stats "skipped" counts the substitutions of delivered batches, as
  * "errors_count" counts their bad samples: batches decoded and then dropped
  * (set_epoch/seek after prefetching) count in neither (they once inflated
@@ -1166,6 +1240,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_unreadable_file_eacces),
         cmocka_unit_test(test_bitflip_found_only_at_the_end),
         cmocka_unit_test(test_skipped_counts_only_delivered_batches),
+        cmocka_unit_test(test_verify_modes),
         cmocka_unit_test(test_many_workers_keep_io_uring),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -386,7 +386,10 @@ class Loader:
     RF_P_* parameters; rank/world_size default to torchrun's RANK/WORLD_SIZE
     and local_world_size to LOCAL_WORLD_SIZE. flip=None (the default) means
     "flip when transform is random_resized_crop". Extra keyword options:
-    io_backend ("auto", "io_uring", "pread"), max_pixels, max_scans,
+    io_backend ("auto", "io_uring", "pread"), verify ("once", the default:
+    each JPEG is decoded to its end the first time, to find damage below its
+    crop, and only as far as its crop needs after it passed; "always";
+    "none"; see rf_verify in ringfeed.h), max_pixels, max_scans,
     read_depth, read_timeout_ms, max_errors, and output ("auto": torch tensors
     when torch imports, else numpy; or "torch", "numpy").
 
@@ -427,6 +430,7 @@ class Loader:
         output = options.pop("output", "auto")
         copy_mode = options.pop("copy_mode", "ring")
         io_backend = options.pop("io_backend", "auto")
+        verify = options.pop("verify", "once")
         extra = {}
         for k in list(options):
             if k in _EXTRA_INT_OPTIONS:
@@ -441,6 +445,7 @@ class Loader:
         layout_v = _choice("layout", layout, _lib.LAYOUTS, fold=str.upper)
         on_error_v = _choice("on_error", on_error, _lib.ON_ERROR)
         io_v = _choice("io_backend", io_backend, _lib.IO_BACKENDS)
+        verify_v = _choice("verify", verify, _lib.VERIFY)
 
         if rank is None:
             rank = _env_int("RANK", 0)
@@ -475,6 +480,7 @@ class Loader:
             (P.RF_P_WORLD_SIZE, world_size),
             (P.RF_P_LOCAL_WORLD_SIZE, _int("local_world_size", local_world_size)),
             (P.RF_P_IO_BACKEND, io_v),
+            (P.RF_P_VERIFY, verify_v),
             (P.RF_P_PIN_MEMORY, 1 if pin_memory else 0),
             (P.RF_P_DEVICE, self._output.native_device if kind == "cpu" else index),
         ]

@@ -51,6 +51,7 @@ RF_P_MAX_ERRORS = 22
 RF_P_RECORD_SIZE = 23
 RF_P_HEADER_SIZE = 24
 RF_P_DTYPE = 25
+RF_P_VERIFY = 26
 
 PARAM_NAMES = {
     RF_P_BATCH_SIZE: "batch_size",
@@ -78,12 +79,14 @@ PARAM_NAMES = {
     RF_P_RECORD_SIZE: "record_size",
     RF_P_HEADER_SIZE: "header_size",
     RF_P_DTYPE: "dtype",
+    RF_P_VERIFY: "verify",
 }
 
 TRANSFORMS = {"none": 0, "center": 1, "random_resized_crop": 2}
 LAYOUTS = {"NHWC": 0, "NCHW": 1}
 ON_ERROR = {"raise": 0, "skip": 1}
 IO_BACKENDS = {"auto": 0, "io_uring": 1, "pread": 2}
+VERIFY = {"none": 0, "once": 1, "always": 2}  # enum rf_verify
 DTYPES = {"uint8": 0, "uint16": 1, "int32": 2, "int64": 3}  # enum rf_dtype
 
 LIBNAME = "libringfeed.so"

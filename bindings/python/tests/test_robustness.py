@@ -384,3 +384,35 @@ def test_forked_child_exits_normally_with_a_live_loader(bad_folder):
     """, args=[valid], timeout=240)
     assert res["child_ok"], res
     assert res["batches"] == res["len"], res
+
+
+# ---------------------------------------------------------------- verify
+
+def test_verify_option(tmp_path):
+    """A picture cut in rows the center crop never reads: verify="once" (the
+    default) and "always" report it in every epoch, "none" delivers its crop;
+    stats()["verified"] counts the files decoded to their end under "once"."""
+    root = tmp_path / "v"
+    for i in range(4):
+        write_jpeg(str(root / "a" / ("good%d.jpg" % i)), 96, 200, seed=40 + i)
+    write_jpeg(str(root / "a" / "cut.jpg"), 96, 200, seed=50)
+    cut = root / "a" / "cut.jpg"
+    data = cut.read_bytes()
+    cut.write_bytes(data[:len(data) - len(data) // 10])
+
+    def errors_per_epoch(**kw):
+        out = []
+        with _make(str(root), image_size=64, batch_size=2, on_error="skip", **kw) as ld:
+            for epoch in range(2):
+                ld.set_epoch(epoch)
+                for _ in ld:
+                    pass
+                st = ld.stats()
+                out.append((st["errors_count"], st["verified"]))
+        return out
+
+    assert errors_per_epoch() == [(1, 4), (2, 4)]
+    assert errors_per_epoch(verify="always") == [(1, 0), (2, 0)]
+    assert errors_per_epoch(verify="none") == [(0, 0), (0, 0)]
+    with pytest.raises(ValueError, match="verify"):
+        _make(str(root), verify="sometimes")

@@ -4,7 +4,7 @@
  *
  *   rf-profile DATA [--image-size S] [--batch-size B] [--workers N]
  *              [--transform center|random_resized_crop] [--epochs E]
- *              [--repeats R] [--json FILE]
+ *              [--verify once|always|none] [--repeats R] [--json FILE]
  *
  * The ceiling: one thread decodes whole pictures (libjpeg-turbo, RGB, the
  * same settings the loader uses) from memory, with the files already read;
@@ -12,6 +12,11 @@
  * decodes every pixel could reach at best. The loader's images/s is measured
  * on the same pictures beside it, with its per-stage times per image (read,
  * header, decode, resize) and the consumer's wait. Medians over the repeats.
+ *
+ * Each repeat is one loader reading E epochs (default 2), timed one by one:
+ * the first epoch decodes every file to its end (RF_VERIFY_ONCE checks it
+ * for damage below the crop), later ones only the rows their crops need, as
+ * in the rest of a training run. Both rates are reported.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -111,7 +116,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: rf-profile DATA [--image-size S] [--batch-size B] [--workers N]\n"
                     "                  [--transform center|random_resized_crop] [--epochs E]\n"
-                    "                  [--repeats R] [--json FILE]\n");
+                    "                  [--verify once|always|none] [--repeats R] [--json FILE]\n");
     exit(2);
 }
 
@@ -119,8 +124,8 @@ int main(int argc, char **argv)
 {
     if (argc < 2 || argv[1][0] == '-')
         usage();
-    const char *data = argv[1], *json = NULL, *transform = "center";
-    int size = 224, batch = 64, workers = 0, epochs = 1, repeats = 3;
+    const char *data = argv[1], *json = NULL, *transform = "center", *verify = "once";
+    int size = 224, batch = 64, workers = 0, epochs = 2, repeats = 3;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v)
@@ -139,11 +144,17 @@ int main(int argc, char **argv)
             repeats = atoi(v);
         else if (!strcmp(a, "--json"))
             json = v;
+        else if (!strcmp(a, "--verify"))
+            verify = v;
         else
             usage();
         i++;
     }
-    if (repeats < 1 || repeats > 100)
+    int verify_v = !strcmp(verify, "none")     ? RF_VERIFY_NONE
+                   : !strcmp(verify, "always") ? RF_VERIFY_ALWAYS
+                   : !strcmp(verify, "once")   ? RF_VERIFY_ONCE
+                                               : -1;
+    if (repeats < 1 || repeats > 100 || epochs < 1 || verify_v < 0)
         usage();
     int tf = !strcmp(transform, "center") ? RF_TRANSFORM_CENTER : RF_TRANSFORM_RANDOM_RESIZED_CROP;
 
@@ -174,7 +185,9 @@ int main(int argc, char **argv)
     int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
 
     double *ceil_v = calloc((size_t)repeats, sizeof *ceil_v);
-    double *rate_v = calloc((size_t)repeats, sizeof *rate_v);
+    double *rate_v = calloc((size_t)repeats, sizeof *rate_v);  /* all epochs */
+    double *first_v = calloc((size_t)repeats, sizeof *first_v); /* epoch 0 */
+    double *later_v = calloc((size_t)repeats, sizeof *later_v); /* epochs 1.. */
     double stage[5][100] = {{0}}; /* read, header, decode, resize, wait (ms per image) */
     char *stats = malloc(1 << 20);
     int used_workers = 0, decoded = 0;
@@ -187,13 +200,18 @@ int main(int argc, char **argv)
         rf_loader_set_param(l, RF_P_FLIP, tf == RF_TRANSFORM_RANDOM_RESIZED_CROP);
         rf_loader_set_param(l, RF_P_NUM_WORKERS, workers);
         rf_loader_set_param(l, RF_P_SEED, r);
+        rf_loader_set_param(l, RF_P_VERIFY, verify_v);
         if (rf_loader_start(l) < 0) {
             fprintf(stderr, "rf-profile: %s\n", rf_loader_errmsg(l));
             return 1;
         }
-        int64_t images = 0;
-        double t0 = now_s();
+        int64_t images = 0, images0 = 0;
+        double t0 = now_s(), t1 = t0;
         for (int e = 0; e < epochs; e++) {
+            if (e == 1) {
+                t1 = now_s();
+                images0 = images;
+            }
             rf_loader_set_epoch(l, e);
             rf_batch *b;
             int rc;
@@ -206,8 +224,10 @@ int main(int argc, char **argv)
                 }
             }
         }
-        double dt = now_s() - t0;
-        rate_v[r] = (double)images / dt;
+        double t2 = now_s();
+        rate_v[r] = (double)images / (t2 - t0);
+        first_v[r] = epochs > 1 ? (double)images0 / (t1 - t0) : rate_v[r];
+        later_v[r] = epochs > 1 ? (double)(images - images0) / (t2 - t1) : rate_v[r];
         rf_loader_stats_json(l, stats, 1 << 20);
         const char *p = strstr(stats, "\"per_image_ms\"");
         stage[0][r] = p ? json_num(p, "read") : 0;
@@ -217,11 +237,13 @@ int main(int argc, char **argv)
         stage[4][r] = json_num(stats, "stall_seconds") * 1e3 / (double)(images ? images : 1);
         used_workers = (int)json_num(stats, "num_workers");
         rf_loader_destroy(l);
-        fprintf(stderr, "\rrepeat %d/%d: ceiling %.0f img/s/core, loader %.0f img/s   ", r + 1,
-                repeats, ceil_v[r], rate_v[r]);
+        fprintf(stderr, "\rrepeat %d/%d: ceiling %.0f img/s/core, loader %.0f img/s (first "
+                        "epoch %.0f, later %.0f)   ",
+                r + 1, repeats, ceil_v[r], rate_v[r], first_v[r], later_v[r]);
     }
     fprintf(stderr, "\n");
     double one = median(ceil_v, repeats), rate = median(rate_v, repeats);
+    double first = median(first_v, repeats), later = median(later_v, repeats);
     double ceiling = one * cores;
     double ms[5];
     for (int k = 0; k < 5; k++)
@@ -233,7 +255,11 @@ int main(int argc, char **argv)
            ms[0], ms[1], ms[2], ms[3], ms[4]);
     printf("decode ceiling: %.0f img/s on one core x %d cores = %.0f img/s\n", one, cores,
            ceiling);
-    printf("loader: %.0f img/s = %.2f x the ceiling\n", rate, rate / ceiling);
+    printf("loader (verify %s, %d epochs): %.0f img/s = %.2f x the ceiling\n", verify, epochs,
+           rate, rate / ceiling);
+    if (epochs > 1)
+        printf("  first epoch %.0f img/s = %.2f x; later epochs %.0f img/s = %.2f x\n", first,
+               first / ceiling, later, later / ceiling);
     if (json) {
         FILE *f = fopen(json, "a");
         if (f) {
@@ -242,13 +268,16 @@ int main(int argc, char **argv)
             fprintf(f,
                     "{\"bench\": \"profile\", \"data\": \"%s\", \"images\": %d, \"transform\": "
                     "\"%s\", \"image_size\": %d, \"batch_size\": %d, \"workers\": %d, "
-                    "\"cores\": %d, \"kernel\": \"%s\", \"repeats\": %d, "
+                    "\"cores\": %d, \"kernel\": \"%s\", \"repeats\": %d, \"epochs\": %d, "
+                    "\"verify\": \"%s\", "
                     "\"per_image_ms\": {\"read\": %.4f, \"header\": %.4f, \"decode\": %.4f, "
                     "\"resize\": %.4f, \"wait\": %.4f}, \"ceiling_one_core\": %.1f, "
-                    "\"ceiling\": %.1f, \"loader_images_per_sec\": %.1f, \"ratio\": %.3f}\n",
+                    "\"ceiling\": %.1f, \"loader_images_per_sec\": %.1f, \"ratio\": %.3f, "
+                    "\"first_epoch_images_per_sec\": %.1f, \"first_epoch_ratio\": %.3f, "
+                    "\"later_epochs_images_per_sec\": %.1f, \"later_epochs_ratio\": %.3f}\n",
                     data, nread, transform, size, batch, used_workers, cores, u.release,
-                    repeats, ms[0], ms[1], ms[2], ms[3], ms[4], one, ceiling, rate,
-                    rate / ceiling);
+                    repeats, epochs, verify, ms[0], ms[1], ms[2], ms[3], ms[4], one, ceiling,
+                    rate, rate / ceiling, first, first / ceiling, later, later / ceiling);
             fclose(f);
         }
     }
@@ -258,6 +287,8 @@ int main(int argc, char **argv)
     free(lens);
     free(ceil_v);
     free(rate_v);
+    free(first_v);
+    free(later_v);
     free(stats);
     return 0;
 }

@@ -5,8 +5,8 @@ memory gain, and how does ringfeed compare with torch's DataLoader, on my data.
     ringfeed-bench [--data PATH] [--batch-size 64] [--image-size 224]
                    [--transform center|random_resized_crop] [--workers 1,2,4|auto|all]
                    [--device cpu|cuda] [--pinned|--pageable|--both] [--step-ms MS]
-                   [--epochs 3] [--batches 100] [--compare-torch]
-                   [--json FILE] [--plot FILE.png] [--quick]
+                   [--epochs 3] [--batches 100] [--verify once|always|none]
+                   [--compare-torch] [--json FILE] [--plot FILE.png] [--quick]
 
 Without --data, an ImageNet-like sample folder (2000 photo-like JPEGs of about
 500x375, 10 classes) is generated with rf-gen-folder into BUILD/bench/sample,
@@ -17,7 +17,9 @@ record files (with --record-size).
 What is measured. --epochs rounds; in each round every worker count runs
 once on each system, ringfeed and DataLoader in alternating order (so that
 machine noise hits both). Each run builds a fresh loader and reads one epoch,
-or its first --batches batches. Figures are medians over the rounds (peak
+or its first --batches batches: a fresh loader decodes each file to its end
+(--verify once), as the first epoch of a training run does; --verify none
+measures what its later epochs decode. Figures are medians over the rounds (peak
 memory: the largest). Before the first run the dataset is read once into the
 page cache when it takes less than a quarter of the available memory.
   images/s      from constructing the loader to the last batch in hand
@@ -117,6 +119,10 @@ def parse_args(argv):
                    "1 with --quick)")
     p.add_argument("--batches", type=int, help="at most this many batches per run "
                    "(default 100; 8 with --quick); 0 = whole epochs")
+    p.add_argument("--verify", default="once", choices=["once", "always", "none"],
+                   help="ringfeed's check of the rows below each crop (default once: each "
+                   "file to its end on its first decode, which a fresh loader's one epoch "
+                   "always is; none: what the later epochs of a training run decode)")
     p.add_argument("--compare-torch", action="store_true",
                    help="also run torchvision's DataLoader on the same data")
     p.add_argument("--json", metavar="FILE", help="write JSON lines here (replaced)")
@@ -651,7 +657,8 @@ class RingfeedRunner:
                       transform="none")
         else:
             kw.update(image_size=a.image_size, transform=a.transform,
-                      flip=a.transform == "random_resized_crop", layout=a.layout)
+                      flip=a.transform == "random_resized_crop", layout=a.layout,
+                      verify=a.verify)
         self.kw = kw
         self.loader = None
         self.it = None
@@ -1080,7 +1087,8 @@ def print_report(b, ctx, rows, per_system, rec_lines):
     P("ringfeed-bench: %s" % ctx["data_desc"])
     P("  %s, %s%s, %s, device %s%s" % (
         "records of %d bytes" % a.record_size if a.record_size else
-        "%s %dpx" % (a.transform, a.image_size),
+        "%s %dpx%s" % (a.transform, a.image_size,
+                       "" if a.verify == "once" else ", verify " + a.verify),
         "batch %d" % a.batch_size, "" if a.record_size else ", " + a.layout,
         "%d batches per epoch" % ctx["batches_per_epoch"], ctx["device"],
         ", %s host memory" % ctx["sizing_memory"] if ctx["device"] == "cuda" else ""))
@@ -1436,6 +1444,7 @@ def run(a, progress):
               "batch_size": a.batch_size, "image_size": None if a.record_size else a.image_size,
               "transform": None if a.record_size else a.transform,
               "layout": None if a.record_size else a.layout,
+              "verify": None if a.record_size else a.verify,
               "record_size": a.record_size or None, "workers": a.worker_list, "device": device,
               "memory": a.memory, "sizing_memory": sizing_memory, "step_ms": a.step_ms,
               "step": step_kind, "epochs": a.epochs, "batches": a.batches,

@@ -268,9 +268,9 @@ int rf__decode_sample(rf_decoder *d, const uint8_t *data, size_t len, const rf_d
     if (by0 > 0)
         jpeg_skip_scanlines(c, (JDIMENSION)by0);
     for (int y = 0; y < rows;) {
-        JSAMPROW rp[4];
+        JSAMPROW rp[16]; /* libjpeg gives at most one row group (<= 16 rows) a call */
         int n = 0;
-        for (; n < 4 && y + n < rows; n++)
+        for (; n < 16 && y + n < rows; n++)
             rp[n] = d->rows + (size_t)(y + n) * stride;
         JDIMENSION got = jpeg_read_scanlines(c, rp, (JDIMENSION)n);
         if (got == 0) {

@@ -79,6 +79,17 @@ static void test_none_equals_full_decode(void **state)
     rf__decoder_destroy(d);
 }
 
+/* The geometry the decoder draws for o on a w x h picture. */
+static void geom_of(const rf_decode_opts *o, int w, int h, rf_geom *g)
+{
+    rf_rng rng = rf__rng_make(o->seed, (uint64_t)o->epoch, (uint64_t)o->sample);
+    if (o->transform == RF_TRANSFORM_CENTER)
+        rf__geom_center(w, h, o->size, g);
+    else
+        rf__geom_rrc(w, h, o->size, &rng, g);
+    g->flip = o->flip ? rf__rng_uniform(&rng) < 0.5 : 0;
+}
+
 /* Reference: full decode, then resample the whole picture. Region decoding
  * (skip/crop scanlines) must give the same bytes. */
 static void check_against_full(int w, int h, int subsamp, int progressive, int transform,
@@ -95,12 +106,7 @@ static void check_against_full(int w, int h, int subsamp, int progressive, int t
     o.layout = layout;
     o.sample = w + h;
     rf_geom g;
-    rf_rng rng = rf__rng_make(o.seed, (uint64_t)o.epoch, (uint64_t)o.sample);
-    if (transform == RF_TRANSFORM_CENTER)
-        rf__geom_center(w, h, size, &g);
-    else
-        rf__geom_rrc(w, h, size, &rng, &g);
-    g.flip = flip ? rf__rng_uniform(&rng) < 0.5 : 0;
+    geom_of(&o, w, h, &g);
     int denom = rf__geom_dct_denom(&g);
 
     size_t n = (size_t)size * size * 3;
@@ -189,12 +195,7 @@ static void test_region_exact_random(void **state)
             o.epoch = k;
             o.sample = i;
             rf_geom g;
-            rf_rng rng = rf__rng_make(o.seed, (uint64_t)o.epoch, (uint64_t)o.sample);
-            if (tr == RF_TRANSFORM_CENTER)
-                rf__geom_center(w, h, size, &g);
-            else
-                rf__geom_rrc(w, h, size, &rng, &g);
-            g.flip = rf__rng_uniform(&rng) < 0.5;
+            geom_of(&o, w, h, &g);
             if (rf__geom_dct_denom(&g) != 1)
                 continue; /* DCT scaling: close, not equal (test_dct_scaling_close) */
             size_t n = (size_t)size * size * 3;

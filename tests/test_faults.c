@@ -371,6 +371,16 @@ static int teardown(void **state)
 
 /* ---------------------------------------------------------------- helpers */
 
+/* tmp/name/x, an empty folder of one class: its root is written to dir. */
+static void one_class_folder(char *dir, size_t cap, const char *name)
+{
+    char p[4300];
+    snprintf(dir, cap, "%s/%s", tmp, name);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    snprintf(p, sizeof p, "%s/x", dir);
+    assert_int_equal(mkdir(p, 0755), 0);
+}
+
 static rf_loader *make(const char *src, int transform, int size, int batch, int workers)
 {
     rf_loader *l = rf_loader_create(src);
@@ -964,10 +974,7 @@ static void test_fifo_does_not_hang(void **state)
 {
     (void)state;
     char dir[4200], p[4300];
-    snprintf(dir, sizeof dir, "%s/fifo", tmp);
-    assert_int_equal(mkdir(dir, 0755), 0);
-    snprintf(p, sizeof p, "%s/x", dir);
-    assert_int_equal(mkdir(p, 0755), 0);
+    one_class_folder(dir, sizeof dir, "fifo");
     snprintf(p, sizeof p, "%s/x/a.jpg", dir);
     assert_int_equal(tu_write_file(p, items[0].data, items[0].len), 0);
     snprintf(p, sizeof p, "%s/x/z_fifo.jpg", dir);
@@ -987,10 +994,7 @@ static void test_unreadable_file_eacces(void **state)
         skip();
     }
     char dir[4200], p[4300];
-    snprintf(dir, sizeof dir, "%s/noperm", tmp);
-    assert_int_equal(mkdir(dir, 0755), 0);
-    snprintf(p, sizeof p, "%s/x", dir);
-    assert_int_equal(mkdir(p, 0755), 0);
+    one_class_folder(dir, sizeof dir, "noperm");
     snprintf(p, sizeof p, "%s/x/locked.jpg", dir);
     assert_int_equal(tu_write_file(p, items[0].data, items[0].len), 0);
     assert_int_equal(chmod(p, 0), 0);
@@ -1034,10 +1038,7 @@ static void test_bitflip_found_only_at_the_end(void **state)
     }
     assert_true(found);
     char dir[2200], p[2300];
-    snprintf(dir, sizeof dir, "%s/late", tmp);
-    assert_int_equal(mkdir(dir, 0755), 0);
-    snprintf(p, sizeof p, "%s/x", dir);
-    assert_int_equal(mkdir(p, 0755), 0);
+    one_class_folder(dir, sizeof dir, "late");
     snprintf(p, sizeof p, "%s/x/desync.jpg", dir);
     assert_int_equal(tu_write_file(p, f, len), 0);
     rf_loader *l = make(dir, RF_TRANSFORM_NONE, SIDE, 1, 1);
@@ -1091,10 +1092,7 @@ static void test_verify_modes(void **state)
 {
     (void)state;
     char dir[2200], p[2300];
-    snprintf(dir, sizeof dir, "%s/verify", tmp);
-    assert_int_equal(mkdir(dir, 0755), 0);
-    snprintf(p, sizeof p, "%s/x", dir);
-    assert_int_equal(mkdir(p, 0755), 0);
+    one_class_folder(dir, sizeof dir, "verify");
     const int ngood = 5;
     for (int i = 0; i <= ngood; i++) {
         /* 96x200: the center crop at 64 reads rows 57..143 or so */

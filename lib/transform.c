@@ -20,24 +20,25 @@
  * for the whole picture it is a plain resize; for the fractional boxes left by
  * DCT scaling it reads the partly covered edge pixels and nothing beyond.
  *
- * Speed: both passes are multiply-accumulates of whole 16- or 32-byte
- * blocks (mac), each output byte the weighted sum of K bytes K rows apart,
- * with 16-bit arithmetic that is exact (see mac) and plain C that gcc -O2
- * vectorises. The vertical pass is that already: output row = sum of K
- * intermediate rows. The horizontal pass is made so by transposing tiles of
- * 16 source rows (tile_in), so that the taps of a column are whole tile rows,
- * and transposing the results back (tile_out), which also mirrors them for
- * flip and splits the channels for NCHW: the vertical pass then writes the
- * final layout in place. Only the kept window is computed, every column of
+ * Speed: both passes are multiply-accumulates of whole 16-byte blocks
+ * (mac), each output byte the weighted sum of K bytes K rows apart, with
+ * 16-bit arithmetic that is exact (see mac) and plain C that gcc -O2
+ * vectorises; with AVX2, of 32- and 16-byte blocks with pmaddwd (madd32).
+ * The vertical pass is that already: output row = sum of K intermediate
+ * rows. The horizontal pass is made so by transposing tiles of 16 source
+ * rows (tile_in), so that the taps of a column are whole tile rows, and
+ * transposing the results back (tile_out), which also mirrors them for flip
+ * and splits the channels for NCHW: the vertical pass then writes the final
+ * layout in place. Only the kept window is computed, every column of
  * an axis gets the same tap count (zero weights pad the short ones) so that
  * loops have no data-dependent trip counts, and the common counts get
  * unrolled code. Scratch lives in rf_resampler and only grows.
  *
  * Instruction sets: the transposes, which no compiler vectorises, use SSE2
  * intrinsics where the target has SSE2 (all of x86-64); on x86-64 with GCC or
- * Clang the passes and the transposes are also compiled for AVX2, twice as
- * wide, and picked at run time (rf__resampler_simd). Every level, and the
- * portable C without either, gives the same bytes.
+ * Clang the transposes, twice as wide, and the passes' kernel (madd32, AVX2
+ * intrinsics) also exist for AVX2, picked at run time (rf__resampler_simd).
+ * Every level, and the portable C without either, gives the same bytes.
  */
 #include "transform.h"
 
@@ -361,9 +362,9 @@ typedef struct buf {
 struct rf_resampler {
     buf w;                  /* double weights of one output pixel */
     buf xfirst, xcount, xk; /* horizontal taps of the kept columns */
-    buf xkl, xkh;           /* their weights split in 16-bit halves */
+    buf xkl, xkh;           /* their weights split in two (taps_split) */
     buf yfirst, ycount, yk; /* vertical taps of the kept rows */
-    buf ykl, ykh;           /* their weights split in 16-bit halves */
+    buf ykl, ykh;           /* their weights split in two (taps_split) */
     buf tile;               /* one tile of source rows, transposed */
     buf tout;               /* horizontal results of one tile, transposed */
     buf map;                /* tout row of each intermediate byte */
@@ -479,23 +480,25 @@ static int taps_uniform(int n, int ksize, int lo, int hi, int32_t *first, const 
     return K;
 }
 
-/* Splits the weights in 16-bit halves, k = kh * 2^16 + kl, for mac().
- * Bilinear weights are >= 0 and at most 1.0 = 2^22. */
-static void taps_split(size_t n, const int32_t *k, uint16_t *kl, uint16_t *kh)
+/* Splits the weights in two, k = kh * 2^bits + kl with kl < 2^bits, as the
+ * kernels of a level want them: bits = 16 for mac(), 11 for madd32() (both
+ * halves then fit in int16). Bilinear weights are >= 0 and at most 1.0 =
+ * 2^22. */
+static void taps_split(size_t n, const int32_t *k, int bits, uint16_t *kl, uint16_t *kh)
 {
     for (size_t i = 0; i < n; i++) {
         assert(k[i] >= 0 && k[i] <= (1 << PRECISION_BITS));
-        kl[i] = (uint16_t)(k[i] & 0xffff);
-        kh[i] = (uint16_t)(k[i] >> 16);
+        kl[i] = (uint16_t)(k[i] & ((1 << bits) - 1));
+        kh[i] = (uint16_t)(k[i] >> bits);
     }
 }
 
-/* The one kernel of both passes: lanes (16 or 32) output bytes, out[q] =
- * the sum over the K taps of rows[t][q] * k[t] (rows at p + t * stride),
- * plus HALF_UNIT, >> 22, clipped: Pillow's arithmetic, exactly. The lanes
- * are independent, so whether they hold neighbouring pixels' channels (the
- * vertical pass) or one pixel of 16 rows (the transposed horizontal pass)
- * does not matter.
+/* The kernel of both passes (AVX2 has its own, madd32 below): 16 output
+ * bytes, out[q] = the sum over the K taps of rows[t][q] * k[t] (rows at
+ * p + t * stride), plus HALF_UNIT, >> 22, clipped: Pillow's arithmetic,
+ * exactly. The lanes are independent, so whether they hold neighbouring
+ * pixels' channels (the vertical pass) or one pixel of 16 rows (the
+ * transposed horizontal pass) does not matter.
  *
  * SSE2 multiplies 16-bit numbers only (pmullw, pmulhuw; 32-bit lanes would
  * also halve the width), so the 30-bit sum V = HALF_UNIT + sum of p * k is
@@ -514,14 +517,14 @@ static void taps_split(size_t n, const int32_t *k, uint16_t *kl, uint16_t *kh)
  * 2^31 for K up to 8 million. hi is computed modulo 2^16 (its start may
  * wrap for huge K), which is exact since the result is below 2^15.
  *
- * Trip counts known at compile time (lanes and, in the callers, K) and
+ * Trip counts known at compile time (16 lanes and, in the callers, K) and
  * restrict: gcc's -O2 vectoriser takes only such loops. The accumulators
  * stay in registers across the taps (4 for 16 lanes with SSE2). */
 static RF_ALWAYS_INLINE void mac(const uint8_t *p, size_t stride, int K, const uint16_t *kl,
-                                 const uint16_t *kh, uint8_t *restrict out, int lanes)
+                                 const uint16_t *kh, uint8_t *restrict out)
 {
-    uint16_t hi[32], lo[32];
-    for (int q = 0; q < lanes; q++) {
+    uint16_t hi[16], lo[16];
+    for (int q = 0; q < 16; q++) {
         hi[q] = (uint16_t)((HALF_UNIT >> 16) + K);
         lo[q] = 0;
     }
@@ -529,7 +532,7 @@ static RF_ALWAYS_INLINE void mac(const uint8_t *p, size_t stride, int K, const u
     for (int t = 0; t < K; t++) {
         const uint8_t *restrict r = p + (size_t)t * stride;
         const uint16_t l = kl[t], h = kh[t];
-        for (int q = 0; q < lanes; q++) {
+        for (int q = 0; q < 16; q++) {
             uint16_t pl = (uint16_t)(r[q] * l);
             uint16_t ph = (uint16_t)(((uint32_t)r[q] * l) >> 16);
             uint16_t sum = (uint16_t)(lo[q] + pl);
@@ -537,11 +540,115 @@ static RF_ALWAYS_INLINE void mac(const uint8_t *p, size_t stride, int K, const u
             lo[q] = sum;
         }
     }
-    for (int q = 0; q < lanes; q++) {
+    for (int q = 0; q < 16; q++) {
         int16_t v = (int16_t)((int16_t)hi[q] >> (PRECISION_BITS - 16));
         out[q] = (uint8_t)(v > 255 ? 255 : v);
     }
 }
+
+#if RF_AVX2
+enum { MADD_BITS = 11 }; /* where madd32's weights are split */
+
+/* The AVX2 kernel, 32 lanes (madd32) or 16 (madd16), same result as mac().
+ * AVX2 has pmaddwd: two products of signed 16-bit numbers, added into one
+ * 32-bit lane. So the pixels of two taps t, t + 1 are interleaved as 16-bit
+ * pairs (an odd K pairs its last tap with zeros) and each lane gets
+ * p_t k_t + p_t+1 k_t+1 in two pmaddwd, with the weights split at bit 11
+ * (taps_split): k = kh * 2^11 + kl, kl < 2^11 and kh <= 2^11, so that both
+ * fit in int16, and the pairs (kl[t], kl[t + 1]) and (kh[t], kh[t + 1]) are
+ * 32-bit loads from kl and kh (the one past an odd K meets the zeros).
+ * lo sums HALF_UNIT and the p * kl, hi the p * kh, and V = 2^11 hi + lo.
+ *
+ * Range: kl <= k and 2^11 kh <= k, so lo and 2^11 hi are each at most the
+ * bound of V, 2^21 + 255 (2^22 + K/2) (see mac), and no 32-bit sum wraps
+ * for K up to 8 million. A pmaddwd is at most 2 * 255 * 2^11, far from its
+ * one overflow (both products -2^15 * -2^15). V >> 22 is at most 2^9, and
+ * the saturating packs to 16 (signed) and 8 bits (unsigned) clip it to 255
+ * as clip8.
+ *
+ * Lane order: the unpacks work within 128-bit halves, so for 32 lanes the
+ * four 8-lane sums hold lanes [0-3 | 16-19], [4-7 | 20-23], [8-11 | 24-27]
+ * and [12-15 | 28-31], which the two packs, also per half, put back in
+ * order. */
+RF_TARGET_AVX2 static RF_ALWAYS_INLINE __m256i kpair(const uint16_t *k)
+{
+    int32_t v;
+    memcpy(&v, k, sizeof v);
+    return _mm256_set1_epi32(v);
+}
+
+/* V >> 22 of the lanes, V = 2^MADD_BITS hi + lo. */
+RF_TARGET_AVX2 static RF_ALWAYS_INLINE __m256i madd_v(__m256i hi, __m256i lo)
+{
+    return _mm256_srli_epi32(_mm256_add_epi32(_mm256_slli_epi32(hi, MADD_BITS), lo),
+                             PRECISION_BITS);
+}
+
+RF_TARGET_AVX2 static RF_ALWAYS_INLINE void
+madd32(const uint8_t *p, size_t stride, int K, const uint16_t *kl, const uint16_t *kh, uint8_t *out)
+{
+    const __m256i zero = _mm256_setzero_si256();
+    __m256i lo0 = _mm256_set1_epi32(HALF_UNIT), lo1 = lo0, lo2 = lo0, lo3 = lo0;
+    __m256i hi0 = zero, hi1 = zero, hi2 = zero, hi3 = zero;
+    RF_UNROLL_TAPS
+    for (int t = 0; t < K; t += 2) {
+        __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(p + (size_t)t * stride));
+        __m256i b =
+            t + 1 < K
+                ? _mm256_loadu_si256((const __m256i *)(const void *)(p + (size_t)(t + 1) * stride))
+                : zero;
+        __m256i ab0 = _mm256_unpacklo_epi8(a, b), ab1 = _mm256_unpackhi_epi8(a, b);
+        __m256i w0 = _mm256_unpacklo_epi8(ab0, zero), w1 = _mm256_unpackhi_epi8(ab0, zero);
+        __m256i w2 = _mm256_unpacklo_epi8(ab1, zero), w3 = _mm256_unpackhi_epi8(ab1, zero);
+        __m256i l = kpair(kl + t), h = kpair(kh + t);
+        lo0 = _mm256_add_epi32(lo0, _mm256_madd_epi16(w0, l));
+        lo1 = _mm256_add_epi32(lo1, _mm256_madd_epi16(w1, l));
+        lo2 = _mm256_add_epi32(lo2, _mm256_madd_epi16(w2, l));
+        lo3 = _mm256_add_epi32(lo3, _mm256_madd_epi16(w3, l));
+        hi0 = _mm256_add_epi32(hi0, _mm256_madd_epi16(w0, h));
+        hi1 = _mm256_add_epi32(hi1, _mm256_madd_epi16(w1, h));
+        hi2 = _mm256_add_epi32(hi2, _mm256_madd_epi16(w2, h));
+        hi3 = _mm256_add_epi32(hi3, _mm256_madd_epi16(w3, h));
+    }
+    lo0 = madd_v(hi0, lo0);
+    lo1 = madd_v(hi1, lo1);
+    lo2 = madd_v(hi2, lo2);
+    lo3 = madd_v(hi3, lo3);
+    _mm256_storeu_si256((__m256i *)(void *)out, _mm256_packus_epi16(_mm256_packs_epi32(lo0, lo1),
+                                                                    _mm256_packs_epi32(lo2, lo3)));
+}
+
+/* madd32 on 16 lanes: the pairs of lanes 0-7 and 8-15 are zero-extended
+ * whole (vpmovzxbw), so the sums are in order and one permute undoes the
+ * per-half pack. */
+RF_TARGET_AVX2 static RF_ALWAYS_INLINE void
+madd16(const uint8_t *p, size_t stride, int K, const uint16_t *kl, const uint16_t *kh, uint8_t *out)
+{
+    const __m128i zero = _mm_setzero_si128();
+    __m256i lo0 = _mm256_set1_epi32(HALF_UNIT), lo1 = lo0;
+    __m256i hi0 = _mm256_setzero_si256(), hi1 = hi0;
+    RF_UNROLL_TAPS
+    for (int t = 0; t < K; t += 2) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(p + (size_t)t * stride));
+        __m128i b =
+            t + 1 < K
+                ? _mm_loadu_si128((const __m128i *)(const void *)(p + (size_t)(t + 1) * stride))
+                : zero;
+        __m256i w0 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, b));
+        __m256i w1 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(a, b));
+        __m256i l = kpair(kl + t), h = kpair(kh + t);
+        lo0 = _mm256_add_epi32(lo0, _mm256_madd_epi16(w0, l));
+        lo1 = _mm256_add_epi32(lo1, _mm256_madd_epi16(w1, l));
+        hi0 = _mm256_add_epi32(hi0, _mm256_madd_epi16(w0, h));
+        hi1 = _mm256_add_epi32(hi1, _mm256_madd_epi16(w1, h));
+    }
+    lo0 = madd_v(hi0, lo0);
+    lo1 = madd_v(hi1, lo1);
+    __m256i v = _mm256_permute4x64_epi64(_mm256_packs_epi32(lo0, lo1), 0xd8);
+    _mm_storeu_si128((__m128i *)(void *)out,
+                     _mm_packus_epi16(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+}
+#endif
 
 /* ------------------------------------------------------ horizontal pass
  *
@@ -552,11 +659,11 @@ static RF_ALWAYS_INLINE void mac(const uint8_t *p, size_t stride, int K, const u
  * row. Channel c of output column i is then the weighted sum of the tile
  * rows 3 (first[i] + t) + c, t < K: 16 lanes, and the three channels are 48
  * contiguous bytes, the taps 48 bytes apart, which mac() does in blocks of
- * 16 or 32 lanes. The
- * results (tout, same shape: 3 rows of 16 lanes per output column) are
- * transposed back into the intermediate rows; picking which tout row goes
- * to which byte there is how flip and the planar (NCHW) split are done, so
- * that the vertical pass writes the final layout directly.
+ * 16 lanes (AVX2: madd32 and madd16, 32 and 16). The results (tout, same
+ * shape: 3 rows of 16 lanes per output column) are transposed back into
+ * the intermediate rows; picking which tout row goes to which byte there is
+ * how flip and the planar (NCHW) split are done, so that the vertical pass
+ * writes the final layout directly.
  *
  * Both transposes go 16 x 16 bytes at a time, two at a time (transpose_fn):
  * SSE2 or AVX2 unpacks where there are, else byte by byte. */
@@ -785,52 +892,46 @@ static void tile_in(const uint8_t *src, size_t stride, int n, size_t w, uint8_t 
 
 /* Output columns 0..nx-1 of one tile: column i sums the 48-byte tile rows
  * first[i] .. first[i] + K - 1 (pixels of the span) into tout[i * TLANES],
- * in blocks of lanes (16: three blocks; 32: two). */
+ * in three blocks of 16. */
 static RF_ALWAYS_INLINE void tile_cols(const uint8_t *tile, int nx, const int32_t *first, int K,
-                                       const uint16_t *kl, const uint16_t *kh, uint8_t *tout,
-                                       int lanes)
+                                       const uint16_t *kl, const uint16_t *kh, uint8_t *tout)
 {
     for (int i = 0; i < nx; i++) {
         const uint8_t *p = tile + (size_t)first[i] * TLANES;
         const uint16_t *l = kl + (size_t)i * K, *h = kh + (size_t)i * K;
         uint8_t *o = tout + (size_t)i * TLANES;
-        if (lanes == 32) {
-            mac(p, TLANES, K, l, h, o, 32);
-        } else {
-            mac(p, TLANES, K, l, h, o, 16);
-            mac(p + 16, TLANES, K, l, h, o + 16, 16);
-        }
-        mac(p + 32, TLANES, K, l, h, o + 32, 16);
+        mac(p, TLANES, K, l, h, o);
+        mac(p + 16, TLANES, K, l, h, o + 16);
+        mac(p + 32, TLANES, K, l, h, o + 32);
     }
 }
 
 /* tile_cols with K a constant for the common tap counts. Bilinear taps:
  * 2-3 when enlarging, about 2 * scale + 1 when shrinking. */
 static RF_ALWAYS_INLINE void tile_cols_k(const uint8_t *tile, int nx, const int32_t *first, int K,
-                                         const uint16_t *kl, const uint16_t *kh, uint8_t *tout,
-                                         int lanes)
+                                         const uint16_t *kl, const uint16_t *kh, uint8_t *tout)
 {
     switch (K) {
     case 2:
-        tile_cols(tile, nx, first, 2, kl, kh, tout, lanes);
+        tile_cols(tile, nx, first, 2, kl, kh, tout);
         break;
     case 3:
-        tile_cols(tile, nx, first, 3, kl, kh, tout, lanes);
+        tile_cols(tile, nx, first, 3, kl, kh, tout);
         break;
     case 4:
-        tile_cols(tile, nx, first, 4, kl, kh, tout, lanes);
+        tile_cols(tile, nx, first, 4, kl, kh, tout);
         break;
     case 5:
-        tile_cols(tile, nx, first, 5, kl, kh, tout, lanes);
+        tile_cols(tile, nx, first, 5, kl, kh, tout);
         break;
     case 6:
-        tile_cols(tile, nx, first, 6, kl, kh, tout, lanes);
+        tile_cols(tile, nx, first, 6, kl, kh, tout);
         break;
     case 7:
-        tile_cols(tile, nx, first, 7, kl, kh, tout, lanes);
+        tile_cols(tile, nx, first, 7, kl, kh, tout);
         break;
     default:
-        tile_cols(tile, nx, first, K, kl, kh, tout, lanes);
+        tile_cols(tile, nx, first, K, kl, kh, tout);
         break;
     }
 }
@@ -841,14 +942,51 @@ typedef void (*hcols_fn)(const uint8_t *tile, int nx, const int32_t *first, int 
 static void hcols16(const uint8_t *tile, int nx, const int32_t *first, int K, const uint16_t *kl,
                     const uint16_t *kh, uint8_t *tout)
 {
-    tile_cols_k(tile, nx, first, K, kl, kh, tout, 16);
+    tile_cols_k(tile, nx, first, K, kl, kh, tout);
 }
 
 #if RF_AVX2
-RF_TARGET_AVX2 static void hcols32_avx2(const uint8_t *tile, int nx, const int32_t *first, int K,
-                                        const uint16_t *kl, const uint16_t *kh, uint8_t *tout)
+/* tile_cols with madd32 and madd16 (weights split by MADD_BITS). */
+RF_TARGET_AVX2 static RF_ALWAYS_INLINE void tile_cols_madd(const uint8_t *tile, int nx,
+                                                           const int32_t *first, int K,
+                                                           const uint16_t *kl, const uint16_t *kh,
+                                                           uint8_t *tout)
 {
-    tile_cols_k(tile, nx, first, K, kl, kh, tout, 32);
+    for (int i = 0; i < nx; i++) {
+        const uint8_t *p = tile + (size_t)first[i] * TLANES;
+        const uint16_t *l = kl + (size_t)i * K, *h = kh + (size_t)i * K;
+        uint8_t *o = tout + (size_t)i * TLANES;
+        madd32(p, TLANES, K, l, h, o);
+        madd16(p + 32, TLANES, K, l, h, o + 32);
+    }
+}
+
+RF_TARGET_AVX2 static void hcols_avx2(const uint8_t *tile, int nx, const int32_t *first, int K,
+                                      const uint16_t *kl, const uint16_t *kh, uint8_t *tout)
+{
+    switch (K) {
+    case 2:
+        tile_cols_madd(tile, nx, first, 2, kl, kh, tout);
+        break;
+    case 3:
+        tile_cols_madd(tile, nx, first, 3, kl, kh, tout);
+        break;
+    case 4:
+        tile_cols_madd(tile, nx, first, 4, kl, kh, tout);
+        break;
+    case 5:
+        tile_cols_madd(tile, nx, first, 5, kl, kh, tout);
+        break;
+    case 6:
+        tile_cols_madd(tile, nx, first, 6, kl, kh, tout);
+        break;
+    case 7:
+        tile_cols_madd(tile, nx, first, 7, kl, kh, tout);
+        break;
+    default:
+        tile_cols_madd(tile, nx, first, K, kl, kh, tout);
+        break;
+    }
 }
 #endif
 
@@ -908,66 +1046,61 @@ static void tout_map(const ilayout *il, uint32_t *map)
 
 /* -------------------------------------------------------- vertical pass */
 
-/* len output bytes from K rows at base + t * stride: blocks of lanes, the
- * rest as one more block ending at len (it recomputes some bytes to the
- * same values and reads nothing past len); rows shorter than that in
- * blocks of 16, or byte by byte. */
-static RF_ALWAYS_INLINE void vrun(const uint8_t *base, size_t stride, int K, const uint16_t *kl,
-                                  const uint16_t *kh, size_t len, uint8_t *restrict out, int lanes)
+/* Output bytes of rows shorter than a block, one at a time, with the
+ * weights split at bit `bits` (taps_split). */
+static void vrun_bytes(const uint8_t *base, size_t stride, int K, const uint16_t *kl,
+                       const uint16_t *kh, int bits, size_t len, uint8_t *restrict out)
 {
-    size_t L = (size_t)lanes;
-    if (len < L && len >= 16)
-        L = 16;
-    if (len >= L) {
-        size_t j = 0;
-        for (; j + L <= len; j += L) {
-            if (L == 16)
-                mac(base + j, stride, K, kl, kh, out + j, 16);
-            else
-                mac(base + j, stride, K, kl, kh, out + j, lanes);
-        }
-        if (j < len) {
-            if (L == 16)
-                mac(base + len - 16, stride, K, kl, kh, out + len - 16, 16);
-            else
-                mac(base + len - L, stride, K, kl, kh, out + len - L, lanes);
-        }
-        return;
-    }
     for (size_t j = 0; j < len; j++) {
         int32_t acc = HALF_UNIT;
         for (int t = 0; t < K; t++)
-            acc += base[(size_t)t * stride + j] * (int32_t)(((uint32_t)kh[t] << 16) + kl[t]);
+            acc += base[(size_t)t * stride + j] * (int32_t)(((uint32_t)kh[t] << bits) + kl[t]);
         out[j] = clip8(acc);
     }
 }
 
+/* len output bytes from K rows at base + t * stride: blocks of 16, the
+ * rest as one more block ending at len (it recomputes some bytes to the
+ * same values and reads nothing past len); shorter rows byte by byte. */
+static RF_ALWAYS_INLINE void vrun(const uint8_t *base, size_t stride, int K, const uint16_t *kl,
+                                  const uint16_t *kh, size_t len, uint8_t *restrict out)
+{
+    if (len < 16) {
+        vrun_bytes(base, stride, K, kl, kh, 16, len, out);
+        return;
+    }
+    size_t j = 0;
+    for (; j + 16 <= len; j += 16)
+        mac(base + j, stride, K, kl, kh, out + j);
+    if (j < len)
+        mac(base + len - 16, stride, K, kl, kh, out + len - 16);
+}
+
 /* vrun with K a constant for the common tap counts. */
 static RF_ALWAYS_INLINE void vrun_k(const uint8_t *base, size_t stride, int K, const uint16_t *kl,
-                                    const uint16_t *kh, size_t len, uint8_t *restrict out,
-                                    int lanes)
+                                    const uint16_t *kh, size_t len, uint8_t *restrict out)
 {
     switch (K) {
     case 2:
-        vrun(base, stride, 2, kl, kh, len, out, lanes);
+        vrun(base, stride, 2, kl, kh, len, out);
         break;
     case 3:
-        vrun(base, stride, 3, kl, kh, len, out, lanes);
+        vrun(base, stride, 3, kl, kh, len, out);
         break;
     case 4:
-        vrun(base, stride, 4, kl, kh, len, out, lanes);
+        vrun(base, stride, 4, kl, kh, len, out);
         break;
     case 5:
-        vrun(base, stride, 5, kl, kh, len, out, lanes);
+        vrun(base, stride, 5, kl, kh, len, out);
         break;
     case 6:
-        vrun(base, stride, 6, kl, kh, len, out, lanes);
+        vrun(base, stride, 6, kl, kh, len, out);
         break;
     case 7:
-        vrun(base, stride, 7, kl, kh, len, out, lanes);
+        vrun(base, stride, 7, kl, kh, len, out);
         break;
     default:
-        vrun(base, stride, K, kl, kh, len, out, lanes);
+        vrun(base, stride, K, kl, kh, len, out);
         break;
     }
 }
@@ -978,15 +1111,58 @@ typedef void (*vrun_fn)(const uint8_t *base, size_t stride, int K, const uint16_
 static void vrun16(const uint8_t *base, size_t stride, int K, const uint16_t *kl,
                    const uint16_t *kh, size_t len, uint8_t *restrict out)
 {
-    vrun_k(base, stride, K, kl, kh, len, out, 16);
+    vrun_k(base, stride, K, kl, kh, len, out);
 }
 
 #if RF_AVX2
-RF_TARGET_AVX2 static void vrun32_avx2(const uint8_t *base, size_t stride, int K,
-                                       const uint16_t *kl, const uint16_t *kh, size_t len,
-                                       uint8_t *restrict out)
+/* vrun with madd32: blocks of 32, the rest as one more block ending at len;
+ * rows of 16 to 31 bytes in two blocks of 16 (madd16), overlapping. */
+RF_TARGET_AVX2 static RF_ALWAYS_INLINE void vrun_madd(const uint8_t *base, size_t stride, int K,
+                                                      const uint16_t *kl, const uint16_t *kh,
+                                                      size_t len, uint8_t *restrict out)
 {
-    vrun_k(base, stride, K, kl, kh, len, out, 32);
+    if (len < 16) {
+        vrun_bytes(base, stride, K, kl, kh, MADD_BITS, len, out);
+        return;
+    }
+    if (len < 32) {
+        madd16(base, stride, K, kl, kh, out);
+        madd16(base + len - 16, stride, K, kl, kh, out + len - 16);
+        return;
+    }
+    size_t j = 0;
+    for (; j + 32 <= len; j += 32)
+        madd32(base + j, stride, K, kl, kh, out + j);
+    if (j < len)
+        madd32(base + len - 32, stride, K, kl, kh, out + len - 32);
+}
+
+RF_TARGET_AVX2 static void vrun_avx2(const uint8_t *base, size_t stride, int K, const uint16_t *kl,
+                                     const uint16_t *kh, size_t len, uint8_t *restrict out)
+{
+    switch (K) {
+    case 2:
+        vrun_madd(base, stride, 2, kl, kh, len, out);
+        break;
+    case 3:
+        vrun_madd(base, stride, 3, kl, kh, len, out);
+        break;
+    case 4:
+        vrun_madd(base, stride, 4, kl, kh, len, out);
+        break;
+    case 5:
+        vrun_madd(base, stride, 5, kl, kh, len, out);
+        break;
+    case 6:
+        vrun_madd(base, stride, 6, kl, kh, len, out);
+        break;
+    case 7:
+        vrun_madd(base, stride, 7, kl, kh, len, out);
+        break;
+    default:
+        vrun_madd(base, stride, K, kl, kh, len, out);
+        break;
+    }
 }
 #endif
 
@@ -995,11 +1171,12 @@ typedef struct kernels {
     transpose_fn transpose;
     hcols_fn hcols;
     vrun_fn vrun;
+    int split; /* bits of the weights' low half (taps_split) */
 } kernels;
 
 static kernels kernels_for(int level)
 {
-    kernels k = {transpose_c, hcols16, vrun16};
+    kernels k = {transpose_c, hcols16, vrun16, 16};
 #if RF_SSE2
     if (level >= RF__SIMD_SSE2)
         k.transpose = transpose_sse2;
@@ -1007,8 +1184,9 @@ static kernels kernels_for(int level)
 #if RF_AVX2
     if (level >= RF__SIMD_AVX2) {
         k.transpose = transpose_avx2;
-        k.hcols = hcols32_avx2;
-        k.vrun = vrun32_avx2;
+        k.hcols = hcols_avx2;
+        k.vrun = vrun_avx2;
+        k.split = MADD_BITS;
     }
 #endif
     (void)level;
@@ -1074,21 +1252,26 @@ static void store_row(const uint8_t *row, int n, const rf_geom *g, int layout, i
 
 /* Taps of one axis's kept outputs, relative to origin: first tap in *first,
  * a uniform count (returned; 0 when memory cannot be had) over the span [0,
- * span) of the origin, weights split in *kl, *kh. */
-static int taps_build(const axis *ax, int origin, int span, double *w, buf *bfirst, buf *bcount,
-                      buf *bk, buf *bkl, buf *bkh, int32_t **first, uint16_t **kl, uint16_t **kh)
+ * span) of the origin, weights split at bit `split` in *kl, *kh. These have
+ * one more weight, 0, after the last: madd32 loads weights in pairs, and
+ * with an odd K the last pair of the last output ends there. */
+static int taps_build(const axis *ax, int origin, int span, int split, double *w, buf *bfirst,
+                      buf *bcount, buf *bk, buf *bkl, buf *bkh, int32_t **first, uint16_t **kl,
+                      uint16_t **kh)
 {
     size_t n = (size_t)(ax->b - ax->a), nk = n * (size_t)ax->ksize;
     *first = buf_get(bfirst, n, sizeof(int32_t));
     int32_t *count = buf_get(bcount, n, sizeof(int32_t));
     int32_t *k = buf_get(bk, nk, sizeof(int32_t));
-    *kl = buf_get(bkl, nk, sizeof(uint16_t));
-    *kh = buf_get(bkh, nk, sizeof(uint16_t));
+    *kl = buf_get(bkl, nk + 1, sizeof(uint16_t));
+    *kh = buf_get(bkh, nk + 1, sizeof(uint16_t));
     if (!*first || !count || !k || !*kl || !*kh)
         return 0;
     axis_coeffs(ax, origin, w, *first, count, k);
     int K = taps_uniform((int)n, ax->ksize, 0, span, *first, count, k);
-    taps_split(n * (size_t)K, k, *kl, *kh);
+    size_t nw = n * (size_t)K;
+    taps_split(nw, k, split, *kl, *kh);
+    (*kl)[nw] = (*kh)[nw] = 0;
     return K;
 }
 
@@ -1140,8 +1323,8 @@ int rf__resample(rf_resampler *r, const rf_geom *g, int src_w, int src_h, const 
     uint16_t *ykl = NULL, *ykh = NULL;
     int KY = 0;
     if (!ay.skip) {
-        KY = taps_build(&ay, by0, by1 - by0, w, &r->yfirst, &r->ycount, &r->yk, &r->ykl, &r->ykh,
-                        &yfirst, &ykl, &ykh);
+        KY = taps_build(&ay, by0, by1 - by0, kn.split, w, &r->yfirst, &r->ycount, &r->yk, &r->ykl,
+                        &r->ykh, &yfirst, &ykl, &ykh);
         if (!KY)
             return -1;
     }
@@ -1178,8 +1361,8 @@ int rf__resample(rf_resampler *r, const rf_geom *g, int src_w, int src_h, const 
     int span = bx1 - bx0;
     int32_t *xfirst;
     uint16_t *xkl, *xkh;
-    int KX = taps_build(&ax, bx0, span, w, &r->xfirst, &r->xcount, &r->xk, &r->xkl, &r->xkh,
-                        &xfirst, &xkl, &xkh);
+    int KX = taps_build(&ax, bx0, span, kn.split, w, &r->xfirst, &r->xcount, &r->xk, &r->xkl,
+                        &r->xkh, &xfirst, &xkl, &xkh);
     if (!KX)
         return -1;
     ilayout il;

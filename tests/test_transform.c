@@ -991,6 +991,50 @@ static void test_matches_reference(void **state)
     rf__resampler_destroy(r);
 }
 
+/* Strong shrinking: hundreds to thousands of taps (the kernels' loops with
+ * a run-time tap count, odd and even, and their largest sums), on pictures
+ * with runs of 255 and 0, against the reference at every level. */
+static void test_many_taps(void **state)
+{
+    (void)state;
+    static const struct {
+        int w, h, out_w, out_h;
+    } cases[] = {
+        {3001, 5, 1, 5},   {4000, 2, 3, 2},   {5, 2999, 5, 1},  {2, 4000, 2, 3},
+        {1500, 40, 7, 40}, {40, 1499, 40, 9}, {700, 650, 3, 2}, {651, 703, 17, 1},
+    };
+    rf_resampler *r = rf__resampler_create();
+    assert_non_null(r);
+    int best = rf__resampler_simd(r, RF__SIMD_AVX2);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int w = cases[i].w, h = cases[i].h;
+        uint8_t *pic = random_pic(w, h, (uint32_t)i);
+        for (size_t j = 0; j < (size_t)w * h * 3; j++)
+            pic[j] = (j / 97) % 3 == 0 ? 255 : (j / 89) % 5 == 0 ? 0 : pic[j];
+        rf_geom g;
+        memset(&g, 0, sizeof g);
+        g.x1 = w;
+        g.y1 = h;
+        g.out_w = g.crop_w = cases[i].out_w;
+        g.out_h = g.crop_h = cases[i].out_h;
+        g.flip = (int)(i % 2);
+        uint8_t *full = ref_resample(pic, w, h, &g);
+        for (int layout = 0; layout < 2; layout++) {
+            uint8_t *want = ref_window(&g, full, layout);
+            for (int level = RF__SIMD_NONE; level <= best; level++) {
+                assert_int_equal(rf__resampler_simd(r, level), level);
+                uint8_t *got = run(r, &g, pic, w, h, layout);
+                assert_memory_equal(got, want, out_bytes(&g));
+                free(got);
+            }
+            free(want);
+        }
+        free(full);
+        free(pic);
+    }
+    rf__resampler_destroy(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1001,7 +1045,7 @@ int main(void)
         cmocka_unit_test(test_window_and_bounds), cmocka_unit_test(test_bounds_tight),
         cmocka_unit_test(test_flip_and_nchw),     cmocka_unit_test(test_reuse),
         cmocka_unit_test(test_golden_pillow),     cmocka_unit_test(test_reference_is_pillow),
-        cmocka_unit_test(test_matches_reference),
+        cmocka_unit_test(test_matches_reference), cmocka_unit_test(test_many_taps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -320,10 +320,19 @@ static int have_free_job(rf_loader *l)
     return l->free_local || atomic_load(&l->free_stack);
 }
 
+static uint64_t queue_len(rf_loader *l)
+{
+    return atomic_load(&l->qtail) - atomic_load(&l->qhead);
+}
+
 /* Any thread, without the lock: one sample of a slot is accounted for. Only
  * the slot's last sample takes the lock (to make it READY and wake the
  * consumer); otherwise the lock is taken only if the dispatcher sleeps
- * waiting for a free job. */
+ * waiting for free jobs and the decode queue is down to half the jobs. The
+ * dispatcher then finds many free jobs and submits their reads at once:
+ * waking it for each one costs a context switch per sample, each one
+ * preempting a worker on a machine with no spare core. The queue only
+ * shrinks while the dispatcher sleeps, so a later finish sees it short. */
 static void finish_job(rf_loader *l, rf_job *j)
 {
     rf_slot *s = j->slot; /* read before the job can be reused */
@@ -336,16 +345,11 @@ static void finish_job(rf_loader *l, rf_job *j)
             pthread_cond_broadcast(&l->cv_cons);
         pthread_cond_signal(&l->cv_disp);
         pthread_mutex_unlock(&l->mu);
-    } else if (atomic_load(&l->disp_waiting)) {
+    } else if (atomic_load(&l->disp_waiting) && queue_len(l) <= (uint64_t)l->njobs / 2) {
         pthread_mutex_lock(&l->mu);
         pthread_cond_signal(&l->cv_disp);
         pthread_mutex_unlock(&l->mu);
     }
-}
-
-static uint64_t queue_len(rf_loader *l)
-{
-    return atomic_load(&l->qtail) - atomic_load(&l->qhead);
 }
 
 /* Dispatcher only (single producer). */

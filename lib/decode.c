@@ -31,8 +31,13 @@
 /* Extra decoded columns beside the region the resampler reads: libjpeg's
  * fancy upsampling treats the edges of a cropped region as picture edges, so
  * the outermost column on each side differs from a full decode; two columns
- * keep it out of the filter's reach. Rows need none: jpeg_skip_scanlines keeps the upsampler's context
- * rows, so the first row after a skip is the full decode's row. */
+ * keep it out of the filter's reach. Rows need none: jpeg_skip_scanlines
+ * skips whole iMCU rows only up to the one before the target row's (its
+ * count is (lines - 1) / rows per iMCU row when the upsampler needs context
+ * rows) and decodes that one, so the first row kept has its context, and
+ * the first skip starts at row 0. Samplings beyond 2x2 (h2v4, h4v2, ...)
+ * are decoded whole (whole_only): libjpeg-turbo 2.1's cropping is not exact
+ * for them and its skipping can loop forever on some of them. */
 #define RF_REGION_MARGIN_X 2
 
 typedef struct rf_jerr {
@@ -138,14 +143,15 @@ static int describe_not_jpeg(const uint8_t *p, size_t len, char *err, size_t err
  * a restart marker well before its last row is cut short. The Huffman
  * decoder warns about it, the arithmetic decoder silently fills zeros, so
  * look at the marker the decoder stumbled on. Near the end the decoder
- * legitimately reads ahead into EOI, hence the two iMCU rows of slack. */
+ * legitimately reads ahead into EOI (the output lags the entropy decoding by
+ * up to two iMCU rows and a row group), hence three iMCU rows of slack. */
 static int premature_marker(j_decompress_ptr c)
 {
     int m = c->unread_marker;
     if (!m || (m >= 0xD0 && m <= 0xD7) || c->progressive_mode)
         return 0;
     JDIMENSION imcu = (JDIMENSION)(c->max_v_samp_factor * c->min_DCT_scaled_size);
-    return c->output_height - c->output_scanline > 2 * imcu;
+    return c->output_height - c->output_scanline > 3 * imcu;
 }
 
 static int premature_error(j_decompress_ptr c, char *err, size_t errcap)
@@ -184,6 +190,16 @@ static void cmyk_to_rgb(uint8_t *row, size_t width, int inverted)
         row[3 * x + 1] = (uint8_t)((m * k + 127) / 255);
         row[3 * x + 2] = (uint8_t)((y * k + 127) / 255);
     }
+}
+
+/* Reads the next output row into row (a row's worth of scratch). */
+static int read_row(j_decompress_ptr c, JSAMPROW row, char *err, size_t errcap)
+{
+    if (jpeg_read_scanlines(c, &row, 1) == 1)
+        return 0;
+    snprintf(err, errcap, "decoder returned no row at row %u", c->output_scanline);
+    jpeg_abort_decompress(c);
+    return -1;
 }
 
 int rf__decode_sample(rf_decoder *d, const uint8_t *data, size_t len, const rf_decode_opts *o,
@@ -250,8 +266,9 @@ int rf__decode_sample(rf_decoder *d, const uint8_t *data, size_t len, const rf_d
     t->header_ns = t1 - t0;
 
     jpeg_start_decompress(c);
+    int whole_only = c->max_v_samp_factor > 2 || c->max_h_samp_factor * c->max_v_samp_factor > 4;
     JDIMENSION xoff = (JDIMENSION)bx0, cw = (JDIMENSION)(bx1 - bx0);
-    if (bx0 > 0 || bx1 < full_w)
+    if ((bx0 > 0 || bx1 < full_w) && !whole_only)
         jpeg_crop_scanline(c, &xoff, &cw); /* widens to iMCU boundaries */
     else {
         xoff = 0;
@@ -265,10 +282,14 @@ int rf__decode_sample(rf_decoder *d, const uint8_t *data, size_t len, const rf_d
         snprintf(err, errcap, "out of memory for a %ux%d region", cw, rows);
         return RF_E_NOMEM;
     }
-    if (by0 > 0)
+    JSAMPROW spare = d->rows + (size_t)rows * cw * (size_t)comps; /* after the region */
+    if (by0 > 0 && !whole_only)
         jpeg_skip_scanlines(c, (JDIMENSION)by0);
+    while ((int)c->output_scanline < by0) /* whole_only: read and drop */
+        if (read_row(c, spare, err, errcap) != 0)
+            return RF_E_DECODE;
     for (int y = 0; y < rows;) {
-        JSAMPROW rp[16]; /* libjpeg gives at most one row group (<= 16 rows) a call */
+        JSAMPROW rp[16]; /* libjpeg gives at most one row group (<= 4 rows) a call */
         int n = 0;
         for (; n < 16 && y + n < rows; n++)
             rp[n] = d->rows + (size_t)(y + n) * stride;
@@ -295,28 +316,23 @@ int rf__decode_sample(rf_decoder *d, const uint8_t *data, size_t len, const rf_d
      * entropy-coded data is still checked: a corrupt tail otherwise passes
      * unnoticed, and libjpeg reports some damage (a desynchronised Huffman
      * stream) only when it reaches the end marker. A skip that reaches the
-     * last row decodes nothing, so skip all but one row (whole iMCU rows cost
-     * the entropy decoding alone) and read that row. A Huffman decoder that
-     * runs into a marker early warns, which fails the sample; the arithmetic
-     * decoder fills zeros silently, so its tail is skipped an iMCU row at a
-     * time with the marker checked after each. */
+     * last row decodes nothing, so skip all but one row (whole iMCU rows
+     * cost the entropy decoding alone) and read that one; the Huffman
+     * decoder warns when it runs into a marker early, which fails the
+     * sample. The arithmetic decoder fills zeros silently instead, and a
+     * skip of rows without context rows may not decode at all, so its rows
+     * are read one by one with the marker checked after each (arithmetic
+     * coding is rare); so are those of whole_only pictures. */
     if (c->output_scanline < c->output_height && !o->check_tail) {
         jpeg_abort_decompress(c);
     } else {
-        if (c->output_scanline < c->output_height && c->arith_code) {
-            JDIMENSION step = (JDIMENSION)(c->max_v_samp_factor * c->min_DCT_scaled_size);
-            while (c->output_scanline < c->output_height) {
-                JDIMENSION left = c->output_height - c->output_scanline;
-                jpeg_skip_scanlines(c, left < step ? left : step);
-                if (premature_marker(c))
-                    return premature_error(c, err, errcap);
-            }
-        } else if (c->output_scanline < c->output_height) {
-            JDIMENSION left = c->output_height - c->output_scanline;
-            if (left > 1)
-                jpeg_skip_scanlines(c, left - 1);
-            JSAMPROW last = d->rows + (size_t)rows * cw * (size_t)comps; /* the spare row */
-            jpeg_read_scanlines(c, &last, 1);
+        if (c->output_scanline + 1 < c->output_height && !c->arith_code && !whole_only)
+            jpeg_skip_scanlines(c, c->output_height - c->output_scanline - 1);
+        while (c->output_scanline < c->output_height) {
+            if (read_row(c, spare, err, errcap) != 0)
+                return RF_E_DECODE;
+            if (premature_marker(c))
+                return premature_error(c, err, errcap);
         }
         jpeg_finish_decompress(c);
         t->whole = 1;

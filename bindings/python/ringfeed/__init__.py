@@ -35,7 +35,7 @@ from ._lib import (
     RF_OK,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 __all__ = ["Loader", "RingfeedError", "library_path", "library_version", "__version__"]
 
 # Captured once: __del__ may run during interpreter shutdown, when module
@@ -480,10 +480,11 @@ class Loader:
             (P.RF_P_WORLD_SIZE, world_size),
             (P.RF_P_LOCAL_WORLD_SIZE, _int("local_world_size", local_world_size)),
             (P.RF_P_IO_BACKEND, io_v),
-            (P.RF_P_VERIFY, verify_v),
             (P.RF_P_PIN_MEMORY, 1 if pin_memory else 0),
             (P.RF_P_DEVICE, self._output.native_device if kind == "cpu" else index),
         ]
+        if verify_v != _lib.VERIFY["once"]:  # the default: not sent, for libraries before 0.2
+            self._params.append((P.RF_P_VERIFY, verify_v))
         for k, v in extra.items():
             self._params.append((_EXTRA_INT_OPTIONS[k], _int(k, v)))
         if self._records:

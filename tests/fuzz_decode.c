@@ -276,22 +276,33 @@ static void make_corpus(corpus *c)
 {
     struct {
         const char *name;
-        int w, h, sub, prog, rst, arith, none_ok;
+        int w, h, sub, prog, rst, arith, none_ok, hs, vs;
     } kinds[] = {
-        {"base420", 64, 48, TU_420, 0, 0, 0, 0},   {"base422", 33, 17, TU_422, 0, 0, 0, 0},
-        {"base444", 57, 57, TU_444, 0, 0, 0, 1},   {"gray", 45, 45, TU_GRAY, 0, 0, 0, 1},
-        {"prog420", 50, 70, TU_420, 1, 0, 0, 0},   {"prog444", 32, 32, TU_444, 1, 0, 0, 1},
-        {"proggray", 19, 23, TU_GRAY, 1, 0, 0, 0}, {"rst1", 48, 48, TU_420, 0, 1, 0, 1},
-        {"rst2-422", 61, 40, TU_422, 0, 2, 0, 0},  {"arith", 40, 40, TU_420, 0, 0, 1, 1},
-        {"arithprog", 37, 29, TU_444, 1, 0, 1, 0}, {"tiny1x1", 1, 1, TU_420, 0, 0, 0, 1},
-        {"wide", 300, 7, TU_420, 0, 0, 0, 0},      {"tall", 9, 260, TU_444, 0, 0, 0, 0},
-        {"big", 400, 300, TU_420, 0, 0, 0, 0},     {"odd420", 17, 17, TU_420, 0, 1, 0, 1},
+        {"base420", 64, 48, TU_420, 0, 0, 0, 0, 0, 0},
+        {"base422", 33, 17, TU_422, 0, 0, 0, 0, 0, 0},
+        {"base444", 57, 57, TU_444, 0, 0, 0, 1, 0, 0},
+        {"gray", 45, 45, TU_GRAY, 0, 0, 0, 1, 0, 0},
+        {"prog420", 50, 70, TU_420, 1, 0, 0, 0, 0, 0},
+        {"prog444", 32, 32, TU_444, 1, 0, 0, 1, 0, 0},
+        {"proggray", 19, 23, TU_GRAY, 1, 0, 0, 0, 0, 0},
+        {"rst1", 48, 48, TU_420, 0, 1, 0, 1, 0, 0},
+        {"rst2-422", 61, 40, TU_422, 0, 2, 0, 0, 0, 0},
+        {"arith", 40, 40, TU_420, 0, 0, 1, 1, 0, 0},
+        {"arithprog", 37, 29, TU_444, 1, 0, 1, 0, 0, 0},
+        {"tiny1x1", 1, 1, TU_420, 0, 0, 0, 1, 0, 0},
+        {"wide", 300, 7, TU_420, 0, 0, 0, 0, 0, 0},
+        {"tall", 9, 260, TU_444, 0, 0, 0, 0, 0, 0},
+        {"big", 400, 300, TU_420, 0, 0, 0, 0, 0, 0},
+        {"odd420", 17, 17, TU_420, 0, 1, 0, 1, 0, 0},
+        {"h2v4prog", 90, 120, TU_420, 1, 3, 0, 0, 2, 4},
+        {"h4v2", 70, 50, TU_420, 0, 0, 0, 0, 4, 2},
     };
     uint64_t rs = 0x243f6a8885a308d3ULL;
     const int nk = (int)(sizeof kinds / sizeof kinds[0]);
     for (int i = 0; i < nk; i++) {
         tu_jpeg_opts o = {kinds[i].w,    kinds[i].h,   75 + i,         kinds[i].sub,
-                          kinds[i].prog, kinds[i].rst, kinds[i].arith, (uint32_t)(1000 + i)};
+                          kinds[i].prog, kinds[i].rst, kinds[i].arith, (uint32_t)(1000 + i),
+                          kinds[i].hs,   kinds[i].vs};
         uint8_t *jpg;
         size_t len;
         if (tu_make_jpeg(&o, &jpg, &len) != 0) {

@@ -386,42 +386,6 @@ static uint8_t *cmyk_jpeg(int w, int h, size_t *len)
     return buf;
 }
 
-/* A photo-like JPEG with luma sampling factors hs x vs (chroma 1x1), which
- * the test utilities' subsamplings do not cover (h2v4, h4v2, ...). */
-static uint8_t *sampled_jpeg(int w, int h, int hs, int vs, int progressive, int restart_rows,
-                             size_t *len)
-{
-    uint8_t *rgb = tu_make_rgb(w, h, (uint32_t)(w * 7 + h));
-    struct jpeg_compress_struct c;
-    struct jpeg_error_mgr jerr;
-    c.err = jpeg_std_error(&jerr);
-    jpeg_create_compress(&c);
-    unsigned char *buf = NULL;
-    unsigned long blen = 0;
-    jpeg_mem_dest(&c, &buf, &blen);
-    c.image_width = (JDIMENSION)w;
-    c.image_height = (JDIMENSION)h;
-    c.input_components = 3;
-    c.in_color_space = JCS_RGB;
-    jpeg_set_defaults(&c);
-    jpeg_set_quality(&c, 90, TRUE);
-    c.comp_info[0].h_samp_factor = hs;
-    c.comp_info[0].v_samp_factor = vs;
-    c.restart_in_rows = restart_rows;
-    if (progressive)
-        jpeg_simple_progression(&c);
-    jpeg_start_compress(&c, TRUE);
-    while (c.next_scanline < c.image_height) {
-        JSAMPROW rp = rgb + (size_t)c.next_scanline * (size_t)w * 3;
-        jpeg_write_scanlines(&c, &rp, 1);
-    }
-    jpeg_finish_compress(&c);
-    jpeg_destroy_compress(&c);
-    free(rgb);
-    *len = blen;
-    return buf;
-}
-
 /* Samplings beyond 2x2 are decoded whole (libjpeg-turbo 2.1 crops them
  * inexactly, and skipping can loop forever on progressive h2v4 with DCT
  * scaling): the same bytes as a full decode, DCT-scaled ones close to it
@@ -438,7 +402,17 @@ static void test_unusual_sampling_decoded_whole(void **state)
         for (int k = 0; k < 8; k++) {
             int w = 434 - 37 * k, h = 568 - 23 * i, size = k < 4 ? 64 : 224;
             size_t len;
-            uint8_t *jpg = sampled_jpeg(w, h, f[i][0], f[i][1], k % 2, k % 3 ? 3 : 0, &len);
+            tu_jpeg_opts jo = {.width = w,
+                               .height = h,
+                               .quality = 90,
+                               .subsamp = TU_420,
+                               .progressive = k % 2,
+                               .restart_rows = k % 3 ? 3 : 0,
+                               .seed = (uint32_t)(w * 7 + h),
+                               .hs = f[i][0],
+                               .vs = f[i][1]};
+            uint8_t *jpg;
+            assert_int_equal(tu_make_jpeg(&jo, &jpg, &len), 0);
             uint8_t *full;
             assert_int_equal(tu_decode_jpeg(jpg, len, &full, NULL, NULL), 0);
             rf_decode_opts o =

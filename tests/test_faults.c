@@ -154,7 +154,7 @@ static uint8_t *reference(const item *it)
 
 static uint8_t *jpeg_of(int subsamp, int prog, int rst, int arith, uint32_t seed, size_t *len)
 {
-    tu_jpeg_opts o = {SIDE, SIDE, 88, subsamp, prog, rst, arith, seed};
+    tu_jpeg_opts o = {SIDE, SIDE, 88, subsamp, prog, rst, arith, seed, 0, 0};
     uint8_t *out;
     assert_int_equal(tu_make_jpeg(&o, &out, len), 0);
     return out;
@@ -1096,7 +1096,7 @@ static void test_verify_modes(void **state)
     const int ngood = 5;
     for (int i = 0; i <= ngood; i++) {
         /* 96x200: the center crop at 64 reads rows 57..143 or so */
-        tu_jpeg_opts o = {96, 200, 88, TU_420, 0, 0, 0, (uint32_t)(300 + i)};
+        tu_jpeg_opts o = {96, 200, 88, TU_420, 0, 0, 0, (uint32_t)(300 + i), 0, 0};
         uint8_t *jpg;
         size_t len;
         assert_int_equal(tu_make_jpeg(&o, &jpg, &len), 0);

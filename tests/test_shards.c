@@ -797,7 +797,7 @@ static void test_tar_bad_member_named(void **state)
 {
     (void)state;
     char *p = tmp_path("badjpeg.tar");
-    tu_jpeg_opts o = {64, 48, 90, TU_420, 0, 0, 0, 5};
+    tu_jpeg_opts o = {64, 48, 90, TU_420, 0, 0, 0, 5, 0, 0};
     uint8_t *jpg;
     size_t len;
     assert_int_equal(tu_make_jpeg(&o, &jpg, &len), 0);

@@ -116,7 +116,7 @@ static void test_roundtrip_every_variant(void **state)
         uint8_t *gray = gray_of(rgb, (size_t)w * h);
         for (int ss = TU_444; ss <= TU_GRAY; ss++) {
             for (size_t k = 0; k < sizeof coding / sizeof coding[0]; k++) {
-                tu_jpeg_opts o = {w, h, 95, ss, coding[k][0], coding[k][1], coding[k][2], 0};
+                tu_jpeg_opts o = {w, h, 95, ss, coding[k][0], coding[k][1], coding[k][2], 0, 0, 0};
                 uint8_t *jpg = NULL, *pix = NULL;
                 size_t len = 0;
                 int dw = 0, dh = 0;
@@ -165,7 +165,7 @@ static void test_photo_like_sizes(void **state)
      * little. */
     size_t sum = 0, lo = SIZE_MAX, hi = 0;
     for (uint32_t seed = 0; seed < 16; seed++) {
-        tu_jpeg_opts o = {500, 375, 90, TU_420, 0, 0, 0, seed};
+        tu_jpeg_opts o = {500, 375, 90, TU_420, 0, 0, 0, seed, 0, 0};
         uint8_t *jpg;
         size_t len;
         assert_int_equal(tu_make_jpeg(&o, &jpg, &len), 0);
@@ -201,7 +201,7 @@ static void test_photo_like_sizes(void **state)
 static void test_deterministic(void **state)
 {
     (void)state;
-    tu_jpeg_opts o = {123, 77, 90, TU_420, 1, 0, 0, 42};
+    tu_jpeg_opts o = {123, 77, 90, TU_420, 1, 0, 0, 42, 0, 0};
     uint8_t *a, *b, *c;
     size_t la, lb, lc;
     assert_int_equal(tu_make_jpeg(&o, &a, &la), 0);
@@ -229,7 +229,7 @@ static void test_encode_rejects_bad_options(void **state)
     uint8_t *rgb = tu_make_rgb(8, 8, 1);
     uint8_t *jpg = NULL;
     size_t len = 0;
-    const tu_jpeg_opts good = {8, 8, 90, TU_420, 0, 0, 0, 1};
+    const tu_jpeg_opts good = {8, 8, 90, TU_420, 0, 0, 0, 1, 0, 0};
     tu_jpeg_opts o = good;
     o.quality = 0;
     assert_int_equal(tu_encode_jpeg(rgb, &o, &jpg, &len), -1);
@@ -250,7 +250,7 @@ static void test_encode_rejects_bad_options(void **state)
 static void test_decode_refuses_damaged_data(void **state)
 {
     (void)state;
-    tu_jpeg_opts o = {200, 150, 90, TU_420, 0, 0, 0, 5};
+    tu_jpeg_opts o = {200, 150, 90, TU_420, 0, 0, 0, 5, 0, 0};
     uint8_t *jpg, *pix = NULL;
     size_t len;
     int w, h;

@@ -414,7 +414,8 @@ static int opts_ok(const tu_jpeg_opts *o)
     return o->width >= 1 && o->width <= JPEG_MAX_DIMENSION && o->height >= 1 &&
            o->height <= JPEG_MAX_DIMENSION && o->quality >= 1 && o->quality <= 100 &&
            o->subsamp >= TU_444 && o->subsamp <= TU_GRAY && o->restart_rows >= 0 &&
-           o->restart_rows <= 65535;
+           o->restart_rows <= 65535 && o->hs >= 0 && o->hs <= 4 && o->vs >= 0 && o->vs <= 4 &&
+           (o->hs > 0) == (o->vs > 0) && (o->hs == 0 || o->subsamp != TU_GRAY);
 }
 
 int tu_encode_jpeg(const uint8_t *rgb, const tu_jpeg_opts *o, uint8_t **out, size_t *out_len)
@@ -452,8 +453,8 @@ int tu_encode_jpeg(const uint8_t *rgb, const tu_jpeg_opts *o, uint8_t **out, siz
         jpeg_set_colorspace(&c, JCS_GRAYSCALE);
     } else {
         /* Defaults are 2x2 luma sampling (4:2:0); chroma stays 1x1. */
-        c.comp_info[0].h_samp_factor = o->subsamp == TU_444 ? 1 : 2;
-        c.comp_info[0].v_samp_factor = o->subsamp == TU_420 ? 2 : 1;
+        c.comp_info[0].h_samp_factor = o->hs ? o->hs : o->subsamp == TU_444 ? 1 : 2;
+        c.comp_info[0].v_samp_factor = o->vs ? o->vs : o->subsamp == TU_420 ? 2 : 1;
     }
     jpeg_set_quality(&c, o->quality, TRUE);
     if (o->progressive)

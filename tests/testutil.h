@@ -19,6 +19,8 @@ typedef struct tu_jpeg_opts {
     int restart_rows; /* >0: restart marker every N MCU rows */
     int arithmetic;   /* 1: arithmetic coding */
     uint32_t seed;    /* picture content */
+    int hs, vs;       /* > 0: luma sampling factors instead of subsamp's (h2v4,
+                         h4v2, ...: 1..4 each; chroma stays 1x1) */
 } tu_jpeg_opts;
 
 /* Photo-like RGB picture (smooth gradients, shapes, texture, noise), w*h*3. */

@@ -890,6 +890,34 @@ static void tile_in(const uint8_t *src, size_t stride, int n, size_t w, uint8_t 
     }
 }
 
+/* Calls STEP(k) with k a compile-time constant for the common tap counts,
+ * so that the kernels get unrolled code for them (bilinear taps: 2-3 when
+ * enlarging, about 2 * scale + 1 when shrinking), else with K itself. */
+#define RF_WITH_TAPS(K, STEP)                                                                      \
+    switch (K) {                                                                                   \
+    case 2:                                                                                        \
+        STEP(2);                                                                                   \
+        break;                                                                                     \
+    case 3:                                                                                        \
+        STEP(3);                                                                                   \
+        break;                                                                                     \
+    case 4:                                                                                        \
+        STEP(4);                                                                                   \
+        break;                                                                                     \
+    case 5:                                                                                        \
+        STEP(5);                                                                                   \
+        break;                                                                                     \
+    case 6:                                                                                        \
+        STEP(6);                                                                                   \
+        break;                                                                                     \
+    case 7:                                                                                        \
+        STEP(7);                                                                                   \
+        break;                                                                                     \
+    default:                                                                                       \
+        STEP(K);                                                                                   \
+        break;                                                                                     \
+    }
+
 /* Output columns 0..nx-1 of one tile: column i sums the 48-byte tile rows
  * first[i] .. first[i] + K - 1 (pixels of the span) into tout[i * TLANES],
  * in three blocks of 16. */
@@ -906,34 +934,13 @@ static RF_ALWAYS_INLINE void tile_cols(const uint8_t *tile, int nx, const int32_
     }
 }
 
-/* tile_cols with K a constant for the common tap counts. Bilinear taps:
- * 2-3 when enlarging, about 2 * scale + 1 when shrinking. */
+/* tile_cols with K a constant for the common tap counts. */
 static RF_ALWAYS_INLINE void tile_cols_k(const uint8_t *tile, int nx, const int32_t *first, int K,
                                          const uint16_t *kl, const uint16_t *kh, uint8_t *tout)
 {
-    switch (K) {
-    case 2:
-        tile_cols(tile, nx, first, 2, kl, kh, tout);
-        break;
-    case 3:
-        tile_cols(tile, nx, first, 3, kl, kh, tout);
-        break;
-    case 4:
-        tile_cols(tile, nx, first, 4, kl, kh, tout);
-        break;
-    case 5:
-        tile_cols(tile, nx, first, 5, kl, kh, tout);
-        break;
-    case 6:
-        tile_cols(tile, nx, first, 6, kl, kh, tout);
-        break;
-    case 7:
-        tile_cols(tile, nx, first, 7, kl, kh, tout);
-        break;
-    default:
-        tile_cols(tile, nx, first, K, kl, kh, tout);
-        break;
-    }
+#define RF_STEP(k) tile_cols(tile, nx, first, k, kl, kh, tout)
+    RF_WITH_TAPS(K, RF_STEP)
+#undef RF_STEP
 }
 
 typedef void (*hcols_fn)(const uint8_t *tile, int nx, const int32_t *first, int K,
@@ -964,29 +971,9 @@ RF_TARGET_AVX2 static RF_ALWAYS_INLINE void tile_cols_madd(const uint8_t *tile, 
 RF_TARGET_AVX2 static void hcols_avx2(const uint8_t *tile, int nx, const int32_t *first, int K,
                                       const uint16_t *kl, const uint16_t *kh, uint8_t *tout)
 {
-    switch (K) {
-    case 2:
-        tile_cols_madd(tile, nx, first, 2, kl, kh, tout);
-        break;
-    case 3:
-        tile_cols_madd(tile, nx, first, 3, kl, kh, tout);
-        break;
-    case 4:
-        tile_cols_madd(tile, nx, first, 4, kl, kh, tout);
-        break;
-    case 5:
-        tile_cols_madd(tile, nx, first, 5, kl, kh, tout);
-        break;
-    case 6:
-        tile_cols_madd(tile, nx, first, 6, kl, kh, tout);
-        break;
-    case 7:
-        tile_cols_madd(tile, nx, first, 7, kl, kh, tout);
-        break;
-    default:
-        tile_cols_madd(tile, nx, first, K, kl, kh, tout);
-        break;
-    }
+#define RF_STEP(k) tile_cols_madd(tile, nx, first, k, kl, kh, tout)
+    RF_WITH_TAPS(K, RF_STEP)
+#undef RF_STEP
 }
 #endif
 
@@ -1080,29 +1067,9 @@ static RF_ALWAYS_INLINE void vrun(const uint8_t *base, size_t stride, int K, con
 static RF_ALWAYS_INLINE void vrun_k(const uint8_t *base, size_t stride, int K, const uint16_t *kl,
                                     const uint16_t *kh, size_t len, uint8_t *restrict out)
 {
-    switch (K) {
-    case 2:
-        vrun(base, stride, 2, kl, kh, len, out);
-        break;
-    case 3:
-        vrun(base, stride, 3, kl, kh, len, out);
-        break;
-    case 4:
-        vrun(base, stride, 4, kl, kh, len, out);
-        break;
-    case 5:
-        vrun(base, stride, 5, kl, kh, len, out);
-        break;
-    case 6:
-        vrun(base, stride, 6, kl, kh, len, out);
-        break;
-    case 7:
-        vrun(base, stride, 7, kl, kh, len, out);
-        break;
-    default:
-        vrun(base, stride, K, kl, kh, len, out);
-        break;
-    }
+#define RF_STEP(k) vrun(base, stride, k, kl, kh, len, out)
+    RF_WITH_TAPS(K, RF_STEP)
+#undef RF_STEP
 }
 
 typedef void (*vrun_fn)(const uint8_t *base, size_t stride, int K, const uint16_t *kl,
@@ -1140,29 +1107,9 @@ RF_TARGET_AVX2 static RF_ALWAYS_INLINE void vrun_madd(const uint8_t *base, size_
 RF_TARGET_AVX2 static void vrun_avx2(const uint8_t *base, size_t stride, int K, const uint16_t *kl,
                                      const uint16_t *kh, size_t len, uint8_t *restrict out)
 {
-    switch (K) {
-    case 2:
-        vrun_madd(base, stride, 2, kl, kh, len, out);
-        break;
-    case 3:
-        vrun_madd(base, stride, 3, kl, kh, len, out);
-        break;
-    case 4:
-        vrun_madd(base, stride, 4, kl, kh, len, out);
-        break;
-    case 5:
-        vrun_madd(base, stride, 5, kl, kh, len, out);
-        break;
-    case 6:
-        vrun_madd(base, stride, 6, kl, kh, len, out);
-        break;
-    case 7:
-        vrun_madd(base, stride, 7, kl, kh, len, out);
-        break;
-    default:
-        vrun_madd(base, stride, K, kl, kh, len, out);
-        break;
-    }
+#define RF_STEP(k) vrun_madd(base, stride, k, kl, kh, len, out)
+    RF_WITH_TAPS(K, RF_STEP)
+#undef RF_STEP
 }
 #endif
 

@@ -160,6 +160,26 @@ static void test_rrc_region_and_flip(void **state)
                        RF_LAYOUT_NHWC, 0);
 }
 
+/* The decoder's output for o (*out) and the reference (*ref): the full
+ * decode full (w x h) resampled with the same geometry g. Both malloc'd. */
+static void decode_with_reference(rf_decoder *d, rf_resampler *rs, const rf_decode_opts *o,
+                                  const uint8_t *jpg, size_t len, const uint8_t *full, int w,
+                                  int h, const rf_geom *g, uint8_t **out, uint8_t **ref,
+                                  rf_decode_times *t)
+{
+    size_t n = (size_t)o->size * (size_t)o->size * 3;
+    *out = malloc(n);
+    *ref = malloc(n);
+    assert_non_null(*out);
+    assert_non_null(*ref);
+    assert_int_equal(
+        rf__resample(rs, g, w, h, full, (size_t)w * 3, 0, 0, w, h, *ref, RF__LAYOUT_NHWC), 0);
+    char err[256] = "";
+    int rc = rf__decode_sample(d, jpg, len, o, *out, err, sizeof err, t);
+    if (rc != 0)
+        fail_msg("%dx%d: decode failed (%d): %s", w, h, rc, err);
+}
+
 /* Region decoding against a full decode over many random geometries: every
  * subsampling, progressive and restart-marker streams, arithmetic coding,
  * center and random crops at several sizes, flipped or not. Only the crop's
@@ -200,13 +220,9 @@ static void test_region_exact_random(void **state)
             if (rf__geom_dct_denom(&g) != 1)
                 continue; /* DCT scaling: close, not equal (test_dct_scaling_close) */
             size_t n = (size_t)size * size * 3;
-            uint8_t *ref = malloc(n), *out = malloc(n);
-            assert_int_equal(rf__resample(rs, &g, w, h, full, (size_t)w * 3, 0, 0, w, h, ref,
-                                          RF__LAYOUT_NHWC),
-                             0);
-            char err[256] = "";
+            uint8_t *ref, *out;
             rf_decode_times t;
-            assert_int_equal(rf__decode_sample(d, jpg, len, &o, out, err, sizeof err, &t), 0);
+            decode_with_reference(d, rs, &o, jpg, len, full, w, h, &g, &out, &ref, &t);
             if (memcmp(out, ref, n) != 0)
                 fail_msg("%dx%d subsamp %d prog %d restart %d arith %d transform %d size %d: "
                          "region decode differs from full decode (PSNR %.1f dB)",
@@ -422,14 +438,9 @@ static void test_unusual_sampling_decoded_whole(void **state)
             rf_geom g;
             geom_of(&o, w, h, &g);
             size_t n = (size_t)size * size * 3;
-            uint8_t *ref = malloc(n), *out = malloc(n);
-            assert_int_equal(rf__resample(rs, &g, w, h, full, (size_t)w * 3, 0, 0, w, h, ref,
-                                          RF__LAYOUT_NHWC),
-                             0);
-            char err[256] = "";
+            uint8_t *ref, *out;
             rf_decode_times t;
-            if (rf__decode_sample(d, jpg, len, &o, out, err, sizeof err, &t) != 0)
-                fail_msg("h%dv%d %dx%d: %s", f[i][0], f[i][1], w, h, err);
+            decode_with_reference(d, rs, &o, jpg, len, full, w, h, &g, &out, &ref, &t);
             assert_int_equal(t.whole, 1);
             if (t.denom == 1)
                 assert_memory_equal(out, ref, n);

@@ -120,7 +120,8 @@ struct rf_loader {
     rf_source src;
     /* RF_VERIFY_ONCE: one bit per sample, set once the sample's file was
      * decoded to its end marker without fault; nverified counts them. */
-    _Atomic uint64_t *verified;
+    _Atomic uint64_t *verified; /* NULL for other modes and record sources */
+    size_t verified_bytes;
     _Atomic int64_t nverified;
     rf_sampler sampler;
     rf_ring ring;
@@ -751,6 +752,7 @@ static void teardown(rf_loader *l)
     rf__source_close(&l->src);
     free((void *)l->verified);
     l->verified = NULL;
+    l->verified_bytes = 0;
     atomic_store(&l->nverified, 0);
     rf__stats_free(&l->stats);
 }
@@ -811,11 +813,14 @@ int rf_loader_start(rf_loader *l)
         set_err(l, "%s", err);
         return rc;
     }
-    l->verified = calloc((size_t)(l->src.n + 63) / 64 + 1, sizeof *l->verified);
-    if (!l->verified) {
-        set_err(l, "loader: out of memory for %lld samples", (long long)l->src.n);
-        start_failed(l);
-        return RF_E_NOMEM;
+    if (p[RF_P_VERIFY] == RF_VERIFY_ONCE && l->src.kind != RF_SOURCE_RECORDS) {
+        l->verified_bytes = ((size_t)l->src.n / 64 + 1) * sizeof *l->verified;
+        l->verified = calloc(1, l->verified_bytes);
+        if (!l->verified) {
+            set_err(l, "loader: out of memory for %lld samples", (long long)l->src.n);
+            start_failed(l);
+            return RF_E_NOMEM;
+        }
     }
     rc = rf__sampler_init(&l->sampler, l->src.n, p[RF_P_BATCH_SIZE], (int)p[RF_P_SHUFFLE],
                           (int)p[RF_P_DROP_LAST], (uint64_t)p[RF_P_SEED], p[RF_P_RANK],
@@ -1368,7 +1373,7 @@ int64_t rf_loader_stats_json(rf_loader *l, char *buf, size_t cap)
                                                                      : "pread");
     rf__json_raw(&j, ", \"io_note\": ");
     rf__json_str(&j, l->reader ? rf__reader_note(l->reader) : "");
-    size_t index_bytes = rf__source_bytes(&l->src) + (size_t)l->src.n * 12;
+    size_t index_bytes = rf__source_bytes(&l->src) + (size_t)l->src.n * 12 + l->verified_bytes;
     rf__json_fmt(&j,
                  ", \"memory\": {\"mode\": \"%s\", \"ring_bytes\": %zu, \"index_bytes\": %zu, "
                  "\"prefetch\": %d, \"note\": ",

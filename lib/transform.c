@@ -713,6 +713,48 @@ static void transpose_c(const uint8_t *const in[32], uint8_t *out, size_t ooff, 
         d##14 = lo(s##7, s##15);                                                                   \
         d##15 = hi(s##7, s##15);                                                                   \
     } while (0)
+
+/* A whole 16 x 16 transpose: the 16 rows in, four rounds, the 16 rows out,
+ * with the level's RF_TR_LOAD, RF_TR_STORE, RF_TR_LO and RF_TR_HI. */
+#define RF_TR_BODY                                                                                 \
+    do {                                                                                           \
+        RF_TR_LOAD(0);                                                                             \
+        RF_TR_LOAD(1);                                                                             \
+        RF_TR_LOAD(2);                                                                             \
+        RF_TR_LOAD(3);                                                                             \
+        RF_TR_LOAD(4);                                                                             \
+        RF_TR_LOAD(5);                                                                             \
+        RF_TR_LOAD(6);                                                                             \
+        RF_TR_LOAD(7);                                                                             \
+        RF_TR_LOAD(8);                                                                             \
+        RF_TR_LOAD(9);                                                                             \
+        RF_TR_LOAD(10);                                                                            \
+        RF_TR_LOAD(11);                                                                            \
+        RF_TR_LOAD(12);                                                                            \
+        RF_TR_LOAD(13);                                                                            \
+        RF_TR_LOAD(14);                                                                            \
+        RF_TR_LOAD(15);                                                                            \
+        RF_TR_ROUND(b, a, RF_TR_LO, RF_TR_HI);                                                     \
+        RF_TR_ROUND(a, b, RF_TR_LO, RF_TR_HI);                                                     \
+        RF_TR_ROUND(b, a, RF_TR_LO, RF_TR_HI);                                                     \
+        RF_TR_ROUND(a, b, RF_TR_LO, RF_TR_HI);                                                     \
+        RF_TR_STORE(0);                                                                            \
+        RF_TR_STORE(1);                                                                            \
+        RF_TR_STORE(2);                                                                            \
+        RF_TR_STORE(3);                                                                            \
+        RF_TR_STORE(4);                                                                            \
+        RF_TR_STORE(5);                                                                            \
+        RF_TR_STORE(6);                                                                            \
+        RF_TR_STORE(7);                                                                            \
+        RF_TR_STORE(8);                                                                            \
+        RF_TR_STORE(9);                                                                            \
+        RF_TR_STORE(10);                                                                           \
+        RF_TR_STORE(11);                                                                           \
+        RF_TR_STORE(12);                                                                           \
+        RF_TR_STORE(13);                                                                           \
+        RF_TR_STORE(14);                                                                           \
+        RF_TR_STORE(15);                                                                           \
+    } while (0)
 #define RF_TR_LO _mm_unpacklo_epi8
 #define RF_TR_HI _mm_unpackhi_epi8
 #define RF_TR_LOAD(k) a##k = _mm_loadu_si128((const __m128i *)(const void *)in[k])
@@ -724,42 +766,7 @@ static void transpose16_sse2(const uint8_t *const in[16], uint8_t *out, size_t o
 {
     __m128i a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15;
     __m128i b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15;
-    RF_TR_LOAD(0);
-    RF_TR_LOAD(1);
-    RF_TR_LOAD(2);
-    RF_TR_LOAD(3);
-    RF_TR_LOAD(4);
-    RF_TR_LOAD(5);
-    RF_TR_LOAD(6);
-    RF_TR_LOAD(7);
-    RF_TR_LOAD(8);
-    RF_TR_LOAD(9);
-    RF_TR_LOAD(10);
-    RF_TR_LOAD(11);
-    RF_TR_LOAD(12);
-    RF_TR_LOAD(13);
-    RF_TR_LOAD(14);
-    RF_TR_LOAD(15);
-    RF_TR_ROUND(b, a, RF_TR_LO, RF_TR_HI);
-    RF_TR_ROUND(a, b, RF_TR_LO, RF_TR_HI);
-    RF_TR_ROUND(b, a, RF_TR_LO, RF_TR_HI);
-    RF_TR_ROUND(a, b, RF_TR_LO, RF_TR_HI);
-    RF_TR_STORE(0);
-    RF_TR_STORE(1);
-    RF_TR_STORE(2);
-    RF_TR_STORE(3);
-    RF_TR_STORE(4);
-    RF_TR_STORE(5);
-    RF_TR_STORE(6);
-    RF_TR_STORE(7);
-    RF_TR_STORE(8);
-    RF_TR_STORE(9);
-    RF_TR_STORE(10);
-    RF_TR_STORE(11);
-    RF_TR_STORE(12);
-    RF_TR_STORE(13);
-    RF_TR_STORE(14);
-    RF_TR_STORE(15);
+    RF_TR_BODY;
 }
 #undef RF_TR_LO
 #undef RF_TR_HI
@@ -804,42 +811,7 @@ RF_TARGET_AVX2 static void transpose_avx2(const uint8_t *const in[32], uint8_t *
 {
     __m256i a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15;
     __m256i b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15;
-    RF_TR_LOAD(0);
-    RF_TR_LOAD(1);
-    RF_TR_LOAD(2);
-    RF_TR_LOAD(3);
-    RF_TR_LOAD(4);
-    RF_TR_LOAD(5);
-    RF_TR_LOAD(6);
-    RF_TR_LOAD(7);
-    RF_TR_LOAD(8);
-    RF_TR_LOAD(9);
-    RF_TR_LOAD(10);
-    RF_TR_LOAD(11);
-    RF_TR_LOAD(12);
-    RF_TR_LOAD(13);
-    RF_TR_LOAD(14);
-    RF_TR_LOAD(15);
-    RF_TR_ROUND(b, a, RF_TR_LO, RF_TR_HI);
-    RF_TR_ROUND(a, b, RF_TR_LO, RF_TR_HI);
-    RF_TR_ROUND(b, a, RF_TR_LO, RF_TR_HI);
-    RF_TR_ROUND(a, b, RF_TR_LO, RF_TR_HI);
-    RF_TR_STORE(0);
-    RF_TR_STORE(1);
-    RF_TR_STORE(2);
-    RF_TR_STORE(3);
-    RF_TR_STORE(4);
-    RF_TR_STORE(5);
-    RF_TR_STORE(6);
-    RF_TR_STORE(7);
-    RF_TR_STORE(8);
-    RF_TR_STORE(9);
-    RF_TR_STORE(10);
-    RF_TR_STORE(11);
-    RF_TR_STORE(12);
-    RF_TR_STORE(13);
-    RF_TR_STORE(14);
-    RF_TR_STORE(15);
+    RF_TR_BODY;
 }
 #undef RF_TR_LO
 #undef RF_TR_HI
@@ -847,6 +819,7 @@ RF_TARGET_AVX2 static void transpose_avx2(const uint8_t *const in[32], uint8_t *
 #undef RF_TR_STORE
 #endif
 #undef RF_TR_ROUND
+#undef RF_TR_BODY
 
 /* The 16-byte blocks of a run of w >= 16 bytes, two at a time (block
  * pair p: start of the first in *x0, of the second in *x1): the last block

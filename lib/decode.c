@@ -289,9 +289,9 @@ int rf__decode_sample(rf_decoder *d, const uint8_t *data, size_t len, const rf_d
         if (read_row(c, spare, err, errcap) != 0)
             return RF_E_DECODE;
     for (int y = 0; y < rows;) {
-        JSAMPROW rp[16]; /* libjpeg gives at most one row group (<= 4 rows) a call */
+        JSAMPROW rp[4];
         int n = 0;
-        for (; n < 16 && y + n < rows; n++)
+        for (; n < 4 && y + n < rows; n++)
             rp[n] = d->rows + (size_t)(y + n) * stride;
         JDIMENSION got = jpeg_read_scanlines(c, rp, (JDIMENSION)n);
         if (got == 0) {

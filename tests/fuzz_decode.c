@@ -183,9 +183,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 /* ------------------------------------------------------------------------
  * The seed corpus and the standalone driver (no libFuzzer needed).
  * ------------------------------------------------------------------------ */
-#include <jpeglib.h>
-#include <setjmp.h>
-
 #include "testutil.h"
 
 typedef struct seed {
@@ -236,32 +233,6 @@ static uint8_t ctl_none_own_side(void)
         if (c % 3 == 0 && (c & 0x18) == 0x18)
             return (uint8_t)c;
     abort();
-}
-
-/* Offset of the first SOFn marker's payload (after the length), or 0. */
-static size_t sof_offset(const uint8_t *p, size_t n)
-{
-    size_t i = 2;
-    while (i + 4 <= n && p[i] == 0xFF) {
-        uint8_t m = p[i + 1];
-        size_t len = ((size_t)p[i + 2] << 8) | p[i + 3];
-        if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC)
-            return i + 4;
-        i += 2 + len;
-    }
-    return 0;
-}
-
-/* Offset of the first SOS marker, or 0. */
-static size_t sos_offset(const uint8_t *p, size_t n)
-{
-    size_t i = 2;
-    while (i + 4 <= n && p[i] == 0xFF) {
-        if (p[i + 1] == 0xDA)
-            return i;
-        i += 2 + (((size_t)p[i + 2] << 8) | p[i + 3]);
-    }
-    return 0;
 }
 
 static uint32_t xs(uint64_t *s)
@@ -323,7 +294,7 @@ static void make_corpus(corpus *c)
             add(c, nm, ctl_of(1, 7, 0), jpg, len / 2);
             snprintf(nm, sizeof nm, "%s-no-eoi", kinds[i].name);
             add(c, nm, ctl_of(2, 6, 1), jpg, len - 2);
-            size_t sos = sos_offset(jpg, len);
+            size_t sos = tu_jpeg_sos_offset(jpg, len);
             if (sos) {
                 snprintf(nm, sizeof nm, "%s-header-only", kinds[i].name);
                 add(c, nm, ctl_of(1, 4, 0), jpg, sos);
@@ -346,7 +317,7 @@ static void make_corpus(corpus *c)
         if (i == 0 || i == 4 || i == 9) {
             /* SOF edits: huge, just over the test limit, zero width, 12-bit,
              * lossless: limits and "unsupported" paths. */
-            size_t sof = sof_offset(jpg, len);
+            size_t sof = tu_jpeg_sof_offset(jpg, len);
             uint8_t *f = malloc(len);
             static const struct {
                 const char *n;

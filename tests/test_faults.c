@@ -41,9 +41,9 @@
 #include <unistd.h>
 
 #include <cmocka.h>
-#include <jpeglib.h>
 
 #include "ringfeed.h"
+#include "testcheck.h"
 #include "testutil.h"
 
 #define SIDE 45 /* every valid picture: odd, not a multiple of an MCU */
@@ -65,87 +65,13 @@ static int nitems, nvalid, nbad;
 
 /* ---------------------------------------------------------------- making */
 
-typedef struct tf_jerr {
-    struct jpeg_error_mgr pub;
-    jmp_buf jb;
-} tf_jerr;
-
-static void tf_error_exit(j_common_ptr c)
-{
-    longjmp(((tf_jerr *)c->err)->jb, 1);
-}
-
-static void tf_emit(j_common_ptr c, int level)
-{
-    if (level < 0)
-        longjmp(((tf_jerr *)c->err)->jb, 1);
-}
-
-/* Reference RGB of a CMYK/YCCK JPEG: libjpeg's CMYK output, then the
- * documented conversion (RGB = inverted ink x inverted black / 255 for Adobe
- * files, which store inverted ink). */
-static uint8_t *decode_cmyk_ref(const uint8_t *jpg, size_t len, int *w, int *h)
-{
-    struct jpeg_decompress_struct d;
-    tf_jerr e;
-    uint8_t *volatile pix = NULL;
-    uint8_t *volatile row = NULL;
-    memset(&d, 0, sizeof d);
-    d.err = jpeg_std_error(&e.pub);
-    e.pub.error_exit = tf_error_exit;
-    e.pub.emit_message = tf_emit;
-    if (setjmp(e.jb)) {
-        jpeg_destroy_decompress(&d);
-        free(pix);
-        free(row);
-        return NULL;
-    }
-    jpeg_create_decompress(&d);
-    jpeg_mem_src(&d, jpg, (unsigned long)len);
-    jpeg_read_header(&d, TRUE);
-    if (d.jpeg_color_space != JCS_CMYK && d.jpeg_color_space != JCS_YCCK)
-        longjmp(e.jb, 1);
-    d.out_color_space = JCS_CMYK;
-    jpeg_start_decompress(&d);
-    int inverted = d.saw_Adobe_marker;
-    size_t W = d.output_width, H = d.output_height;
-    pix = malloc(W * H * 3);
-    row = malloc(W * 4);
-    if (!pix || !row)
-        longjmp(e.jb, 1);
-    while (d.output_scanline < d.output_height) {
-        size_t y = d.output_scanline;
-        JSAMPROW r = row;
-        jpeg_read_scanlines(&d, &r, 1);
-        for (size_t x = 0; x < W; x++) {
-            unsigned c = row[4 * x], m = row[4 * x + 1], yy = row[4 * x + 2], k = row[4 * x + 3];
-            if (!inverted) {
-                c = 255 - c;
-                m = 255 - m;
-                yy = 255 - yy;
-                k = 255 - k;
-            }
-            pix[(y * W + x) * 3] = (uint8_t)((c * k + 127) / 255);
-            pix[(y * W + x) * 3 + 1] = (uint8_t)((m * k + 127) / 255);
-            pix[(y * W + x) * 3 + 2] = (uint8_t)((yy * k + 127) / 255);
-        }
-    }
-    jpeg_finish_decompress(&d);
-    jpeg_destroy_decompress(&d);
-    free(row);
-    *w = (int)W;
-    *h = (int)H;
-    return pix;
-}
-
 /* Full-size reference RGB of a valid file (RGB-family or CMYK). */
 static uint8_t *reference(const item *it)
 {
     uint8_t *rgb;
     int w, h;
-    if (tu_decode_jpeg(it->data, it->len, &rgb, &w, &h) != 0)
-        rgb = decode_cmyk_ref(it->data, it->len, &w, &h);
-    if (!rgb)
+    if (tu_decode_jpeg(it->data, it->len, &rgb, &w, &h) != 0 &&
+        tu_decode_cmyk(it->data, it->len, &rgb, &w, &h) != 0)
         fail_msg("no reference decode of %s", it->rel);
     assert_int_equal(w, SIDE);
     assert_int_equal(h, SIDE);
@@ -168,60 +94,6 @@ static void add_item(const char *rel, int bad, const char *why, uint8_t *data, s
         nbad++;
     else
         nvalid++;
-}
-
-/* 1 when libjpeg reports the damage while the rows are read, before
- * jpeg_finish_decompress (the mixed folder's bit flip is one of these; the
- * other kind has its own test, test_bitflip_found_only_at_the_end). */
-static int fails_before_finish(const uint8_t *jpg, size_t len)
-{
-    struct jpeg_decompress_struct d;
-    tf_jerr e;
-    uint8_t row[SIDE * 4];
-    memset(&d, 0, sizeof d);
-    d.err = jpeg_std_error(&e.pub);
-    e.pub.error_exit = tf_error_exit;
-    e.pub.emit_message = tf_emit;
-    if (setjmp(e.jb)) {
-        jpeg_destroy_decompress(&d);
-        return 1;
-    }
-    jpeg_create_decompress(&d);
-    jpeg_mem_src(&d, jpg, (unsigned long)len);
-    jpeg_read_header(&d, TRUE);
-    d.out_color_space = JCS_RGB;
-    jpeg_start_decompress(&d);
-    while (d.output_scanline < d.output_height) {
-        JSAMPROW r = row;
-        jpeg_read_scanlines(&d, &r, 1);
-    }
-    jpeg_abort_decompress(&d);
-    jpeg_destroy_decompress(&d);
-    return 0;
-}
-
-/* Offset of the first SOFn payload (after its length field), or 0. */
-static size_t sof_offset(const uint8_t *p, size_t n)
-{
-    size_t i = 2;
-    while (i + 4 <= n && p[i] == 0xFF) {
-        uint8_t m = p[i + 1];
-        if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC)
-            return i + 4;
-        i += 2 + (((size_t)p[i + 2] << 8) | p[i + 3]);
-    }
-    return 0;
-}
-
-static size_t sos_offset(const uint8_t *p, size_t n)
-{
-    size_t i = 2;
-    while (i + 4 <= n && p[i] == 0xFF) {
-        if (p[i + 1] == 0xDA)
-            return i;
-        i += 2 + (((size_t)p[i + 2] << 8) | p[i + 3]);
-    }
-    return 0;
 }
 
 static uint8_t *dup_bytes(const uint8_t *p, size_t n)
@@ -294,7 +166,7 @@ static int setup(void **state)
     /* Bit flips in the entropy-coded data that libjpeg does notice (some
      * flips decode silently to other pixels: nothing can tell those apart). */
     uint8_t *f = NULL;
-    size_t sos = sos_offset(base, len);
+    size_t sos = tu_jpeg_sos_offset(base, len);
     assert_true(sos > 0);
     uint64_t rs = 0x9e3779b97f4a7c15ULL;
     for (int tries = 0; tries < 1000; tries++) {
@@ -305,7 +177,9 @@ static int setup(void **state)
             size_t at = sos + 20 + (size_t)(rs % (len - sos - 24));
             f[at] ^= (uint8_t)(1u << (rs >> 40) % 8);
         }
-        if (fails_before_finish(f, len))
+        /* a flip libjpeg reports while the rows are read (the kind found
+         * only at the end has its own test, test_bitflip_found_only_at_the_end) */
+        if (tu_jpeg_fails_in_rows(f, len))
             break;
     }
     add_item("a/a04_bitflip.jpg", 1, "", f, len);
@@ -323,7 +197,7 @@ static int setup(void **state)
                                   0,    'I', 'E', 'N', 'D',  0xae, 0x42, 0x60, 0x82};
     add_item("b/b04_png.jpg", 1, "PNG", dup_bytes(png, sizeof png), sizeof png);
     uint8_t *huge = dup_bytes(base, len);
-    size_t sof = sof_offset(huge, len);
+    size_t sof = tu_jpeg_sof_offset(huge, len);
     assert_true(sof > 0);
     huge[sof + 1] = 60000 >> 8, huge[sof + 2] = 60000 & 255; /* height */
     huge[sof + 3] = 60000 >> 8, huge[sof + 4] = 60000 & 255; /* width */
@@ -383,21 +257,8 @@ static void one_class_folder(char *dir, size_t cap, const char *name)
 
 static rf_loader *make(const char *src, int transform, int size, int batch, int workers)
 {
-    rf_loader *l = rf_loader_create(src);
-    assert_non_null(l);
-    assert_int_equal(rf_loader_set_param(l, RF_P_TRANSFORM, transform), 0);
-    assert_int_equal(rf_loader_set_param(l, RF_P_IMAGE_SIZE, size), 0);
-    assert_int_equal(rf_loader_set_param(l, RF_P_BATCH_SIZE, batch), 0);
-    assert_int_equal(rf_loader_set_param(l, RF_P_NUM_WORKERS, workers), 0);
-    assert_int_equal(rf_loader_set_param(l, RF_P_SEED, 77), 0);
-    return l;
-}
-
-static void start(rf_loader *l)
-{
-    int rc = rf_loader_start(l);
-    if (rc != 0)
-        fail_msg("start: %d %s", rc, rf_loader_errmsg(l));
+    return TU_LOADER(src, {RF_P_TRANSFORM, transform}, {RF_P_IMAGE_SIZE, size},
+                     {RF_P_BATCH_SIZE, batch}, {RF_P_NUM_WORKERS, workers}, {RF_P_SEED, 77});
 }
 
 /* The item a delivered sample is, found by the path relative to its root. */
@@ -413,16 +274,6 @@ static const item *item_of(const rf_loader *l, const char *root, int64_t sample)
             return &items[i];
     fail_msg("sample %lld path %s is none of the test's files", (long long)sample, p);
     return NULL;
-}
-
-static char *stats_of(rf_loader *l)
-{
-    int64_t need = rf_loader_stats_json(l, NULL, 0);
-    assert_true(need > 0);
-    char *s = malloc((size_t)need + 1);
-    assert_non_null(s);
-    assert_int_equal(rf_loader_stats_json(l, s, (size_t)need + 1), need);
-    return s;
 }
 
 /* The reason recorded in the stats' errors for path (first entry) into out: 0, or -1
@@ -445,16 +296,6 @@ static int stats_reason(const char *stats, const char *path, char *out, size_t c
     return 0;
 }
 
-static int64_t stats_int(const char *stats, const char *key)
-{
-    char k[128];
-    snprintf(k, sizeof k, "\"%s\": ", key);
-    const char *p = strstr(stats, k);
-    if (!p)
-        fail_msg("stats lack %s: %s", key, stats);
-    return strtoll(p + strlen(k), NULL, 10);
-}
-
 static int label_of(const item *it)
 {
     return it->rel[0] - 'a';
@@ -466,7 +307,7 @@ static void test_folder_indexes_files_not_dirs(void **state)
 {
     (void)state;
     rf_loader *l = make(mixed, RF_TRANSFORM_CENTER, 32, 4, 1);
-    start(l);
+    tu_start(l);
     /* Every .jpg that is not a directory, in ImageFolder's order (sorted
      * os.walk of each class folder): notes.txt and the directory c08_dir.jpg/
      * are not samples, the picture inside it is. */
@@ -490,7 +331,7 @@ static uint8_t *center_refs(int S)
 {
     rf_loader *v = make(valid, RF_TRANSFORM_CENTER, S, 3, 2);
     assert_int_equal(rf_loader_set_param(v, RF_P_SHUFFLE, 0), 0);
-    start(v);
+    tu_start(v);
     assert_int_equal(rf_loader_num_samples(v), nvalid);
     size_t per = (size_t)S * S * 3;
     uint8_t *ref = calloc((size_t)nitems, per);
@@ -556,11 +397,11 @@ static void skip_epoch(rf_loader *l, int64_t epoch, int S, const uint8_t *ref, i
 
 static void check_errors_listed(rf_loader *l, int epochs)
 {
-    char *st = stats_of(l);
-    if (stats_int(st, "errors_count") != (int64_t)nbad * epochs ||
-        stats_int(st, "skipped") != (int64_t)nbad * epochs)
+    char *st = tu_stats(l);
+    if (tu_stats_int(st, "errors_count") != (int64_t)nbad * epochs ||
+        tu_stats_int(st, "skipped") != (int64_t)nbad * epochs)
         fail_msg("%d bad files, %d epochs: errors_count %lld, skipped %lld: %s", nbad, epochs,
-                 (long long)stats_int(st, "errors_count"), (long long)stats_int(st, "skipped"), st);
+                 (long long)tu_stats_int(st, "errors_count"), (long long)tu_stats_int(st, "skipped"), st);
     for (int i = 0; i < nitems; i++) {
         char path[4200], why[600];
         snprintf(path, sizeof path, "%s/%s", mixed, items[i].rel);
@@ -582,7 +423,7 @@ static void test_skip_center_delivers_every_valid_picture(void **state)
     uint8_t *ref = center_refs(S);
     rf_loader *l = make(mixed, RF_TRANSFORM_CENTER, S, 5, 3);
     assert_int_equal(rf_loader_set_param(l, RF_P_ON_ERROR, RF_ON_ERROR_SKIP), 0);
-    start(l);
+    tu_start(l);
     for (int64_t e = 0; e < 2; e++) {
         int d[32] = {0};
         skip_epoch(l, e, S, ref, d);
@@ -613,7 +454,7 @@ static void test_skip_none_matches_reference_decode(void **state)
         rf_loader *l = make(mixed, RF_TRANSFORM_NONE, SIDE, 4, workers[w]);
         assert_int_equal(rf_loader_set_param(l, RF_P_ON_ERROR, RF_ON_ERROR_SKIP), 0);
         assert_int_equal(rf_loader_set_param(l, RF_P_IO_BACKEND, w ? RF_IO_PREAD : RF_IO_AUTO), 0);
-        start(l);
+        tu_start(l);
         int d[32] = {0};
         skip_epoch(l, 0, SIDE, ref, d);
         for (int i = 0; i < nitems; i++)
@@ -634,7 +475,7 @@ static void test_raise_names_each_bad_file(void **state)
         assert_int_equal(rf_loader_set_param(l, RF_P_SHUFFLE, pass), 0);
         assert_int_equal(rf_loader_set_param(l, RF_P_IO_BACKEND, pass ? RF_IO_PREAD : RF_IO_AUTO),
                          0);
-        start(l);
+        tu_start(l);
         int seen[32] = {0}, ok = 0, rc;
         rf_batch *b;
         while ((rc = rf_loader_next(l, &b)) != RF_END_OF_EPOCH) {
@@ -1001,7 +842,7 @@ static void test_unreadable_file_eacces(void **state)
     for (int pread = 0; pread <= 1; pread++) {
         rf_loader *l = make(dir, RF_TRANSFORM_CENTER, 16, 1, 1);
         rf_loader_set_param(l, RF_P_IO_BACKEND, pread ? RF_IO_PREAD : RF_IO_AUTO);
-        start(l);
+        tu_start(l);
         rf_batch *b;
         assert_int_equal(rf_loader_next(l, &b), RF_E_IO);
         assert_non_null(strstr(rf_loader_errmsg(l), "locked.jpg"));
@@ -1022,7 +863,7 @@ static void test_bitflip_found_only_at_the_end(void **state)
     (void)state;
     size_t len;
     uint8_t *base = jpeg_of(TU_420, 0, 0, 0, 21, &len), *f = NULL;
-    size_t sos = sos_offset(base, len);
+    size_t sos = tu_jpeg_sos_offset(base, len);
     uint64_t rs = 0x1234567ULL;
     int found = 0;
     for (int tries = 0; tries < 5000 && !found; tries++) {
@@ -1033,7 +874,7 @@ static void test_bitflip_found_only_at_the_end(void **state)
         uint8_t *px;
         if (tu_decode_jpeg(f, len, &px, NULL, NULL) == 0)
             free(px);
-        else if (!fails_before_finish(f, len))
+        else if (!tu_jpeg_fails_in_rows(f, len))
             found = 1;
     }
     assert_true(found);
@@ -1042,7 +883,7 @@ static void test_bitflip_found_only_at_the_end(void **state)
     snprintf(p, sizeof p, "%s/x/desync.jpg", dir);
     assert_int_equal(tu_write_file(p, f, len), 0);
     rf_loader *l = make(dir, RF_TRANSFORM_NONE, SIDE, 1, 1);
-    start(l);
+    tu_start(l);
     rf_batch *b;
     int rc = rf_loader_next(l, &b);
     if (rc == RF_OK)
@@ -1066,7 +907,7 @@ static uint64_t verify_epochs(const char *dir, int mode, int64_t *errors, int64_
     assert_int_equal(rf_loader_set_param(l, RF_P_ON_ERROR, RF_ON_ERROR_SKIP), 0);
     if (mode >= 0)
         assert_int_equal(rf_loader_set_param(l, RF_P_VERIFY, mode), 0);
-    start(l);
+    tu_start(l);
     uint64_t h = 0xcbf29ce484222325ULL;
     for (int e = 0; e < 3; e++) {
         assert_int_equal(rf_loader_set_epoch(l, e), 0);
@@ -1079,9 +920,9 @@ static uint64_t verify_epochs(const char *dir, int mode, int64_t *errors, int64_
             rf_batch_release(b);
         }
         assert_int_equal(rc, RF_END_OF_EPOCH);
-        char *st = stats_of(l);
-        errors[e] = stats_int(st, "errors_count");
-        verified[e] = stats_int(st, "verified");
+        char *st = tu_stats(l);
+        errors[e] = tu_stats_int(st, "errors_count");
+        verified[e] = tu_stats_int(st, "verified");
         free(st);
     }
     rf_loader_destroy(l);
@@ -1136,10 +977,10 @@ static void test_skipped_counts_only_delivered_batches(void **state)
     rf_loader *l = make(mixed, RF_TRANSFORM_CENTER, 16, 7, 2);
     assert_int_equal(rf_loader_set_param(l, RF_P_ON_ERROR, RF_ON_ERROR_SKIP), 0);
     assert_int_equal(rf_loader_set_param(l, RF_P_PREFETCH, 8), 0); /* the whole epoch */
-    start(l);
+    tu_start(l);
     for (int i = 0; i < 400; i++) { /* until epoch 0 is prefetched (2 s at most) */
-        char *st = stats_of(l);
-        int64_t decoded = stats_int(st, "samples_decoded");
+        char *st = tu_stats(l);
+        int64_t decoded = tu_stats_int(st, "samples_decoded");
         free(st);
         if (decoded >= nitems)
             break;
@@ -1151,8 +992,8 @@ static void test_skipped_counts_only_delivered_batches(void **state)
     while ((rc = rf_loader_next(l, &b)) == RF_OK)
         rf_batch_release(b);
     assert_int_equal(rc, RF_END_OF_EPOCH);
-    char *st = stats_of(l);
-    int64_t errors = stats_int(st, "errors_count"), skipped = stats_int(st, "skipped");
+    char *st = tu_stats(l);
+    int64_t errors = tu_stats_int(st, "errors_count"), skipped = tu_stats_int(st, "skipped");
     free(st);
     assert_int_equal(errors, nbad);
     if (skipped != errors)

@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "ringfeed.h"
+#include "testcheck.h"
 #include "testutil.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -191,38 +192,15 @@ static int teardown(void **state)
 static rf_loader *make(const char *src, int transform, int size, int batch, int workers,
                        int64_t seed)
 {
-    rf_loader *l = rf_loader_create(src);
-    assert_non_null(l);
-    assert_int_equal(rf_loader_set_param(l, RF_P_TRANSFORM, transform), 0);
-    assert_int_equal(rf_loader_set_param(l, RF_P_IMAGE_SIZE, size), 0);
-    assert_int_equal(rf_loader_set_param(l, RF_P_BATCH_SIZE, batch), 0);
-    assert_int_equal(rf_loader_set_param(l, RF_P_NUM_WORKERS, workers), 0);
-    assert_int_equal(rf_loader_set_param(l, RF_P_SEED, seed), 0);
-    assert_int_equal(
-        rf_loader_set_param(l, RF_P_FLIP, transform == RF_TRANSFORM_RANDOM_RESIZED_CROP), 0);
-    return l;
+    return TU_LOADER(src, {RF_P_TRANSFORM, transform}, {RF_P_IMAGE_SIZE, size},
+                     {RF_P_BATCH_SIZE, batch}, {RF_P_NUM_WORKERS, workers}, {RF_P_SEED, seed},
+                     {RF_P_FLIP, transform == RF_TRANSFORM_RANDOM_RESIZED_CROP});
 }
 
-static void start(rf_loader *l)
-{
-    int rc = rf_loader_start(l);
-    if (rc != 0)
-        fail_msg("start: %d %s", rc, rf_loader_errmsg(l));
-}
-
+/* The batch's hash (tu_batch_hash) with its index in the top bits. */
 static uint64_t batch_hash(const rf_batch *b)
 {
-    uint64_t h = 0xcbf29ce484222325ULL;
-    const uint8_t *p = rf_batch_data(b);
-    for (size_t i = 0; i < rf_batch_nbytes(b); i++)
-        h = (h ^ p[i]) * 0x100000001b3ULL;
-    const uint8_t *q = (const uint8_t *)rf_batch_labels(b);
-    for (size_t i = 0; i < (size_t)rf_batch_count(b) * 8; i++)
-        h = (h ^ q[i]) * 0x100000001b3ULL;
-    const uint8_t *s = (const uint8_t *)rf_batch_samples(b);
-    for (size_t i = 0; i < (size_t)rf_batch_count(b) * 8; i++)
-        h = (h ^ s[i]) * 0x100000001b3ULL;
-    return h ^ (uint64_t)rf_batch_index(b) << 48;
+    return tu_batch_hash(TU_FNV_INIT, b) ^ (uint64_t)rf_batch_index(b) << 48;
 }
 
 /* ------------------------------------------------------------------ tests */
@@ -256,7 +234,7 @@ static void test_break_out_of_epoch_and_destroy(void **state)
     int fds = count_fds(), threads = settled_threads();
     for (int k = 0; k < 12; k++) {
         rf_loader *l = make(small, 1 + k % 2, 40, 5, 1 + k % 3, k);
-        start(l);
+        tu_start(l);
         assert_true(count_threads() > threads);
         assert_int_equal(rf_loader_set_epoch(l, k % 2), 0);
         rf_batch *b = NULL, *held = NULL;
@@ -294,7 +272,7 @@ static void test_destroy_with_work_in_flight(void **state)
         assert_int_equal(rf_loader_set_param(l, RF_P_PREFETCH, 2 + k % 5), 0);
         assert_int_equal(rf_loader_set_param(l, RF_P_IO_BACKEND, k % 2 ? RF_IO_PREAD : RF_IO_AUTO),
                          0);
-        start(l);
+        tu_start(l);
         /* Reads and decodes are under way right after start; give them a
          * varying head start (0 to ~2 ms), sometimes consume one batch. */
         if (k % 3)
@@ -366,7 +344,7 @@ static void test_stop_while_another_thread_waits(void **state)
          * 32 takes far longer than the 30 ms before the stop. */
         rf_loader *l = make(slow, RF_TRANSFORM_CENTER, 1024, 32, 1, 0);
         assert_int_equal(rf_loader_set_param(l, RF_P_SHUFFLE, 0), 0);
-        start(l);
+        tu_start(l);
         rf_batch *held = NULL;
         if (variant == 3) {
             /* A batch lent before the stop stays readable after it. */
@@ -437,7 +415,7 @@ static void test_create_start_destroy_1000(void **state)
     for (int i = 0; i < 50; i++) {
         rf_loader *l = make(tiny, RF_TRANSFORM_CENTER, 8, 2, 1, i);
         assert_int_equal(rf_loader_set_param(l, RF_P_PREFETCH, 2), 0);
-        start(l);
+        tu_start(l);
         rf_batch *b;
         assert_int_equal(rf_loader_next(l, &b), RF_OK);
         rf_batch_release(b);
@@ -451,7 +429,7 @@ static void test_create_start_destroy_1000(void **state)
             mid = heap_in_use();
         rf_loader *l = make(tiny, RF_TRANSFORM_CENTER, 8, 2, 1, i);
         assert_int_equal(rf_loader_set_param(l, RF_P_PREFETCH, 2), 0);
-        start(l);
+        tu_start(l);
         if (i % 10 == 3) {
             rf_batch *b;
             assert_int_equal(rf_loader_next(l, &b), RF_OK);
@@ -494,7 +472,7 @@ static rf_loader *pair_member(int k, int *nb)
                           : make(small, RF_TRANSFORM_CENTER, 40, 7, 3, 2);
     if (k == 1)
         assert_int_equal(rf_loader_set_param(l, RF_P_LAYOUT, RF_LAYOUT_NCHW), 0);
-    start(l);
+    tu_start(l);
     *nb = (int)rf_loader_num_batches(l);
     assert_true(*nb <= MAXB);
     return l;

@@ -27,6 +27,7 @@
 
 #include "reader.h"
 #include "ringfeed.h"
+#include "testcheck.h"
 #include "testutil.h"
 
 #define FILE_LEN ((size_t)(1 << 20) + 333)
@@ -38,13 +39,8 @@ static uint8_t *g_data;
 static int setup(void **state)
 {
     (void)state;
-    const char *base = getenv("RINGFEED_TEST_TMP");
-    if (base && *base) {
-        if (asprintf(&g_tmp, "%s/rf-range-XXXXXX", base) < 0 || !mkdtemp(g_tmp))
-            return -1;
-    } else if (!(g_tmp = tu_tempdir("range"))) {
+    if (!(g_tmp = tu_tempdir("range")))
         return -1;
-    }
     g_data = malloc(FILE_LEN);
     if (!g_data)
         return -1;
@@ -74,19 +70,6 @@ static int teardown(void **state)
         free(g_tmp);
     }
     return 0;
-}
-
-static rf_reader *open_reader(int backend, unsigned depth)
-{
-    rf_reader *r = NULL;
-    assert_int_equal(rf__reader_create(&r, backend, depth), 0);
-    if (backend == RF__IO_URING && rf__reader_backend(r) != RF__IO_URING) {
-        printf("  io_uring unavailable here: %s\n", rf__reader_note(r));
-        rf__reader_destroy(r);
-        return NULL;
-    }
-    assert_int_equal(rf__reader_backend(r), backend);
-    return r;
 }
 
 /* Submits all, reaping as the depth requires; every request back once. */
@@ -141,9 +124,8 @@ static void plan(rf_read *q, int i, uint32_t *rng)
 
 static void check_ranges(int backend)
 {
-    rf_reader *r = open_reader(backend, 5);
-    if (!r)
-        skip();
+    rf_reader *r;
+    TU_READER_OR_SKIP(r, backend, 5);
     enum { N = 120 };
     rf_read *reqs = calloc(N, sizeof *reqs);
     assert_non_null(reqs);
@@ -170,23 +152,12 @@ static void check_ranges(int backend)
     rf__reader_destroy(r);
 }
 
-static void test_uring_ranges(void **state)
-{
-    (void)state;
-    check_ranges(RF__IO_URING);
-}
-
-static void test_pread_ranges(void **state)
-{
-    (void)state;
-    check_ranges(RF__IO_PREAD);
-}
+TU_TEST_BOTH_BACKENDS(ranges)
 
 static void check_range_errors(int backend)
 {
-    rf_reader *r = open_reader(backend, 4);
-    if (!r)
-        skip();
+    rf_reader *r;
+    TU_READER_OR_SKIP(r, backend, 4);
     enum { N = 7 };
     rf_read q[N];
     memset(q, 0, sizeof q);
@@ -230,17 +201,7 @@ static void check_range_errors(int backend)
     rf__reader_destroy(r);
 }
 
-static void test_uring_range_errors(void **state)
-{
-    (void)state;
-    check_range_errors(RF__IO_URING);
-}
-
-static void test_pread_range_errors(void **state)
-{
-    (void)state;
-    check_range_errors(RF__IO_PREAD);
-}
+TU_TEST_BOTH_BACKENDS(range_errors)
 
 int main(void)
 {

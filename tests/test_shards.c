@@ -30,26 +30,12 @@
 #include "ringfeed.h"
 #include "source.h"
 #include "tarwrite.h"
+#include "testcheck.h"
 #include "testutil.h"
 
 /* ----------------------------------------------------------------- helpers */
 
 static char *g_tmp;
-
-static char *make_tempdir(void)
-{
-    const char *base = getenv("RINGFEED_TEST_TMP");
-    if (!base || !*base)
-        return tu_tempdir("shards");
-    char *p = NULL;
-    if (asprintf(&p, "%s/rf-shards-XXXXXX", base) < 0)
-        return NULL;
-    if (!mkdtemp(p)) {
-        free(p);
-        return NULL;
-    }
-    return p;
-}
 
 /* g_tmp/<fmt...>, malloc'd. */
 static char *tmp_path(const char *fmt, ...)
@@ -62,53 +48,6 @@ static char *tmp_path(const char *fmt, ...)
     char *p = NULL;
     assert_true(asprintf(&p, "%s/%s", g_tmp, rel) > 0);
     return p;
-}
-
-static void mkdir_p(const char *path)
-{
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        mkdir(buf, 0755);
-        *p = '/';
-    }
-    mkdir(buf, 0755);
-}
-
-static void open_ok(rf_source *s, const char *spec, const rf_source_opts *o)
-{
-    char err[1024] = "";
-    int rc = rf__source_open_ex(s, spec, o, err, sizeof err);
-    if (rc != 0)
-        fail_msg("rf__source_open_ex(%s) = %d: %s", spec, rc, err);
-}
-
-/* Opens spec expecting RF_E_SOURCE with each given substring (NULL-ended)
- * in the message, and nothing left behind. */
-static void open_fails(const char *spec, const rf_source_opts *o, ...)
-{
-    rf_source s;
-    char err[1024] = "";
-    int rc = rf__source_open_ex(&s, spec, o, err, sizeof err);
-    if (rc != RF_E_SOURCE) {
-        long long n = (long long)s.n;
-        if (rc == 0)
-            rf__source_close(&s);
-        fail_msg("rf__source_open_ex(%s) = %d (n=%lld), expected RF_E_SOURCE", spec, rc, n);
-    }
-    assert_int_equal(s.n, 0);
-    assert_null(s.arena);
-    va_list ap;
-    va_start(ap, o);
-    const char *want;
-    while ((want = va_arg(ap, const char *)) != NULL)
-        if (!strstr(err, want))
-            fail_msg("error message \"%s\" lacks \"%s\"", err, want);
-    va_end(ap);
-    printf("  %s\n", err);
 }
 
 /* Bytes [off, off + len) of a file. */
@@ -214,7 +153,7 @@ static void test_pattern_limit_and_glob(void **state)
     printf("  %s\n", err);
 
     char *dir = tmp_path("globs");
-    mkdir_p(dir);
+    assert_int_equal(tu_mkdir_p(dir), 0);
     const char *names[] = {"b.tar", "a.tar", "B.tar", "c.txt", "a10.tar", "a9.tar"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char *p = tmp_path("globs/%s", names[i]);
@@ -279,7 +218,7 @@ static void test_tar_basic(void **state)
     assert_int_equal(tw_close(&t), 0);
 
     rf_source s;
-    open_ok(&s, shard, NULL);
+    tu_source_open_ok(&s, shard, NULL);
     assert_int_equal(s.kind, RF_SOURCE_TAR);
     assert_int_equal(s.n, 3);
     assert_int_equal(s.nclasses, 13);
@@ -330,7 +269,7 @@ static void test_tar_long_names(void **state)
         }
         assert_int_equal(tw_close(&t), 0);
         rf_source s;
-        open_ok(&s, shard, NULL);
+        tu_source_open_ok(&s, shard, NULL);
         assert_int_equal(s.n, 3);
         for (int k = 0; k < 3; k++) {
             assert_int_equal(rf__source_label(&s, k), 7 - k);
@@ -391,7 +330,7 @@ static void test_tar_errors(void **state)
     assert_int_equal(tw_file(&t, "c.jpg", "xx", 2), 0);
     assert_int_equal(tw_file(&t, "c.cls", "1", 1), 0);
     assert_int_equal(tw_close(&t), 0);
-    open_fails(p, NULL, p, "\"lonely\"", "no .cls", NULL);
+    tu_source_open_fails(p, NULL, p, "\"lonely\"", "no .cls", NULL);
     free(p);
 
     /* A label that is not a non-negative integer. */
@@ -400,7 +339,7 @@ static void test_tar_errors(void **state)
     assert_int_equal(tw_file(&t, "a.jpg", "xx", 2), 0);
     assert_int_equal(tw_file(&t, "a.cls", "cat", 3), 0);
     assert_int_equal(tw_close(&t), 0);
-    open_fails(p, NULL, p, "a.cls", "\"cat\"", NULL);
+    tu_source_open_fails(p, NULL, p, "a.cls", "\"cat\"", NULL);
     free(p);
 
     /* Bad checksum in the third header (offset 2 * 1024). */
@@ -408,7 +347,7 @@ static void test_tar_errors(void **state)
     write_shard(p, 0, 4, TW_USTAR);
     corrupt_byte(p, 2048 + 10, 0x20); /* a byte of the member's name */
     snprintf(off_text, sizeof off_text, "offset %d", 2048);
-    open_fails(p, NULL, p, "checksum", off_text, NULL);
+    tu_source_open_fails(p, NULL, p, "checksum", off_text, NULL);
     free(p);
 
     /* Garbage: not a tar at all. */
@@ -416,7 +355,7 @@ static void test_tar_errors(void **state)
     char junk[2048];
     payload(junk, sizeof junk, 99);
     assert_int_equal(tu_write_file(p, junk, sizeof junk), 0);
-    open_fails(p, NULL, p, "checksum", "offset 0", NULL);
+    tu_source_open_fails(p, NULL, p, "checksum", "offset 0", NULL);
     free(p);
 
     /* Truncated inside a member's data, and inside a header. */
@@ -424,14 +363,14 @@ static void test_tar_errors(void **state)
     write_shard(p, 0, 4, TW_USTAR);
     /* members: key000.jpg (100 B -> 1 block) header at 0, .cls at 1024, key001.jpg at 2048 */
     assert_int_equal(truncate(p, 2048 + 512 + 50), 0);
-    open_fails(p, NULL, p, "truncated", "offset 2048", NULL);
+    tu_source_open_fails(p, NULL, p, "truncated", "offset 2048", NULL);
     assert_int_equal(truncate(p, 2048 + 300), 0);
-    open_fails(p, NULL, p, "truncated", "offset 2048", NULL);
+    tu_source_open_fails(p, NULL, p, "truncated", "offset 2048", NULL);
     /* Cut exactly at a header boundary without the end marker: accepted (the
      * members before it are whole). */
     assert_int_equal(truncate(p, 2048), 0);
     rf_source s;
-    open_ok(&s, p, NULL);
+    tu_source_open_ok(&s, p, NULL);
     assert_int_equal(s.n, 1);
     rf__source_close(&s);
     free(p);
@@ -442,20 +381,20 @@ static void test_tar_errors(void **state)
     assert_int_equal(tw_file(&t, "a.png", "xx", 2), 0);
     assert_int_equal(tw_file(&t, "a.cls", "1", 1), 0);
     assert_int_equal(tw_close(&t), 0);
-    open_fails(p, NULL, p, "no samples", NULL);
+    tu_source_open_fails(p, NULL, p, "no samples", NULL);
     free(p);
     p = tmp_path("missing.tar");
-    open_fails(p, NULL, p, "No such file", NULL);
+    tu_source_open_fails(p, NULL, p, "No such file", NULL);
     free(p);
     p = tmp_path("empty.tar");
     assert_int_equal(tu_write_file(p, "", 0), 0);
-    open_fails(p, NULL, p, "no samples", NULL);
+    tu_source_open_fails(p, NULL, p, "no samples", NULL);
     free(p);
 
     /* A FIFO named like a shard fails instead of blocking the indexer. */
     p = tmp_path("fifo.tar");
     assert_int_equal(mkfifo(p, 0644), 0);
-    open_fails(p, NULL, p, NULL);
+    tu_source_open_fails(p, NULL, p, NULL);
     free(p);
 }
 
@@ -534,7 +473,7 @@ static void test_tar_patterns_and_lists(void **state)
 {
     (void)state;
     char *dir = tmp_path("multi");
-    mkdir_p(dir);
+    assert_int_equal(tu_mkdir_p(dir), 0);
     for (int k = 0; k < 3; k++) {
         char *p = tmp_path("multi/train-%04d.tar", k);
         write_shard(p, k * 5, 5, k); /* a different flavour per shard */
@@ -547,7 +486,7 @@ static void test_tar_patterns_and_lists(void **state)
     for (int f = 0; f < 3; f++) {
         snprintf(spec, sizeof spec, forms[f], dir);
         rf_source s;
-        open_ok(&s, spec, NULL);
+        tu_source_open_ok(&s, spec, NULL);
         assert_int_equal(s.n, want_n);
         assert_int_equal(s.nfiles, 3);
         for (int64_t i = 0; i < s.n; i++) {
@@ -563,7 +502,7 @@ static void test_tar_patterns_and_lists(void **state)
     snprintf(spec, sizeof spec, "%s/train-0002.tar\n%s/train-0000.tar\n\n%s/train-0001.tar\n", dir,
              dir, dir);
     rf_source s;
-    open_ok(&s, spec, NULL);
+    tu_source_open_ok(&s, spec, NULL);
     assert_int_equal(s.n, 15);
     assert_int_equal(rf__source_label(&s, 0), 10 % 5);
     char data[600];
@@ -572,16 +511,16 @@ static void test_tar_patterns_and_lists(void **state)
     rf__source_close(&s);
     /* Entries of a list may be patterns too. */
     snprintf(spec, sizeof spec, "%s/train-000{0..1}.tar\n%s/train-0002.tar", dir, dir);
-    open_ok(&s, spec, NULL);
+    tu_source_open_ok(&s, spec, NULL);
     assert_int_equal(s.n, 15);
     rf__source_close(&s);
     /* A pattern naming a missing shard, a list holding a non-tar. */
     snprintf(spec, sizeof spec, "%s/train-{0000..0003}.tar", dir);
-    open_fails(spec, NULL, "train-0003.tar", NULL);
+    tu_source_open_fails(spec, NULL, "train-0003.tar", NULL);
     snprintf(spec, sizeof spec, "%s/train-0000.tar\n%s", dir, dir);
-    open_fails(spec, NULL, ".tar shards", NULL);
+    tu_source_open_fails(spec, NULL, ".tar shards", NULL);
     snprintf(spec, sizeof spec, "%s/nothing-*.tar", dir);
-    open_fails(spec, NULL, "matches no files", NULL);
+    tu_source_open_fails(spec, NULL, "matches no files", NULL);
     free(dir);
 }
 
@@ -607,7 +546,7 @@ static void test_records_index(void **state)
     write_records(c, 16, 12, 3, 0, 3);
     rf_source_opts o = {12, 16};
     rf_source s;
-    open_ok(&s, a, &o);
+    tu_source_open_ok(&s, a, &o);
     assert_int_equal(s.kind, RF_SOURCE_RECORDS);
     assert_int_equal(s.n, 10);
     assert_null(s.labels);
@@ -629,7 +568,7 @@ static void test_records_index(void **state)
 
     char spec[8192];
     snprintf(spec, sizeof spec, "%s\n%s\n%s", a, b, c);
-    open_ok(&s, spec, &o);
+    tu_source_open_ok(&s, spec, &o);
     assert_int_equal(s.n, 13);
     assert_int_equal(s.nfiles, 3);
     for (int64_t i = 0; i < s.n; i++) {
@@ -645,17 +584,17 @@ static void test_records_index(void **state)
 
     /* A pattern of record files (record files need no .tar name). */
     snprintf(spec, sizeof spec, "%s/rec-{a,c}.bin", g_tmp);
-    open_ok(&s, spec, &o);
+    tu_source_open_ok(&s, spec, &o);
     assert_int_equal(s.n, 13);
     rf__source_close(&s);
     /* Header only, header larger than the file, a folder. */
-    open_fails(b, &o, b, "no complete record", NULL);
+    tu_source_open_fails(b, &o, b, "no complete record", NULL);
     rf_source_opts big = {12, 1 << 20};
-    open_fails(a, &big, "no complete record", NULL);
-    open_fails(g_tmp, &o, "record", NULL);
+    tu_source_open_fails(a, &big, "no complete record", NULL);
+    tu_source_open_fails(g_tmp, &o, "record", NULL);
     /* record_size 1: every byte a record */
     rf_source_opts one = {1, 0};
-    open_ok(&s, c, &one);
+    tu_source_open_ok(&s, c, &one);
     assert_int_equal(s.n, 16 + 36);
     rf__source_close(&s);
     free(a);
@@ -678,7 +617,7 @@ static char *g_shard_pattern; /* the same images as 4 tar shards */
 static void make_tar_copy(void)
 {
     char *dir = tmp_path("folder-shards");
-    mkdir_p(dir);
+    assert_int_equal(tu_mkdir_p(dir), 0);
     tu_folder_opts f = {CLASSES, PER_CLASS, 120, 90, 90, 5, TU_MIX_CYCLE};
     tw t = {0};
     int shard = -1;
@@ -713,30 +652,9 @@ static void make_tar_copy(void)
 
 static rf_loader *make(const char *src, int workers, int batch, int transform)
 {
-    rf_loader *l = rf_loader_create(src);
-    assert_non_null(l);
-    assert_int_equal(rf_loader_set_param(l, RF_P_BATCH_SIZE, batch), 0);
-    assert_int_equal(rf_loader_set_param(l, RF_P_IMAGE_SIZE, 40), 0);
-    assert_int_equal(rf_loader_set_param(l, RF_P_NUM_WORKERS, workers), 0);
-    assert_int_equal(rf_loader_set_param(l, RF_P_TRANSFORM, transform), 0);
-    assert_int_equal(rf_loader_set_param(l, RF_P_FLIP, 1), 0);
-    assert_int_equal(rf_loader_set_param(l, RF_P_SEED, 77), 0);
-    return l;
-}
-
-static void start(rf_loader *l)
-{
-    int rc = rf_loader_start(l);
-    if (rc != 0)
-        fail_msg("start: %d %s", rc, rf_loader_errmsg(l));
-}
-
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ULL;
-    return h;
+    return TU_LOADER(src, {RF_P_BATCH_SIZE, batch}, {RF_P_IMAGE_SIZE, 40},
+                     {RF_P_NUM_WORKERS, workers}, {RF_P_TRANSFORM, transform}, {RF_P_FLIP, 1},
+                     {RF_P_SEED, 77});
 }
 
 /* Hashes of each batch of an epoch from batch `from` on (data, labels,
@@ -749,11 +667,7 @@ static int64_t batch_hashes(rf_loader *l, int64_t epoch, int64_t from, uint64_t 
     int64_t k = 0;
     while ((rc = rf_loader_next(l, &b)) == RF_OK) {
         assert_true(k < cap);
-        uint64_t h = 0xcbf29ce484222325ULL;
-        h = fnv(h, rf_batch_data(b), rf_batch_nbytes(b));
-        h = fnv(h, rf_batch_labels(b), (size_t)rf_batch_count(b) * 8);
-        h = fnv(h, rf_batch_samples(b), (size_t)rf_batch_count(b) * 8);
-        out[k++] = h;
+        out[k++] = tu_batch_hash(TU_FNV_INIT, b);
         rf_batch_release(b);
     }
     if (rc != RF_END_OF_EPOCH)
@@ -767,14 +681,14 @@ static void test_tar_copy_matches_folder(void **state)
     const int transforms[] = {RF_TRANSFORM_CENTER, RF_TRANSFORM_RANDOM_RESIZED_CROP};
     for (int ti = 0; ti < 2; ti++) {
         rf_loader *ref = make(g_folder, 2, 7, transforms[ti]);
-        start(ref);
+        tu_start(ref);
         uint64_t want[16], got[16];
         int64_t nb = batch_hashes(ref, 1, 0, want, 16);
         assert_int_equal(nb, (N + 6) / 7);
         for (int backend = RF_IO_URING; backend <= RF_IO_PREAD; backend++) {
             rf_loader *l = make(g_shard_pattern, 3, 7, transforms[ti]);
             assert_int_equal(rf_loader_set_param(l, RF_P_IO_BACKEND, backend), 0);
-            start(l);
+            tu_start(l);
             assert_int_equal(rf_loader_num_samples(l), N);
             for (int64_t i = 0; i < N; i++)
                 assert_int_equal(rf_loader_sample_label(l, i), rf_loader_sample_label(ref, i));
@@ -814,7 +728,7 @@ static void test_tar_bad_member_named(void **state)
     free(jpg);
     rf_loader *l = make(p, 2, 4, RF_TRANSFORM_CENTER);
     assert_int_equal(rf_loader_set_param(l, RF_P_SHUFFLE, 0), 0);
-    start(l);
+    tu_start(l);
     rf_batch *b;
     int rc = rf_loader_next(l, &b);
     assert_int_equal(rc, RF_E_DECODE);
@@ -828,7 +742,7 @@ static void test_tar_bad_member_named(void **state)
     /* on_error = skip: recorded in the stats with the same name */
     l = make(p, 2, 4, RF_TRANSFORM_CENTER);
     assert_int_equal(rf_loader_set_param(l, RF_P_ON_ERROR, RF_ON_ERROR_SKIP), 0);
-    start(l);
+    tu_start(l);
     assert_int_equal(rf_loader_next(l, &b), RF_OK);
     rf_batch_release(b);
     char stats[16384];
@@ -842,16 +756,9 @@ static void test_tar_bad_member_named(void **state)
 static rf_loader *make_records(const char *src, int64_t rec, int64_t header, int dtype, int workers,
                                int batch)
 {
-    rf_loader *l = rf_loader_create(src);
-    assert_non_null(l);
-    assert_int_equal(rf_loader_set_param(l, RF_P_RECORD_SIZE, rec), 0);
-    assert_int_equal(rf_loader_set_param(l, RF_P_HEADER_SIZE, header), 0);
-    assert_int_equal(rf_loader_set_param(l, RF_P_DTYPE, dtype), 0);
-    assert_int_equal(rf_loader_set_param(l, RF_P_TRANSFORM, RF_TRANSFORM_NONE), 0);
-    assert_int_equal(rf_loader_set_param(l, RF_P_BATCH_SIZE, batch), 0);
-    assert_int_equal(rf_loader_set_param(l, RF_P_NUM_WORKERS, workers), 0);
-    assert_int_equal(rf_loader_set_param(l, RF_P_SEED, 5), 0);
-    return l;
+    return TU_LOADER(src, {RF_P_RECORD_SIZE, rec}, {RF_P_HEADER_SIZE, header}, {RF_P_DTYPE, dtype},
+                     {RF_P_TRANSFORM, RF_TRANSFORM_NONE}, {RF_P_BATCH_SIZE, batch},
+                     {RF_P_NUM_WORKERS, workers}, {RF_P_SEED, 5});
 }
 
 static void test_records_loader(void **state)
@@ -870,7 +777,7 @@ static void test_records_loader(void **state)
         for (int workers = 1; workers <= 3; workers += 2) {
             rf_loader *l = make_records(spec, 24, 64, RF_DTYPE_UINT16, workers, 8);
             assert_int_equal(rf_loader_set_param(l, RF_P_IO_BACKEND, backend), 0);
-            start(l);
+            tu_start(l);
             assert_int_equal(rf_loader_num_samples(l), 57);
             assert_int_equal(rf_loader_num_batches(l), 8);
             rf_batch *b;
@@ -933,7 +840,7 @@ static void test_records_loader(void **state)
         assert_int_equal(rf_loader_set_param(l, RF_P_SHUFFLE, 0), 0);
         assert_int_equal(rf_loader_set_param(l, RF_P_IO_BACKEND, backend), 0);
         assert_int_equal(rf_loader_set_param(l, RF_P_PREFETCH, 2), 0);
-        start(l);
+        tu_start(l);
         /* the first batch may already be in flight; stop it by seeking after the truncation */
         assert_int_equal(truncate(t, 950), 0);
         assert_int_equal(rf_loader_seek(l, 1, 0), 0);
@@ -973,7 +880,7 @@ static void test_distributed_tar(void **state)
                 assert_int_equal(rf_loader_set_param(l, RF_P_WORLD_SIZE, ws), 0);
                 assert_int_equal(rf_loader_set_param(l, RF_P_DROP_LAST, drop), 0);
                 assert_int_equal(rf_loader_set_param(l, RF_P_IMAGE_SIZE, 16), 0);
-                start(l);
+                tu_start(l);
                 int64_t want_nb = drop ? per_rank / bs : (per_rank + bs - 1) / bs;
                 assert_int_equal(rf_loader_num_batches(l), want_nb);
                 if (drop) {
@@ -1023,12 +930,12 @@ static void test_resume_tar_and_records(void **state)
     (void)state;
     uint64_t want[16], got[16];
     rf_loader *a = make(g_shard_pattern, 1, 4, RF_TRANSFORM_RANDOM_RESIZED_CROP);
-    start(a);
+    tu_start(a);
     int64_t nb = batch_hashes(a, 2, 0, want, 16);
     rf_loader_destroy(a);
     for (int64_t k = 1; k < nb; k += 3) {
         rf_loader *b = make(g_shard_pattern, 4, 4, RF_TRANSFORM_RANDOM_RESIZED_CROP);
-        start(b);
+        tu_start(b);
         assert_int_equal(batch_hashes(b, 2, k, got, 16), nb - k);
         assert_memory_equal(got, want + k, (size_t)(nb - k) * sizeof *got);
         int64_t e, bi;
@@ -1040,11 +947,11 @@ static void test_resume_tar_and_records(void **state)
     char *r = tmp_path("resume.bin");
     write_records(r, 0, 32, 50, 3, 9);
     a = make_records(r, 32, 0, RF_DTYPE_INT32, 1, 6);
-    start(a);
+    tu_start(a);
     nb = batch_hashes(a, 4, 0, want, 16);
     rf_loader_destroy(a);
     rf_loader *b = make_records(r, 32, 0, RF_DTYPE_INT32, 3, 6);
-    start(b);
+    tu_start(b);
     assert_int_equal(batch_hashes(b, 4, 5, got, 16), nb - 5);
     assert_memory_equal(got, want + 5, (size_t)(nb - 5) * sizeof *got);
     rf_loader_destroy(b);
@@ -1056,7 +963,7 @@ static void test_resume_tar_and_records(void **state)
 static int setup(void **state)
 {
     (void)state;
-    g_tmp = make_tempdir();
+    g_tmp = tu_tempdir("shards");
     if (!g_tmp)
         return -1;
     g_folder = tmp_path("folder");

@@ -29,28 +29,12 @@
 
 #include "ringfeed.h"
 #include "source.h"
+#include "testcheck.h"
 #include "testutil.h"
 
 /* ----------------------------------------------------------------- helpers */
 
 static char *g_tmp; /* this run's temporary folder */
-
-static char *make_tempdir(void)
-{
-    const char *base = getenv("RINGFEED_TEST_TMP");
-    if (!base || !*base)
-        return tu_tempdir("source");
-    size_t n = strlen(base) + 32;
-    char *p = malloc(n);
-    if (!p)
-        return NULL;
-    snprintf(p, n, "%s/rf-source-XXXXXX", base);
-    if (!mkdtemp(p)) {
-        free(p);
-        return NULL;
-    }
-    return p;
-}
 
 /* g_tmp/<name>, malloc'd; nothing is created. */
 static char *sub(const char *name)
@@ -99,39 +83,6 @@ static void write_text(const char *path, const char *text)
     assert_int_equal(tu_write_file(path, text, strlen(text)), 0);
 }
 
-static void open_ok(rf_source *s, const char *spec)
-{
-    char err[512] = "";
-    int rc = rf__source_open(s, spec, err, sizeof err);
-    if (rc != 0)
-        fail_msg("rf__source_open(%s) = %d: %s", spec, rc, err);
-}
-
-/* Opens spec expecting RF_E_SOURCE and a message containing each of the
- * given substrings (NULL-terminated). */
-static void open_fails(const char *spec, ...)
-{
-    rf_source s;
-    char err[1024] = "";
-    int rc = rf__source_open(&s, spec, err, sizeof err);
-    if (rc != RF_E_SOURCE) {
-        long long n = (long long)s.n;
-        if (rc == 0)
-            rf__source_close(&s);
-        fail_msg("rf__source_open(%s) = %d (n=%lld), expected RF_E_SOURCE", spec, rc, n);
-    }
-    assert_int_equal(s.n, 0); /* nothing left behind */
-    assert_null(s.arena);
-    va_list ap;
-    va_start(ap, spec);
-    const char *want;
-    while ((want = va_arg(ap, const char *)) != NULL)
-        if (!strstr(err, want))
-            fail_msg("error message \"%s\" lacks \"%s\"", err, want);
-    va_end(ap);
-    printf("  %s\n", err);
-}
-
 /* Checks the index against (root-relative path, label) pairs. */
 typedef struct {
     const char *rel;
@@ -172,7 +123,7 @@ static void test_folder_classes_and_files_sorted(void **state)
     put(root, "ant/m.jpg");
     put(root, "ant/M.jpg");
     rf_source s;
-    open_ok(&s, root);
+    tu_source_open_ok(&s, root, NULL);
     assert_int_equal(s.kind, RF_SOURCE_FOLDER);
     assert_int_equal(s.nclasses, 4);
     assert_string_equal(class_name(&s, 0), "Zebra");
@@ -192,7 +143,7 @@ static void test_folder_classes_and_files_sorted(void **state)
     /* A trailing slash on the root does not double the separator. */
     char *slashed = NULL;
     assert_true(asprintf(&slashed, "%s//", root) > 0);
-    open_ok(&s, slashed);
+    tu_source_open_ok(&s, slashed, NULL);
     expect_index(&s, root, w, 8);
     rf__source_close(&s);
     free(slashed);
@@ -213,7 +164,7 @@ static void test_folder_nested_walk_order(void **state)
     put(root, "c0/a/deeper/only.png");
     put(root, "c1/q/r/s/t.jpg");
     rf_source s;
-    open_ok(&s, root);
+    tu_source_open_ok(&s, root, NULL);
     /* sorted(os.walk()) sorts by the walked path: "c0/a b" and "c0/a-b"
      * (' ' and '-' sort before '/') come before "c0/a/deeper". */
     static const want_t w[] = {
@@ -239,7 +190,7 @@ static void test_folder_extensions(void **state)
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         put(root, names[i]);
     rf_source s;
-    open_ok(&s, root);
+    tu_source_open_ok(&s, root, NULL);
     /* f.lower().endswith((".jpg", ".jpeg")), hidden files included. */
     static const want_t w[] = {
         {"c/.hidden.jpg", 0}, {"c/.jpg", 0},  {"c/a.jpg", 0},  {"c/b.jpeg", 0},
@@ -260,7 +211,7 @@ static void test_folder_directory_named_like_image(void **state)
     put(root, "c/folder.jpg/inner.jpg");
     put(root, "c/empty.jpeg/");
     rf_source s;
-    open_ok(&s, root);
+    tu_source_open_ok(&s, root, NULL);
     static const want_t w[] = {{"c/real.jpg", 0}, {"c/folder.jpg/inner.jpg", 0}};
     expect_index(&s, root, w, 2);
     rf__source_close(&s);
@@ -288,7 +239,7 @@ static void test_folder_symlinks(void **state)
     link_at("does-not-exist", root, "a/broken.jpg"); /* listed, as os.walk lists it */
     link_at("a/own.jpg", root, "notaclass"); /* a file link at the root: not a class */
     rf_source s;
-    open_ok(&s, root);
+    tu_source_open_ok(&s, root, NULL);
     assert_int_equal(s.nclasses, 2);
     assert_string_equal(class_name(&s, 0), "a");
     assert_string_equal(class_name(&s, 1), "b");
@@ -322,7 +273,7 @@ static void test_folder_never_opens_samples(void **state)
     fifo_at(root, "c/b.jpeg");
     fifo_at(root, "c/c.png");
     rf_source s;
-    open_ok(&s, root);
+    tu_source_open_ok(&s, root, NULL);
     static const want_t w[] = {{"c/a.jpg", 0}, {"c/b.jpeg", 0}};
     expect_index(&s, root, w, 2);
     rf__source_close(&s);
@@ -333,7 +284,7 @@ static void test_folder_never_opens_samples(void **state)
     char path[4096];
     snprintf(path, sizeof path, "%s/c/x.jpg", root2);
     assert_int_equal(chmod(path, 0), 0);
-    open_ok(&s, root2);
+    tu_source_open_ok(&s, root2, NULL);
     assert_int_equal(s.n, 1);
     rf__source_close(&s);
     free(root);
@@ -349,12 +300,12 @@ static void test_folder_empty_class(void **state)
     put(root, "hollow_class/pic.png");
     put(root, "hollow_class/sub/");
     put(root, "zfull/b.jpg");
-    open_fails(root, "hollow_class", NULL);
+    tu_source_open_fails(root, NULL, "hollow_class", NULL);
     free(root);
 
     char *root2 = sub("emptyclass2");
     put(root2, "only_empty/");
-    open_fails(root2, "only_empty", NULL);
+    tu_source_open_fails(root2, NULL, "only_empty", NULL);
     free(root2);
 }
 
@@ -362,24 +313,24 @@ static void test_folder_missing_or_classless_root(void **state)
 {
     (void)state;
     char *missing = sub("no/such/root");
-    open_fails(missing, missing, NULL);
+    tu_source_open_fails(missing, NULL, missing, NULL);
     free(missing);
 
     /* Root holding only files: no class folders. */
     char *flat = sub("flat");
     put(flat, "a.jpg");
     put(flat, "b.jpg");
-    open_fails(flat, flat, NULL);
+    tu_source_open_fails(flat, NULL, flat, NULL);
     free(flat);
 
     /* Empty root. */
     char *empty = sub("emptyroot");
     put(empty, "");
-    open_fails(empty, empty, NULL);
+    tu_source_open_fails(empty, NULL, empty, NULL);
     free(empty);
 
     /* Neither a folder nor a regular file. */
-    open_fails("/dev/null", "/dev/null", NULL);
+    tu_source_open_fails("/dev/null", NULL, "/dev/null", NULL);
 }
 
 /* Two loaders may be started on two threads at once, so indexing must not
@@ -503,7 +454,7 @@ static void test_list_basic(void **state)
                      "../up.jpg\t3\n"
                      "last.jpg\t1"); /* no final newline */
     rf_source s;
-    open_ok(&s, list);
+    tu_source_open_ok(&s, list, NULL);
     assert_int_equal(s.kind, RF_SOURCE_LIST);
     assert_int_equal(s.n, 5);
     assert_int_equal(s.nclasses, 4); /* max label + 1; '#' lines do not count */
@@ -529,12 +480,12 @@ static void test_list_basic(void **state)
     char sd[4096];
     snprintf(sd, sizeof sd, "%s/sub", dir);
     assert_int_equal(chdir(sd), 0);
-    open_ok(&s, "train.txt");
+    tu_source_open_ok(&s, "train.txt", NULL);
     assert_string_equal(rf__source_path(&s, 0), "a/x.jpg");
     assert_string_equal(rf__source_path(&s, 1), "/abs/path/y.jpg");
     rf__source_close(&s);
     assert_int_equal(chdir(dir), 0);
-    open_ok(&s, "sub/train.txt");
+    tu_source_open_ok(&s, "sub/train.txt", NULL);
     assert_string_equal(rf__source_path(&s, 0), "sub/a/x.jpg");
     rf__source_close(&s);
     assert_int_equal(chdir(cwd), 0);
@@ -543,7 +494,7 @@ static void test_list_basic(void **state)
     /* Labels need not be dense: nclasses is still max + 1. */
     snprintf(list, sizeof list, "%s/sparse.txt", dir);
     write_text(list, "p.jpg\t7\nq.jpg\t0\n");
-    open_ok(&s, list);
+    tu_source_open_ok(&s, list, NULL);
     assert_int_equal(s.nclasses, 8);
     rf__source_close(&s);
 
@@ -576,7 +527,7 @@ static void test_list_malformed(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         snprintf(list, sizeof list, "%s/bad%zu.txt", dir, i);
         write_text(list, cases[i].text);
-        open_fails(list, list, cases[i].line, NULL);
+        tu_source_open_fails(list, NULL, list, cases[i].line, NULL);
     }
     /* The largest int64 label: either refused, or nclasses = max + 1 must
      * not overflow into a negative count. */
@@ -598,10 +549,10 @@ static void test_list_malformed(void **state)
     /* No samples at all. */
     snprintf(list, sizeof list, "%s/empty.txt", dir);
     write_text(list, "");
-    open_fails(list, list, NULL);
+    tu_source_open_fails(list, NULL, list, NULL);
     snprintf(list, sizeof list, "%s/comments.txt", dir);
     write_text(list, "# nothing\n\n#\n");
-    open_fails(list, list, NULL);
+    tu_source_open_fails(list, NULL, list, NULL);
     free(dir);
 }
 
@@ -622,7 +573,7 @@ static void test_list_scale(void **state)
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     rf_source s;
-    open_ok(&s, list);
+    tu_source_open_ok(&s, list, NULL);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
     printf("  list of %d lines indexed in %.3f s (arena %zu bytes)\n", LINES, secs,
@@ -643,7 +594,7 @@ static void test_list_scale(void **state)
 static int setup(void **state)
 {
     (void)state;
-    g_tmp = make_tempdir();
+    g_tmp = tu_tempdir("source");
     return g_tmp ? 0 : -1;
 }
 

@@ -1,7 +1,7 @@
 /*
- * testutil.c - test data made at test time with libjpeg-turbo (classic
- * jpeglib.h API): photo-like pictures, JPEGs in every variant the decoder must
- * handle, image folders and list files.
+ * testutil.c - photo-like pictures made at test time, and image folders of
+ * them (the JPEG encoding is in testutil_jpeg.c, files and list files in
+ * testutil_files.c; all three are declared in testutil.h).
  *
  * Pictures are synthetic but built to compress, decode and resize like photos:
  * a sky/ground gradient under slow lighting changes, a few shaded shapes with
@@ -15,24 +15,15 @@
  * the same JPEG bytes. No global state: every function is safe to call from
  * several threads at once (bench/gen_folder.c does).
  */
-#ifndef _XOPEN_SOURCE
-#define _XOPEN_SOURCE 700 /* mkdtemp, lstat, realpath */
-#endif
-
 #include "testutil.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
-#include <setjmp.h>
-#include <stdio.h> /* before jpeglib.h, which uses FILE */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
-
-#include <jpeglib.h>
 
 /* ---------------------------------------------------------------- hashing */
 
@@ -374,224 +365,7 @@ fail:
     return NULL;
 }
 
-/* -------------------------------------------------------------- libjpeg io */
-
-/* Error manager that returns to the caller instead of exiting, and turns
- * warnings (corrupt or truncated data) into errors as the library does:
- * decoding a damaged test file must fail, not yield gray pixels. */
-typedef struct {
-    struct jpeg_error_mgr pub;
-    jmp_buf jb;
-} tu_jerr;
-
-static void jerr_exit(j_common_ptr c)
-{
-    longjmp(((tu_jerr *)c->err)->jb, 1);
-}
-
-static void jerr_emit(j_common_ptr c, int level)
-{
-    if (level < 0)
-        longjmp(((tu_jerr *)c->err)->jb, 1);
-    /* Trace messages (level >= 0) are ignored. */
-}
-
-static void jerr_output(j_common_ptr c)
-{
-    (void)c; /* tests feed bad data on purpose; keep stderr quiet */
-}
-
-static void jerr_init(tu_jerr *e)
-{
-    jpeg_std_error(&e->pub);
-    e->pub.error_exit = jerr_exit;
-    e->pub.emit_message = jerr_emit;
-    e->pub.output_message = jerr_output;
-}
-
-static int opts_ok(const tu_jpeg_opts *o)
-{
-    return o->width >= 1 && o->width <= JPEG_MAX_DIMENSION && o->height >= 1 &&
-           o->height <= JPEG_MAX_DIMENSION && o->quality >= 1 && o->quality <= 100 &&
-           o->subsamp >= TU_444 && o->subsamp <= TU_GRAY && o->restart_rows >= 0 &&
-           o->restart_rows <= 65535 && o->hs >= 0 && o->hs <= 4 && o->vs >= 0 && o->vs <= 4 &&
-           (o->hs > 0) == (o->vs > 0) && (o->hs == 0 || o->subsamp != TU_GRAY);
-}
-
-int tu_encode_jpeg(const uint8_t *rgb, const tu_jpeg_opts *o, uint8_t **out, size_t *out_len)
-{
-    if (!rgb || !o || !out || !out_len || !opts_ok(o))
-        return -1;
-    *out = NULL;
-    *out_len = 0;
-
-    struct jpeg_compress_struct c;
-    tu_jerr e;
-    /* jpeg_mem_dest (re)allocates buf with malloc; it lives in memory whose
-     * address libjpeg holds, so it survives the longjmp. */
-    unsigned char *buf = NULL;
-    unsigned long size = 0;
-
-    memset(&c, 0, sizeof c);
-    jerr_init(&e);
-    c.err = &e.pub;
-    if (setjmp(e.jb)) {
-        jpeg_destroy_compress(&c);
-        free(buf);
-        return -1;
-    }
-    jpeg_create_compress(&c);
-    jpeg_mem_dest(&c, &buf, &size);
-    c.image_width = (JDIMENSION)o->width;
-    c.image_height = (JDIMENSION)o->height;
-    c.input_components = 3;
-    c.in_color_space = JCS_RGB;
-    jpeg_set_defaults(&c);
-    if (o->subsamp == TU_GRAY) {
-        /* libjpeg converts RGB to Y itself (the same BT.601 weights a
-         * decoder's gray output implies). */
-        jpeg_set_colorspace(&c, JCS_GRAYSCALE);
-    } else {
-        /* Defaults are 2x2 luma sampling (4:2:0); chroma stays 1x1. */
-        c.comp_info[0].h_samp_factor = o->hs ? o->hs : o->subsamp == TU_444 ? 1 : 2;
-        c.comp_info[0].v_samp_factor = o->vs ? o->vs : o->subsamp == TU_420 ? 2 : 1;
-    }
-    jpeg_set_quality(&c, o->quality, TRUE);
-    if (o->progressive)
-        jpeg_simple_progression(&c);
-    c.arith_code = o->arithmetic ? TRUE : FALSE;
-    c.restart_in_rows = o->restart_rows;
-    jpeg_start_compress(&c, TRUE);
-    size_t stride = (size_t)o->width * 3;
-    while (c.next_scanline < c.image_height) {
-        /* libjpeg never writes through the row pointer; the cast only drops const. */
-        JSAMPROW row = (JSAMPROW)(uintptr_t)(rgb + c.next_scanline * stride);
-        jpeg_write_scanlines(&c, &row, 1);
-    }
-    jpeg_finish_compress(&c);
-    jpeg_destroy_compress(&c);
-    *out = buf;
-    *out_len = size;
-    return 0;
-}
-
-/* A CMYK (Adobe-style inverted ink) or YCCK JPEG of the photo-like picture
- * for seed: tu_encode_jpeg encodes RGB and gray only. */
-int tu_encode_cmyk(int w, int h, int ycck, uint32_t seed, int quality, uint8_t **out,
-                   size_t *out_len)
-{
-    uint8_t *rgb = tu_make_rgb(w, h, seed);
-    uint8_t *cmyk = malloc((size_t)w * h * 4);
-    if (!rgb || !cmyk) {
-        free(rgb);
-        free(cmyk);
-        return -1;
-    }
-    for (size_t i = 0; i < (size_t)w * h; i++) {
-        /* inverted ink (Adobe): C' * K' / 255 ~ R */
-        int r = rgb[3 * i], g = rgb[3 * i + 1], b = rgb[3 * i + 2];
-        int k = r > g ? (r > b ? r : b) : (g > b ? g : b);
-        if (k == 0)
-            k = 1;
-        cmyk[4 * i] = (uint8_t)(r * 255 / k);
-        cmyk[4 * i + 1] = (uint8_t)(g * 255 / k);
-        cmyk[4 * i + 2] = (uint8_t)(b * 255 / k);
-        cmyk[4 * i + 3] = (uint8_t)k;
-    }
-    free(rgb);
-    struct jpeg_compress_struct c;
-    tu_jerr e;
-    unsigned char *volatile buf = NULL;
-    unsigned long size = 0;
-    memset(&c, 0, sizeof c);
-    c.err = &e.pub;
-    jerr_init(&e);
-    if (setjmp(e.jb)) {
-        jpeg_destroy_compress(&c);
-        free(buf);
-        free(cmyk);
-        return -1;
-    }
-    jpeg_create_compress(&c);
-    jpeg_mem_dest(&c, (unsigned char **)&buf, &size);
-    c.image_width = (JDIMENSION)w;
-    c.image_height = (JDIMENSION)h;
-    c.input_components = 4;
-    c.in_color_space = JCS_CMYK;
-    jpeg_set_defaults(&c);
-    jpeg_set_colorspace(&c, ycck ? JCS_YCCK : JCS_CMYK);
-    jpeg_set_quality(&c, quality, TRUE);
-    jpeg_start_compress(&c, TRUE);
-    while (c.next_scanline < c.image_height) {
-        JSAMPROW row = cmyk + (size_t)c.next_scanline * w * 4;
-        jpeg_write_scanlines(&c, &row, 1);
-    }
-    jpeg_finish_compress(&c);
-    jpeg_destroy_compress(&c);
-    free(cmyk);
-    *out = buf;
-    *out_len = size;
-    return 0;
-}
-
-int tu_make_jpeg(const tu_jpeg_opts *o, uint8_t **out, size_t *out_len)
-{
-    if (!o || !opts_ok(o))
-        return -1;
-    uint8_t *rgb = tu_make_rgb(o->width, o->height, o->seed);
-    if (!rgb)
-        return -1;
-    int rc = tu_encode_jpeg(rgb, o, out, out_len);
-    free(rgb);
-    return rc;
-}
-
-/* Refuse to allocate more than this for a decode (3 bytes a pixel): tests may
- * hand tu_decode_jpeg a header claiming 65500x65500. */
-#define TU_DECODE_MAX_PIXELS ((size_t)1 << 26)
-
-int tu_decode_jpeg(const uint8_t *jpg, size_t len, uint8_t **out, int *w, int *h)
-{
-    if (!jpg || !out || len > ULONG_MAX)
-        return -1;
-    *out = NULL;
-
-    struct jpeg_decompress_struct d;
-    tu_jerr e;
-    uint8_t *volatile pix = NULL; /* assigned after setjmp, freed after longjmp */
-
-    memset(&d, 0, sizeof d);
-    jerr_init(&e);
-    d.err = &e.pub;
-    if (setjmp(e.jb)) {
-        jpeg_destroy_decompress(&d);
-        free(pix);
-        return -1;
-    }
-    jpeg_create_decompress(&d);
-    jpeg_mem_src(&d, jpg, (unsigned long)len);
-    jpeg_read_header(&d, TRUE);
-    d.out_color_space = JCS_RGB; /* gray is expanded to R = G = B */
-    jpeg_start_decompress(&d);
-    size_t ow = d.output_width, oh = d.output_height;
-    if (d.output_components != 3 || ow * oh > TU_DECODE_MAX_PIXELS)
-        longjmp(e.jb, 1);
-    pix = malloc(ow * oh * 3);
-    if (!pix)
-        longjmp(e.jb, 1);
-    while (d.output_scanline < d.output_height) {
-        JSAMPROW row = pix + (size_t)d.output_scanline * ow * 3;
-        jpeg_read_scanlines(&d, &row, 1);
-    }
-    jpeg_finish_decompress(&d);
-    jpeg_destroy_decompress(&d);
-    *out = pix;
-    if (w)
-        *w = (int)ow;
-    if (h)
-        *h = (int)oh;
-    return 0;
-}
+/* ------------------------------------------------------------- comparing */
 
 double tu_psnr(const uint8_t *a, const uint8_t *b, size_t n)
 {
@@ -607,121 +381,12 @@ double tu_psnr(const uint8_t *a, const uint8_t *b, size_t n)
     return 10.0 * log10(255.0 * 255.0 * (double)n / (double)se);
 }
 
-/* ------------------------------------------------------------------ files */
-
-int tu_write_file(const char *path, const void *data, size_t len)
+uint64_t tu_fnv1a(uint64_t h, const void *p, size_t n)
 {
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return -1;
-    int ok = len == 0 || fwrite(data, 1, len, f) == len;
-    if (fclose(f) != 0)
-        ok = 0;
-    return ok ? 0 : -1;
-}
-
-uint8_t *tu_read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 1 << 16, n = 0;
-    uint8_t *buf = malloc(cap + 1);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap)
-            break;
-        uint8_t *nb = realloc(buf, cap * 2 + 1);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (!buf || err) {
-        free(buf);
-        return NULL;
-    }
-    buf[n] = 0; /* so text files can be used as strings */
-    if (len)
-        *len = n;
-    return buf;
-}
-
-char *tu_tempdir(const char *tag)
-{
-    const char *base = getenv("TMPDIR");
-    if (!base || !*base)
-        base = "/tmp";
-    size_t n = strlen(base) + (tag ? strlen(tag) : 0) + 16;
-    char *p = malloc(n);
-    if (!p)
-        return NULL;
-    snprintf(p, n, "%s/rf-%s-XXXXXX", base, tag ? tag : "test");
-    if (!mkdtemp(p)) {
-        free(p);
-        return NULL;
-    }
-    return p;
-}
-
-void tu_rmtree(const char *path)
-{
-    struct stat st;
-    /* Guard against the obvious disasters of a bad argument. */
-    if (!path || !*path || strcmp(path, "/") == 0 || lstat(path, &st) != 0)
-        return;
-    if (!S_ISDIR(st.st_mode)) {
-        unlink(path);
-        return;
-    }
-    /* Tests chmod directories to 000 to provoke EACCES; undo that first. */
-    chmod(path, 0700);
-    DIR *d = opendir(path);
-    if (d) {
-        struct dirent *de;
-        while ((de = readdir(d)) != NULL) {
-            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                continue;
-            size_t n = strlen(path) + strlen(de->d_name) + 2;
-            char *child = malloc(n);
-            if (!child)
-                break;
-            snprintf(child, n, "%s/%s", path, de->d_name);
-            tu_rmtree(child);
-            free(child);
-        }
-        closedir(d);
-    }
-    rmdir(path);
-}
-
-/* mkdir -p. */
-static int mkdir_p(const char *path)
-{
-    size_t n = strlen(path);
-    char *p = malloc(n + 1);
-    if (!p)
-        return -1;
-    memcpy(p, path, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (p[i] == '/' || p[i] == 0) {
-            char ch = p[i];
-            p[i] = 0;
-            if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-                free(p);
-                return -1;
-            }
-            p[i] = ch;
-        }
-    }
-    free(p);
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
 }
 
 /* ---------------------------------------------------------------- folders */
@@ -830,7 +495,7 @@ int tu_folder_path(char *buf, size_t n, const char *root, const tu_folder_opts *
 
 int tu_folder_prepare(const char *root, const tu_folder_opts *f)
 {
-    if (!root || !folder_opts_ok(f) || mkdir_p(root) != 0)
+    if (!root || !folder_opts_ok(f) || tu_mkdir_p(root) != 0)
         return -1;
     char path[PATH_MAX];
     for (int c = 0; c < f->classes; c++) {
@@ -882,146 +547,4 @@ int tu_make_folder(const char *root, int classes, int per_class, int width, int 
 {
     tu_folder_opts f = {classes, per_class, width, height, 90, seed, TU_MIX_CYCLE};
     return tu_make_folder_ex(root, &f, NULL);
-}
-
-/* ------------------------------------------------------------ list files */
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static int is_dir(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static int has_image_ext(const char *name)
-{
-    const char *dot = strrchr(name, '.');
-    return dot &&
-           (strcmp(dot, ".jpg") == 0 || strcmp(dot, ".jpeg") == 0 || strcmp(dot, ".JPEG") == 0);
-}
-
-/* Sorted names in dir that pass keep (NULL: all but . and ..); *out is a
- * malloc'd array of malloc'd strings. Returns the count or -1. */
-static int sorted_names(const char *dir, int want_dirs, char ***out)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return -1;
-    char **v = NULL;
-    int n = 0, cap = 0, bad = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (de->d_name[0] == '.' &&
-            (de->d_name[1] == 0 || (de->d_name[1] == '.' && de->d_name[2] == 0)))
-            continue;
-        char path[PATH_MAX];
-        if (snprintf(path, sizeof path, "%s/%s", dir, de->d_name) >= (int)sizeof path)
-            continue;
-        /* torchvision: classes are directories; samples are files with an
-         * image extension (a directory named x.jpg is not a sample). */
-        if (want_dirs ? !is_dir(path) : (is_dir(path) || !has_image_ext(de->d_name)))
-            continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 64;
-            char **nv = realloc(v, (size_t)cap * sizeof *v);
-            if (!nv) {
-                bad = 1;
-                break;
-            }
-            v = nv;
-        }
-        if (!(v[n] = strdup(de->d_name))) {
-            bad = 1;
-            break;
-        }
-        n++;
-    }
-    closedir(d);
-    if (bad) {
-        for (int i = 0; i < n; i++)
-            free(v[i]);
-        free(v);
-        return -1;
-    }
-    if (n)
-        qsort(v, (size_t)n, sizeof *v, cmp_str);
-    *out = v;
-    return n;
-}
-
-static void free_names(char **v, int n)
-{
-    for (int i = 0; i < n; i++)
-        free(v[i]);
-    free(v);
-}
-
-int tu_make_list(const char *list_path, const char *root)
-{
-    if (!list_path || !root)
-        return -1;
-    /* Paths are written relative to the list's folder when root lies inside
-     * it (the list-file source resolves them against that folder), else
-     * absolute. */
-    char rootabs[PATH_MAX], listdir[PATH_MAX], prefix[PATH_MAX + 1];
-    if (!realpath(root, rootabs))
-        return -1;
-    const char *slash = strrchr(list_path, '/');
-    if (slash) {
-        size_t n = (size_t)(slash - list_path);
-        char tmp[PATH_MAX];
-        if (n >= sizeof tmp)
-            return -1;
-        memcpy(tmp, list_path, n);
-        tmp[n] = 0;
-        if (!realpath(n ? tmp : "/", listdir))
-            return -1;
-    } else if (!realpath(".", listdir)) {
-        return -1;
-    }
-    size_t ld = strlen(listdir);
-    const char *rel = rootabs;
-    if (strcmp(listdir, "/") == 0)
-        rel = rootabs + 1;
-    else if (strncmp(rootabs, listdir, ld) == 0 && rootabs[ld] == '/')
-        rel = rootabs + ld + 1;
-    else if (strcmp(rootabs, listdir) == 0)
-        rel = ".";
-    snprintf(prefix, sizeof prefix, "%s", rel);
-
-    char **classes;
-    int nc = sorted_names(rootabs, 1, &classes);
-    if (nc < 0)
-        return -1;
-    FILE *out = fopen(list_path, "w");
-    if (!out) {
-        free_names(classes, nc);
-        return -1;
-    }
-    int lines = 0, bad = 0;
-    for (int c = 0; c < nc && !bad; c++) {
-        char cdir[PATH_MAX];
-        char **files;
-        int nf = snprintf(cdir, sizeof cdir, "%s/%s", rootabs, classes[c]) < (int)sizeof cdir
-                     ? sorted_names(cdir, 0, &files)
-                     : -1;
-        if (nf < 0) {
-            bad = 1;
-            break;
-        }
-        for (int i = 0; i < nf; i++) {
-            if (fprintf(out, "%s/%s/%s\t%d\n", prefix, classes[c], files[i], c) < 0)
-                bad = 1;
-            lines++;
-        }
-        free_names(files, nf);
-    }
-    free_names(classes, nc);
-    if (fclose(out) != 0)
-        bad = 1;
-    return bad ? -1 : lines;
 }

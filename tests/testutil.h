@@ -1,7 +1,13 @@
 /*
  * testutil.h - test data made at test time: JPEGs encoded with libjpeg-turbo
  * (photo-like content, every variant the decoder must handle) and image
- * folders / list files built from them in a temporary directory.
+ * folders / list files built from them in a temporary directory. No cmocka
+ * and no ringfeed here: bench programs link it too (testcheck.h holds the
+ * helpers that assert and drive the library).
+ *
+ * testutil.c        pictures, folders of them, comparing outputs
+ * testutil_jpeg.c   encoding, reference decoding, marker offsets
+ * testutil_files.c  files, temporary folders, list files
  */
 #ifndef RF_TESTUTIL_H
 #define RF_TESTUTIL_H
@@ -42,13 +48,30 @@ int tu_make_jpeg(const tu_jpeg_opts *o, uint8_t **out, size_t *out_len);
  * and for pictures over 64 Mpixel; *out is then NULL. w, h may be NULL. */
 int tu_decode_jpeg(const uint8_t *jpg, size_t len, uint8_t **out, int *w, int *h);
 
+/* Reference RGB of a CMYK or YCCK JPEG, as tu_decode_jpeg (which refuses
+ * them): libjpeg's CMYK output converted with RGB = C' x K' / 255 on inverted
+ * ink (Adobe files store inverted ink; others are inverted first). */
+int tu_decode_cmyk(const uint8_t *jpg, size_t len, uint8_t **out, int *w, int *h);
+
+/* 1 when libjpeg reports an error or warning by the time the last row is
+ * read as RGB (before jpeg_finish_decompress, which reads on to EOI), else 0. */
+int tu_jpeg_fails_in_rows(const uint8_t *jpg, size_t len);
+
+/* Offset of the first SOFn segment's payload (after its length field), and
+ * of the first SOS marker; 0 when the marker walk from SOI finds none. */
+size_t tu_jpeg_sof_offset(const uint8_t *p, size_t n);
+size_t tu_jpeg_sos_offset(const uint8_t *p, size_t n);
+
 int tu_write_file(const char *path, const void *data, size_t len);
 uint8_t *tu_read_file(const char *path, size_t *len);
 
-/* mkdtemp under $TMPDIR or /tmp; returns a malloc'd path. */
+/* mkdtemp of rf-<tag>-XXXXXX under $RINGFEED_TEST_TMP, else $TMPDIR, else
+ * /tmp; returns a malloc'd path. */
 char *tu_tempdir(const char *tag);
-/* rm -rf. */
+/* rm -rf (after making folders chmod'ed to 000 readable again). */
 void tu_rmtree(const char *path);
+/* mkdir -p: 0 when path is a folder afterwards. */
+int tu_mkdir_p(const char *path);
 
 /* Image folder root/class%02d/img%04d.jpg with `classes` classes of
  * `per_class` images each, sizes varied around width x height by seed and
@@ -59,6 +82,11 @@ int tu_make_folder(const char *root, int classes, int per_class, int width, int 
 
 /* PSNR in dB of two byte arrays of n bytes; INFINITY when identical. */
 double tu_psnr(const uint8_t *a, const uint8_t *b, size_t n);
+
+/* FNV-1a (64-bit) of n bytes, continuing from h (TU_FNV_INIT to begin):
+ * chained over several buffers it equals the hash of their concatenation. */
+#define TU_FNV_INIT 0xcbf29ce484222325ULL
+uint64_t tu_fnv1a(uint64_t h, const void *p, size_t n);
 
 /* Which variants a folder holds. */
 enum tu_mix {

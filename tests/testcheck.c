@@ -1,0 +1,124 @@
+/*
+ * testcheck.c - the cmocka helpers of testcheck.h. Each failure goes through
+ * cmocka (fail_msg, assert_*), which unwinds to the running test.
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "testcheck.h"
+#include "testutil.h"
+
+rf_loader *tu_loader_with(const char *src, const tu_param *params, size_t n)
+{
+    rf_loader *l = rf_loader_create(src);
+    assert_non_null(l);
+    for (size_t i = 0; i < n; i++) {
+        int rc = rf_loader_set_param(l, params[i].param, params[i].value);
+        if (rc != 0)
+            fail_msg("rf_loader_set_param(%d, %lld) = %d: %s", params[i].param,
+                     (long long)params[i].value, rc, rf_loader_errmsg(l));
+    }
+    return l;
+}
+
+void tu_start(rf_loader *l)
+{
+    int rc = rf_loader_start(l);
+    if (rc != 0)
+        fail_msg("start: %d %s", rc, rf_loader_errmsg(l));
+}
+
+uint64_t tu_batch_hash(uint64_t h, const rf_batch *b)
+{
+    h = tu_fnv1a(h, rf_batch_data(b), rf_batch_nbytes(b));
+    h = tu_fnv1a(h, rf_batch_labels(b), (size_t)rf_batch_count(b) * sizeof(int64_t));
+    return tu_fnv1a(h, rf_batch_samples(b), (size_t)rf_batch_count(b) * sizeof(int64_t));
+}
+
+char *tu_stats(rf_loader *l)
+{
+    int64_t need = rf_loader_stats_json(l, NULL, 0);
+    assert_true(need > 0);
+    char *s = malloc((size_t)need + 1);
+    assert_non_null(s);
+    assert_int_equal(rf_loader_stats_json(l, s, (size_t)need + 1), need);
+    return s;
+}
+
+/* Where the number of "key": starts. */
+static const char *stats_value(const char *js, const char *key)
+{
+    char k[128];
+    snprintf(k, sizeof k, "\"%s\": ", key);
+    const char *p = strstr(js, k);
+    if (!p)
+        fail_msg("stats lack %s: %s", key, js);
+    return p + strlen(k);
+}
+
+int64_t tu_stats_int(const char *js, const char *key)
+{
+    return strtoll(stats_value(js, key), NULL, 10);
+}
+
+double tu_stats_double(const char *js, const char *key)
+{
+    return strtod(stats_value(js, key), NULL);
+}
+
+void tu_source_open_ok(rf_source *s, const char *spec, const rf_source_opts *o)
+{
+    char err[1024] = "";
+    int rc = rf__source_open_ex(s, spec, o, err, sizeof err);
+    if (rc != 0)
+        fail_msg("rf__source_open_ex(%s) = %d: %s", spec, rc, err);
+}
+
+void tu_source_open_fails(const char *spec, const rf_source_opts *o, ...)
+{
+    rf_source s;
+    memset(&s, 0xA5, sizeof s); /* garbage: a refused open must clear what it leaves */
+    char err[1024] = "";
+    int rc = rf__source_open_ex(&s, spec, o, err, sizeof err);
+    if (rc != RF_E_SOURCE) {
+        long long n = (long long)s.n;
+        if (rc == 0)
+            rf__source_close(&s);
+        fail_msg("rf__source_open_ex(%s) = %d (n=%lld), expected RF_E_SOURCE", spec, rc, n);
+    }
+    assert_int_equal(s.n, 0); /* nothing left behind */
+    assert_null(s.arena);
+    va_list ap;
+    va_start(ap, o);
+    const char *want;
+    while ((want = va_arg(ap, const char *)) != NULL)
+        if (!strstr(err, want))
+            fail_msg("error message \"%s\" lacks \"%s\"", err, want);
+    va_end(ap);
+    printf("  %s\n", err);
+}
+
+rf_reader *tu_reader_open(int backend, unsigned depth)
+{
+    rf_reader *r = NULL;
+    assert_int_equal(rf__reader_create(&r, backend, depth), 0);
+    assert_non_null(r);
+    if (backend == RF__IO_URING && rf__reader_backend(r) != RF__IO_URING) {
+        printf("  io_uring unavailable here: %s\n", rf__reader_note(r));
+        assert_int_equal(rf__reader_backend(r), RF__IO_PREAD);
+        rf__reader_destroy(r);
+        return NULL;
+    }
+    assert_int_equal(rf__reader_backend(r), backend);
+    assert_int_equal(rf__reader_depth(r), depth ? depth : 64);
+    assert_int_equal(rf__reader_inflight(r), 0);
+    return r;
+}

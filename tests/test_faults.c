@@ -978,14 +978,19 @@ static void test_skipped_counts_only_delivered_batches(void **state)
     assert_int_equal(rf_loader_set_param(l, RF_P_ON_ERROR, RF_ON_ERROR_SKIP), 0);
     assert_int_equal(rf_loader_set_param(l, RF_P_PREFETCH, 8), 0); /* the whole epoch */
     tu_start(l);
-    for (int i = 0; i < 400; i++) { /* until epoch 0 is prefetched (2 s at most) */
+    /* Until epoch 0 is prefetched, or the test would not drop decoded
+     * batches (60 s: a hang guard; valgrind is slow). */
+    int64_t decoded = 0;
+    for (int i = 0; i < 12000 && decoded < nitems; i++) {
         char *st = tu_stats(l);
-        int64_t decoded = tu_stats_int(st, "samples_decoded");
+        decoded = tu_stats_int(st, "samples_decoded");
         free(st);
-        if (decoded >= nitems)
-            break;
-        usleep(5000);
+        if (decoded < nitems)
+            usleep(5000);
     }
+    if (decoded < nitems)
+        fail_msg("epoch 0 was not prefetched: %lld of %d samples decoded", (long long)decoded,
+                 nitems);
     assert_int_equal(rf_loader_set_epoch(l, 1), 0); /* drops the prefetched epoch 0 */
     rf_batch *b;
     int rc;

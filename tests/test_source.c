@@ -585,7 +585,7 @@ static void test_list_scale(void **state)
     assert_string_equal(rf__source_path(&s, 199123), want);
     assert_int_equal(s.labels[199123], 123);
     rf__source_close(&s);
-    assert_true(secs < 10.0); /* generous: this is a sanity check, not a benchmark */
+    /* The time is printed, not asserted: rf-index-bench measures indexing. */
     free(dir);
 }
 

@@ -67,7 +67,9 @@ static void test_reader_read_times_out(void **state)
     assert_int_equal(n, 1);
     assert_int_equal(req.err, ETIMEDOUT);
     print_message("stuck read failed after %.0f ms: %s\n", dt * 1e3, req.what);
-    assert_true(dt >= 0.1 && dt < 5);
+    /* Not before its 150 ms (timers never fire early); the 10 s loop above
+     * is the hang guard, no upper bound is asserted. */
+    assert_true(dt >= 0.1);
     /* The reader is still usable afterwards. */
     char path[4096];
     snprintf(path, sizeof path, "%s/ok.bin", dir);

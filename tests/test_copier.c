@@ -493,7 +493,7 @@ static int all_bytes(const void *p, int v, size_t n)
 
 /* ------------------------------------------------------------------ tests */
 
-static void test_create_destroy(void **state)
+static void test_create_makes_stream_and_events_but_no_device_memory(void **state)
 {
     (void)state;
     fixture fx;
@@ -794,7 +794,7 @@ static void test_copy_to_same_stream_and_partial(void **state)
 }
 
 /* A short last batch copies only its samples and labels. */
-static void test_short_batch(void **state)
+static void test_short_batch_copies_only_its_samples(void **state)
 {
     (void)state;
     fixture fx;
@@ -826,7 +826,7 @@ static void test_short_batch(void **state)
 
 /* A failing CUDA call: RF_E_CUDA, the message names the call and the error,
  * what was enqueued is drained, and the next batch works. */
-static void test_error_reporting(void **state)
+static void test_failed_cuda_call_named_drained_then_recovers(void **state)
 {
     (void)state;
     fixture fx;
@@ -863,7 +863,7 @@ static void test_error_reporting(void **state)
 }
 
 /* A failed context: the query's error counts as "done" (nothing will run). */
-static void test_query_error(void **state)
+static void test_failed_event_query_counts_as_done(void **state)
 {
     (void)state;
     fixture fx;
@@ -886,7 +886,7 @@ static void test_query_error(void **state)
 
 /* Destroy with a batch still on the device and copies queued: it waits for
  * them (the ring's memory is freed next), then frees everything. */
-static void test_destroy_waits(void **state)
+static void test_destroy_waits_for_queued_copies(void **state)
 {
     (void)state;
     fixture fx;
@@ -988,7 +988,7 @@ static void test_api_without_device(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup(test_create_destroy, reset),
+        cmocka_unit_test_setup(test_create_makes_stream_and_events_but_no_device_memory, reset),
         cmocka_unit_test_setup(test_create_failure_frees_everything, reset),
         cmocka_unit_test_setup(test_to_device_orders_consumer, reset),
         cmocka_unit_test_setup(test_host_slot_not_reclaimed_while_copy_pending, reset),
@@ -997,10 +997,10 @@ int main(void)
         cmocka_unit_test_setup(test_copy_to_waits_for_caller_stream, reset),
         cmocka_unit_test_setup(test_copy_to_from_device_other_stream, reset),
         cmocka_unit_test_setup(test_copy_to_same_stream_and_partial, reset),
-        cmocka_unit_test_setup(test_short_batch, reset),
-        cmocka_unit_test_setup(test_error_reporting, reset),
-        cmocka_unit_test_setup(test_query_error, reset),
-        cmocka_unit_test_setup(test_destroy_waits, reset),
+        cmocka_unit_test_setup(test_short_batch_copies_only_its_samples, reset),
+        cmocka_unit_test_setup(test_failed_cuda_call_named_drained_then_recovers, reset),
+        cmocka_unit_test_setup(test_failed_event_query_counts_as_done, reset),
+        cmocka_unit_test_setup(test_destroy_waits_for_queued_copies, reset),
         cmocka_unit_test_setup(test_ring_without_copier, reset),
         cmocka_unit_test_setup(test_api_without_device, reset),
     };

@@ -270,7 +270,7 @@ static void test_copy_to_from_device(void **state)
     run_copy_to(1);
 }
 
-static void test_errors(void **state)
+static void test_missing_device_and_bad_copies_rejected(void **state)
 {
     (void)state;
     /* A device that does not exist. */
@@ -293,7 +293,7 @@ static void test_errors(void **state)
 }
 
 /* Loaders with lent device batches destroyed, many times. */
-static void test_lifecycle(void **state)
+static void test_destroy_with_device_batches_lent(void **state)
 {
     (void)state;
     cudaStream_t s;
@@ -333,8 +333,8 @@ int main(void)
         cmocka_unit_test(test_next_device_legacy_stream),
         cmocka_unit_test(test_copy_to_from_host),
         cmocka_unit_test(test_copy_to_from_device),
-        cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_lifecycle),
+        cmocka_unit_test(test_missing_device_and_bad_copies_rejected),
+        cmocka_unit_test(test_destroy_with_device_batches_lent),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 #endif

@@ -289,7 +289,7 @@ static void expect_error(const uint8_t *data, size_t len, rf_decode_opts *o, int
         fail_msg("expected %d with \"%s\", got %d \"%s\"", code, needle, rc, err);
 }
 
-static void test_bad_inputs(void **state)
+static void test_bad_inputs_fail_with_reason(void **state)
 {
     (void)state;
     rf_decode_opts o = opts(RF_TRANSFORM_CENTER, 64);
@@ -559,7 +559,7 @@ int main(void)
         cmocka_unit_test(test_arithmetic_and_restart),
         cmocka_unit_test(test_arithmetic_cut_below_the_crop),
         cmocka_unit_test(test_unusual_sampling_decoded_whole),
-        cmocka_unit_test(test_bad_inputs),
+        cmocka_unit_test(test_bad_inputs_fail_with_reason),
         cmocka_unit_test(test_cmyk_converts),
         cmocka_unit_test(test_rrc_deterministic),
     };

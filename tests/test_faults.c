@@ -401,7 +401,8 @@ static void check_errors_listed(rf_loader *l, int epochs)
     if (tu_stats_int(st, "errors_count") != (int64_t)nbad * epochs ||
         tu_stats_int(st, "skipped") != (int64_t)nbad * epochs)
         fail_msg("%d bad files, %d epochs: errors_count %lld, skipped %lld: %s", nbad, epochs,
-                 (long long)tu_stats_int(st, "errors_count"), (long long)tu_stats_int(st, "skipped"), st);
+                 (long long)tu_stats_int(st, "errors_count"),
+                 (long long)tu_stats_int(st, "skipped"), st);
     for (int i = 0; i < nitems; i++) {
         char path[4200], why[600];
         snprintf(path, sizeof path, "%s/%s", mixed, items[i].rel);

@@ -364,7 +364,7 @@ static void test_next_wait_again_keeps_position(void **state)
     rf_loader_destroy(l);
 }
 
-static void test_many_loaders(void **state)
+static void test_200_loaders_destroyed_busy(void **state)
 {
     (void)state;
     for (int i = 0; i < 200; i++) {
@@ -380,7 +380,7 @@ static void test_many_loaders(void **state)
     rf_loader_destroy(NULL);
 }
 
-static void test_options_and_errors(void **state)
+static void test_bad_options_and_sources_rejected(void **state)
 {
     (void)state;
     int64_t lo, hi, v;
@@ -498,7 +498,7 @@ static void test_distributed_ranks_cover(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_options_and_errors),
+        cmocka_unit_test(test_bad_options_and_sources_rejected),
         cmocka_unit_test(test_every_sample_once_with_label),
         cmocka_unit_test(test_deterministic_any_workers_backend_prefetch),
         cmocka_unit_test(test_seek_resume_identical),
@@ -508,7 +508,7 @@ int main(void)
         cmocka_unit_test(test_missing_file_names_path),
         cmocka_unit_test(test_lend_all_slots_is_an_error),
         cmocka_unit_test(test_next_wait_again_keeps_position),
-        cmocka_unit_test(test_many_loaders),
+        cmocka_unit_test(test_200_loaders_destroyed_busy),
         cmocka_unit_test(test_distributed_ranks_cover),
         cmocka_unit_test(test_failed_start_can_be_retried),
         cmocka_unit_test(test_forked_child_gets_error),

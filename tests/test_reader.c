@@ -100,11 +100,7 @@ static int teardown(void **state)
         free(g_files[i].data);
         g_files[i].data = NULL;
     }
-    if (g_tmp) {
-        tu_rmtree(g_tmp);
-        free(g_tmp);
-        g_tmp = NULL;
-    }
+    tu_tempdir_remove(&g_tmp);
     return 0;
 }
 

@@ -65,10 +65,7 @@ static int teardown(void **state)
 {
     (void)state;
     free(g_data);
-    if (g_tmp) {
-        tu_rmtree(g_tmp);
-        free(g_tmp);
-    }
+    tu_tempdir_remove(&g_tmp);
     return 0;
 }
 

@@ -52,7 +52,7 @@ static rf_slot *fill(rf_ring *r, int64_t gen, int64_t batch, int64_t count)
 
 /* ------------------------------------------------------------------- tests */
 
-static void test_memory_layout(void **state)
+static void test_slots_own_disjoint_aligned_memory(void **state)
 {
     (void)state;
     static const struct {
@@ -207,7 +207,7 @@ static void test_ready_only_on_last_sample(void **state)
     rf__ring_free(&r);
 }
 
-static void test_lend_release(void **state)
+static void test_release_only_of_lent_slots(void **state)
 {
     (void)state;
     rf_ring r;
@@ -246,7 +246,7 @@ static void test_lend_release(void **state)
     rf__ring_free(&r);
 }
 
-static void test_find(void **state)
+static void test_find_by_generation_and_batch_skips_lent(void **state)
 {
     (void)state;
     rf_ring r;
@@ -276,7 +276,7 @@ static void test_find(void **state)
     rf__ring_free(&r);
 }
 
-static void test_invalidate(void **state)
+static void test_invalidate_frees_old_generation_keeps_lent_and_current(void **state)
 {
     (void)state;
     rf_ring r;
@@ -343,7 +343,7 @@ static void test_invalidate(void **state)
     rf__ring_free(&r);
 }
 
-static void test_count(void **state)
+static void test_counts_follow_slot_states(void **state)
 {
     (void)state;
     rf_ring r;
@@ -365,7 +365,7 @@ static void test_count(void **state)
     rf__ring_free(&r);
 }
 
-static void test_grow(void **state)
+static void test_grow_adds_slots_without_moving_any(void **state)
 {
     (void)state;
     rf_ring r;
@@ -426,7 +426,7 @@ static int fake_copy_done(void *ctx, int slot)
     return fake_done[slot];
 }
 
-static void test_copy_pending(void **state)
+static void test_slot_reused_only_after_its_copy(void **state)
 {
     (void)state;
     rf_ring r;
@@ -480,16 +480,16 @@ static void test_copy_pending(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_memory_layout),
+        cmocka_unit_test(test_slots_own_disjoint_aligned_memory),
         cmocka_unit_test(test_pin_without_cuda),
         cmocka_unit_test(test_claim_in_order),
         cmocka_unit_test(test_ready_only_on_last_sample),
-        cmocka_unit_test(test_lend_release),
-        cmocka_unit_test(test_find),
-        cmocka_unit_test(test_invalidate),
-        cmocka_unit_test(test_count),
-        cmocka_unit_test(test_grow),
-        cmocka_unit_test(test_copy_pending),
+        cmocka_unit_test(test_release_only_of_lent_slots),
+        cmocka_unit_test(test_find_by_generation_and_batch_skips_lent),
+        cmocka_unit_test(test_invalidate_frees_old_generation_keeps_lent_and_current),
+        cmocka_unit_test(test_counts_follow_slot_states),
+        cmocka_unit_test(test_grow_adds_slots_without_moving_any),
+        cmocka_unit_test(test_slot_reused_only_after_its_copy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

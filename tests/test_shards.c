@@ -192,7 +192,7 @@ static void payload(char *buf, size_t n, int seed)
         buf[i] = (char)('A' + (i * 7 + (size_t)seed * 13) % 26);
 }
 
-static void test_tar_basic(void **state)
+static void test_tar_members_indexed_as_ranges(void **state)
 {
     (void)state;
     char *shard = tmp_path("basic.tar");
@@ -315,7 +315,7 @@ static void corrupt_byte(const char *path, uint64_t off, uint8_t xor_with)
     close(fd);
 }
 
-static void test_tar_errors(void **state)
+static void test_tar_errors_name_shard_member_and_offset(void **state)
 {
     (void)state;
     char off_text[64];
@@ -537,7 +537,7 @@ static void write_records(const char *path, size_t header, size_t rec, int n, si
     free(b);
 }
 
-static void test_records_index(void **state)
+static void test_records_indexed_partial_tail_ignored(void **state)
 {
     (void)state;
     char *a = tmp_path("rec-a.bin"), *b = tmp_path("rec-b.bin"), *c = tmp_path("rec-c.bin");
@@ -976,11 +976,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    if (g_tmp) {
-        tu_rmtree(g_tmp);
-        free(g_tmp);
-        g_tmp = NULL;
-    }
+    tu_tempdir_remove(&g_tmp);
     free(g_folder);
     free(g_shard_pattern);
     return 0;
@@ -992,12 +988,12 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pattern_braces),
         cmocka_unit_test(test_pattern_limit_and_glob),
-        cmocka_unit_test(test_tar_basic),
+        cmocka_unit_test(test_tar_members_indexed_as_ranges),
         cmocka_unit_test(test_tar_long_names),
-        cmocka_unit_test(test_tar_errors),
+        cmocka_unit_test(test_tar_errors_name_shard_member_and_offset),
         cmocka_unit_test(test_tar_damage_never_crashes),
         cmocka_unit_test(test_tar_patterns_and_lists),
-        cmocka_unit_test(test_records_index),
+        cmocka_unit_test(test_records_indexed_partial_tail_ignored),
         cmocka_unit_test(test_tar_copy_matches_folder),
         cmocka_unit_test(test_tar_bad_member_named),
         cmocka_unit_test(test_records_loader),

@@ -412,7 +412,7 @@ static void test_folder_concurrent_indexing(void **state)
                  CC_THREADS * CC_ROUNDS);
 }
 
-static void test_add_and_arena(void **state)
+static void test_add_keeps_paths_as_arena_grows(void **state)
 {
     (void)state;
     /* Many appends: offsets stay valid as the arena and arrays grow. */
@@ -437,7 +437,7 @@ static void test_add_and_arena(void **state)
 
 /* --------------------------------------------------------- list file tests */
 
-static void test_list_basic(void **state)
+static void test_list_paths_labels_and_comments(void **state)
 {
     (void)state;
     char *dir = sub("list");
@@ -502,7 +502,7 @@ static void test_list_basic(void **state)
     free(dir);
 }
 
-static void test_list_malformed(void **state)
+static void test_list_malformed_line_named(void **state)
 {
     (void)state;
     char *dir = sub("badlist");
@@ -556,7 +556,7 @@ static void test_list_malformed(void **state)
     free(dir);
 }
 
-static void test_list_scale(void **state)
+static void test_list_of_200k_lines(void **state)
 {
     (void)state;
     enum { LINES = 200000 };
@@ -601,11 +601,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    if (g_tmp) {
-        tu_rmtree(g_tmp);
-        free(g_tmp);
-        g_tmp = NULL;
-    }
+    tu_tempdir_remove(&g_tmp);
     return 0;
 }
 
@@ -622,10 +618,10 @@ int main(void)
         cmocka_unit_test(test_folder_empty_class),
         cmocka_unit_test(test_folder_missing_or_classless_root),
         cmocka_unit_test(test_folder_concurrent_indexing),
-        cmocka_unit_test(test_add_and_arena),
-        cmocka_unit_test(test_list_basic),
-        cmocka_unit_test(test_list_malformed),
-        cmocka_unit_test(test_list_scale),
+        cmocka_unit_test(test_add_keeps_paths_as_arena_grows),
+        cmocka_unit_test(test_list_paths_labels_and_comments),
+        cmocka_unit_test(test_list_malformed_line_named),
+        cmocka_unit_test(test_list_of_200k_lines),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -198,7 +198,7 @@ static void test_photo_like_sizes(void **state)
     assert_in_range(sum / 16, 70000, 110000);
 }
 
-static void test_deterministic(void **state)
+static void test_same_seed_same_bytes(void **state)
 {
     (void)state;
     tu_jpeg_opts o = {123, 77, 90, TU_420, 1, 0, 0, 42, 0, 0};
@@ -514,7 +514,7 @@ static void test_photo_mix(void **state)
     assert_in_range(portrait, 450, 750);
 }
 
-static void test_psnr(void **state)
+static void test_psnr_of_known_error(void **state)
 {
     (void)state;
     uint8_t a[4] = {10, 20, 30, 40}, b[4] = {10, 20, 30, 41};
@@ -528,14 +528,14 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip_every_variant),
         cmocka_unit_test(test_photo_like_sizes),
-        cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_same_seed_same_bytes),
         cmocka_unit_test(test_encode_rejects_bad_options),
         cmocka_unit_test(test_decode_refuses_damaged_data),
         cmocka_unit_test(test_files_and_tempdirs),
         cmocka_unit_test(test_folder_layout),
         cmocka_unit_test(test_folder_names_stay_sorted),
         cmocka_unit_test(test_photo_mix),
-        cmocka_unit_test(test_psnr),
+        cmocka_unit_test(test_psnr_of_known_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -198,7 +198,7 @@ static void test_center_geometry(void **state)
 /* R = round(S / 0.875) >= S, so Resize + CenterCrop never pads, even for a
  * 1x1 picture (it is upscaled). Padding still exists in the resampler, as
  * torchvision's CenterCrop pads: (S - n) // 2 zeros before, the rest after. */
-static void test_padding(void **state)
+static void test_padding_as_torchvision_center_crop(void **state)
 {
     (void)state;
     const int w = 10, h = 7;
@@ -313,7 +313,7 @@ static void test_rrc_fallback(void **state)
     }
 }
 
-static void test_geom_none(void **state)
+static void test_geom_none_is_whole_picture(void **state)
 {
     (void)state;
     rf_geom g;
@@ -361,7 +361,7 @@ static void test_dct_denom_and_scale(void **state)
 
 /* -------------------------------------------------------------- resampler */
 
-static void test_identity(void **state)
+static void test_identity_and_integer_crop_exact(void **state)
 {
     (void)state;
     const int w = 31, h = 17;
@@ -410,7 +410,7 @@ static void test_identity(void **state)
     free(pic);
 }
 
-static void test_constant(void **state)
+static void test_constant_picture_stays_constant(void **state)
 {
     (void)state;
     const int w = 53, h = 41;
@@ -545,7 +545,7 @@ static void test_flip_and_nchw(void **state)
 }
 
 /* Scratch grows and is reused: results do not depend on what ran before. */
-static void test_reuse(void **state)
+static void test_scratch_reuse_does_not_change_results(void **state)
 {
     (void)state;
     uint8_t *big = random_pic(300, 200, 8), *small = random_pic(20, 15, 9);
@@ -1038,14 +1038,22 @@ static void test_many_taps(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_center_geometry),   cmocka_unit_test(test_padding),
-        cmocka_unit_test(test_rrc_properties),    cmocka_unit_test(test_rrc_fallback),
-        cmocka_unit_test(test_geom_none),         cmocka_unit_test(test_dct_denom_and_scale),
-        cmocka_unit_test(test_identity),          cmocka_unit_test(test_constant),
-        cmocka_unit_test(test_window_and_bounds), cmocka_unit_test(test_bounds_tight),
-        cmocka_unit_test(test_flip_and_nchw),     cmocka_unit_test(test_reuse),
-        cmocka_unit_test(test_golden_pillow),     cmocka_unit_test(test_reference_is_pillow),
-        cmocka_unit_test(test_matches_reference), cmocka_unit_test(test_many_taps),
+        cmocka_unit_test(test_center_geometry),
+        cmocka_unit_test(test_padding_as_torchvision_center_crop),
+        cmocka_unit_test(test_rrc_properties),
+        cmocka_unit_test(test_rrc_fallback),
+        cmocka_unit_test(test_geom_none_is_whole_picture),
+        cmocka_unit_test(test_dct_denom_and_scale),
+        cmocka_unit_test(test_identity_and_integer_crop_exact),
+        cmocka_unit_test(test_constant_picture_stays_constant),
+        cmocka_unit_test(test_window_and_bounds),
+        cmocka_unit_test(test_bounds_tight),
+        cmocka_unit_test(test_flip_and_nchw),
+        cmocka_unit_test(test_scratch_reuse_does_not_change_results),
+        cmocka_unit_test(test_golden_pillow),
+        cmocka_unit_test(test_reference_is_pillow),
+        cmocka_unit_test(test_matches_reference),
+        cmocka_unit_test(test_many_taps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

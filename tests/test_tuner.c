@@ -196,7 +196,7 @@ static void check_converges(sim s, int budget, int initial, int want, int window
 
 /* ------------------------------------------------------------- tests */
 
-static void test_window_ready(void **state)
+static void test_window_ready_needs_16_batches_and_100ms(void **state)
 {
     (void)state;
     assert_false(rf__tuner_window_ready(0, 0));
@@ -232,7 +232,7 @@ static void test_worker_budget(void **state)
     assert_true(strlen(tiny) < sizeof tiny);
 }
 
-static void test_init_clamps(void **state)
+static void test_init_clamps_to_budget_and_prefetch(void **state)
 {
     (void)state;
     rf_tuner t;
@@ -250,7 +250,7 @@ static void test_init_clamps(void **state)
 }
 
 /* A window with nothing in it (or nonsense in it) changes nothing. */
-static void test_empty_window(void **state)
+static void test_empty_or_nonsense_window_changes_nothing(void **state)
 {
     (void)state;
     rf_tuner t;
@@ -266,14 +266,29 @@ static void test_empty_window(void **state)
     w.wall_s = NAN;
     rf__tuner_step(&t, &w, &d);
     assert_int_equal(d.changed, 0);
-    /* Negative and NaN sums are read as 0, not as a reason to move. */
-    w.wall_s = 1;
+    /* Negative and NaN sums are read as 0: the decision is the one a twin
+     * tuner with the same history makes on the same window with zeros. */
+    rf_tuner twin;
+    rf_tuner_decision dt;
+    rf__tuner_init(&twin, 4, 2, 4, 8);
+    rf_tuner_window z = {.workers = 2, .prefetch = 4};
+    rf__tuner_step(&twin, &z, &dt);
+    z.samples = 64;
+    z.batches = 16;
+    z.wall_s = NAN;
+    rf__tuner_step(&twin, &z, &dt);
+    w.wall_s = z.wall_s = 1;
     w.stall_s = -1;
     w.step_s = NAN;
     w.worker_cpu_s = -5;
+    z.stall_s = z.step_s = z.worker_cpu_s = 0;
     rf__tuner_step(&t, &w, &d);
+    rf__tuner_step(&twin, &z, &dt);
     assert_true(d.workers >= 1 && d.workers <= 4);
-    assert_true(d.reason[0] != '\0');
+    assert_int_equal(d.workers, dt.workers);
+    assert_int_equal(d.prefetch, dt.prefetch);
+    assert_int_equal(d.changed, dt.changed);
+    assert_string_equal(d.reason, dt.reason);
 }
 
 /* Fast consumer, 2 cores really free, budget 4: from the budget (how the
@@ -583,7 +598,7 @@ static void test_noise_stability(void **state)
 }
 
 /* The reasons read as the issue asks. */
-static void test_reasons(void **state)
+static void test_reasons_name_rule_and_figures(void **state)
 {
     (void)state;
     rf_tuner t;
@@ -623,7 +638,7 @@ static void test_reasons(void **state)
 }
 
 /* The loader could not apply a decision: the tuner follows what ran. */
-static void test_resync(void **state)
+static void test_follows_worker_count_that_ran(void **state)
 {
     (void)state;
     sim s = model(0, 8);
@@ -642,10 +657,10 @@ static void test_resync(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_window_ready),
+        cmocka_unit_test(test_window_ready_needs_16_batches_and_100ms),
         cmocka_unit_test(test_worker_budget),
-        cmocka_unit_test(test_init_clamps),
-        cmocka_unit_test(test_empty_window),
+        cmocka_unit_test(test_init_clamps_to_budget_and_prefetch),
+        cmocka_unit_test(test_empty_or_nonsense_window_changes_nothing),
         cmocka_unit_test(test_converge_fast_consumer_two_cores),
         cmocka_unit_test(test_converge_slow_consumers),
         cmocka_unit_test(test_budget_respected),
@@ -656,8 +671,8 @@ int main(void)
         cmocka_unit_test(test_add_back_after_removal),
         cmocka_unit_test(test_prefetch_growth),
         cmocka_unit_test(test_noise_stability),
-        cmocka_unit_test(test_reasons),
-        cmocka_unit_test(test_resync),
+        cmocka_unit_test(test_reasons_name_rule_and_figures),
+        cmocka_unit_test(test_follows_worker_count_that_ran),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,10 +1,10 @@
 /*
  * testcheck.h - cmocka helpers shared by the tests that drive the library:
  * a loader with a list of options set (each asserted), start-or-fail,
- * hashes of delivered batches, figures from the stats JSON, a source that must open (or must be refused
- * with given words in its message), a reader of the backend asked for.
- * Each helper fails the running cmocka test itself (fail_msg / assert_*), so
- * it may only be called from inside a test.
+ * hashes of delivered batches, figures from the stats JSON, a source that
+ * must open (or must be refused with given words in its message), a reader
+ * of the backend asked for. Each helper fails the running cmocka test itself
+ * (fail_msg / assert_*), so it may only be called from inside a test.
  *
  * Linked into every tests/test_*.c executable (ringfeed_testcheck, see
  * tests/CMakeLists.txt); testutil.h holds what does not need cmocka.
@@ -32,8 +32,8 @@ rf_loader *tu_loader_with(const char *src, const tu_param *params, size_t n);
 
 /* TU_LOADER(src, {RF_P_BATCH_SIZE, 8}, {RF_P_SEED, 5}, ...): the same with
  * the options written in place. */
-#define TU_LOADER(src, ...)                                                                       \
-    tu_loader_with((src), (const tu_param[]){__VA_ARGS__},                                        \
+#define TU_LOADER(src, ...)                                                                        \
+    tu_loader_with((src), (const tu_param[]){__VA_ARGS__},                                         \
                    sizeof((const tu_param[]){__VA_ARGS__}) / sizeof(tu_param))
 
 /* rf_loader_start, failing the test with the code and rf_loader_errmsg. */
@@ -69,25 +69,25 @@ void tu_source_open_fails(const char *spec, const rf_source_opts *o, ...);
 rf_reader *tu_reader_open(int backend, unsigned depth);
 
 /* r = tu_reader_open(backend, depth), or skip() the test when NULL. */
-#define TU_READER_OR_SKIP(r, backend, depth)                                                     \
-    do {                                                                                         \
-        (r) = tu_reader_open((backend), (depth));                                                \
-        if (!(r))                                                                                \
-            skip();                                                                              \
+#define TU_READER_OR_SKIP(r, backend, depth)                                                       \
+    do {                                                                                           \
+        (r) = tu_reader_open((backend), (depth));                                                  \
+        if (!(r))                                                                                  \
+            skip();                                                                                \
     } while (0)
 
 /* test_uring_<name> and test_pread_<name>: check_<name>(backend) run with
  * each reader backend (the io_uring one skips where io_uring is refused). */
-#define TU_TEST_BOTH_BACKENDS(name)                                                              \
-    static void test_uring_##name(void **state)                                                  \
-    {                                                                                            \
-        (void)state;                                                                             \
-        check_##name(RF__IO_URING);                                                              \
-    }                                                                                            \
-    static void test_pread_##name(void **state)                                                  \
-    {                                                                                            \
-        (void)state;                                                                             \
-        check_##name(RF__IO_PREAD);                                                              \
+#define TU_TEST_BOTH_BACKENDS(name)                                                                \
+    static void test_uring_##name(void **state)                                                    \
+    {                                                                                              \
+        (void)state;                                                                               \
+        check_##name(RF__IO_URING);                                                                \
+    }                                                                                              \
+    static void test_pread_##name(void **state)                                                    \
+    {                                                                                              \
+        (void)state;                                                                               \
+        check_##name(RF__IO_PREAD);                                                                \
     }
 
 #endif

@@ -70,6 +70,8 @@ uint8_t *tu_read_file(const char *path, size_t *len);
 char *tu_tempdir(const char *tag);
 /* rm -rf (after making folders chmod'ed to 000 readable again). */
 void tu_rmtree(const char *path);
+/* tu_rmtree(*dir), free(*dir), *dir = NULL; nothing when *dir is NULL. */
+void tu_tempdir_remove(char **dir);
 /* mkdir -p: 0 when path is a folder afterwards. */
 int tu_mkdir_p(const char *path);
 

@@ -116,6 +116,15 @@ void tu_rmtree(const char *path)
     rmdir(path);
 }
 
+void tu_tempdir_remove(char **dir)
+{
+    if (*dir) {
+        tu_rmtree(*dir);
+        free(*dir);
+        *dir = NULL;
+    }
+}
+
 int tu_mkdir_p(const char *path)
 {
     size_t n = strlen(path);

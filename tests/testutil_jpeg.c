@@ -193,11 +193,16 @@ int tu_make_jpeg(const tu_jpeg_opts *o, uint8_t **out, size_t *out_len)
  * hand tu_decode_jpeg a header claiming 65500x65500. */
 #define TU_DECODE_MAX_PIXELS ((size_t)1 << 26)
 
-int tu_decode_jpeg(const uint8_t *jpg, size_t len, uint8_t **out, int *w, int *h)
+/* Decodes jpg as RGB. With out, the whole picture into *out (malloc'd) and
+ * jpeg_finish_decompress, which reads on to EOI; without, row by row into one
+ * row's buffer, stopping after the last row. 0, or -1 on any error or
+ * warning (*out is then NULL). */
+static int decode_rgb(const uint8_t *jpg, size_t len, uint8_t **out, int *w, int *h)
 {
-    if (!jpg || !out || len > ULONG_MAX)
+    if (!jpg || len > ULONG_MAX)
         return -1;
-    *out = NULL;
+    if (out)
+        *out = NULL;
 
     struct jpeg_decompress_struct d;
     tu_jerr e;
@@ -219,12 +224,18 @@ int tu_decode_jpeg(const uint8_t *jpg, size_t len, uint8_t **out, int *w, int *h
     size_t ow = d.output_width, oh = d.output_height;
     if (d.output_components != 3 || ow * oh > TU_DECODE_MAX_PIXELS)
         longjmp(e.jb, 1);
-    pix = malloc(ow * oh * 3);
+    pix = malloc(out ? ow * oh * 3 : ow * 3);
     if (!pix)
         longjmp(e.jb, 1);
     while (d.output_scanline < d.output_height) {
-        JSAMPROW row = pix + (size_t)d.output_scanline * ow * 3;
+        JSAMPROW row = out ? pix + (size_t)d.output_scanline * ow * 3 : pix;
         jpeg_read_scanlines(&d, &row, 1);
+    }
+    if (!out) {
+        jpeg_abort_decompress(&d); /* not on to EOI: see tu_jpeg_fails_in_rows */
+        jpeg_destroy_decompress(&d);
+        free(pix);
+        return 0;
     }
     jpeg_finish_decompress(&d);
     jpeg_destroy_decompress(&d);
@@ -234,6 +245,11 @@ int tu_decode_jpeg(const uint8_t *jpg, size_t len, uint8_t **out, int *w, int *h
     if (h)
         *h = (int)oh;
     return 0;
+}
+
+int tu_decode_jpeg(const uint8_t *jpg, size_t len, uint8_t **out, int *w, int *h)
+{
+    return out ? decode_rgb(jpg, len, out, w, h) : -1;
 }
 
 /* Reference RGB of a CMYK/YCCK JPEG: libjpeg's CMYK output, then the
@@ -304,38 +320,7 @@ int tu_decode_cmyk(const uint8_t *jpg, size_t len, uint8_t **out, int *w, int *h
 
 int tu_jpeg_fails_in_rows(const uint8_t *jpg, size_t len)
 {
-    if (!jpg || len > ULONG_MAX)
-        return 1;
-    struct jpeg_decompress_struct d;
-    tu_jerr e;
-    uint8_t *volatile row = NULL;
-
-    memset(&d, 0, sizeof d);
-    jerr_init(&e);
-    d.err = &e.pub;
-    if (setjmp(e.jb)) {
-        jpeg_destroy_decompress(&d);
-        free(row);
-        return 1;
-    }
-    jpeg_create_decompress(&d);
-    jpeg_mem_src(&d, jpg, (unsigned long)len);
-    jpeg_read_header(&d, TRUE);
-    d.out_color_space = JCS_RGB;
-    jpeg_start_decompress(&d);
-    row = malloc((size_t)d.output_width * 3);
-    if (!row)
-        longjmp(e.jb, 1);
-    while (d.output_scanline < d.output_height) {
-        JSAMPROW r = row;
-        jpeg_read_scanlines(&d, &r, 1);
-    }
-    /* Stop here: jpeg_finish_decompress would read on to EOI and report
-     * damage after the last row, which is what this function leaves out. */
-    jpeg_abort_decompress(&d);
-    jpeg_destroy_decompress(&d);
-    free(row);
-    return 0;
+    return decode_rgb(jpg, len, NULL, NULL, NULL) != 0;
 }
 
 /* ------------------------------------------------------------------ markers */

@@ -566,9 +566,10 @@ static int process_sample(rf_worker *w, const rf_read *rd, int64_t epoch, int64_
     }
     if (rd->err == EFBIG && !strcmp(rd->what, "size")) {
         snprintf(reason, cap, "%s is %llu bytes, more than max_file_bytes=%lld",
-                 l->src.kind == RF_SOURCE_RECORDS ? "record" : rd->ranged ? "member" : "file",
-                 (unsigned long long)rd->size,
-                 (long long)l->params[RF_P_MAX_FILE_BYTES]);
+                 l->src.kind == RF_SOURCE_RECORDS ? "record"
+                 : rd->ranged                     ? "member"
+                                                  : "file",
+                 (unsigned long long)rd->size, (long long)l->params[RF_P_MAX_FILE_BYTES]);
         return RF_E_LIMIT;
     }
     if (rd->err) {
@@ -629,8 +630,8 @@ static void *worker_main(void *arg)
             char name[440]; /* the path, "shard.tar:key.jpg" or "file.bin at offset N" */
             rf__source_name(&l->src, sample, name, sizeof name);
             snprintf(msg, sizeof msg, "%s: %s (sample %lld): %s",
-                     rc == RF_E_IO || j->rd.err ? "reader" : "decode", name,
-                     (long long)sample, reason);
+                     rc == RF_E_IO || j->rd.err ? "reader" : "decode", name, (long long)sample,
+                     reason);
             snprintf(first_reason, sizeof first_reason, "%s", reason);
             int64_t cap = l->params[RF_P_MAX_ERRORS];
             int over = cap >= 0 && atomic_fetch_add(&l->errors_seen, 1) + 1 > cap;

@@ -11,27 +11,21 @@
  * Each figure is the best of `repeats` runs of `iters` copies of batch x
  * size x size x 3 bytes (plus the labels for the copier), wall clock from the
  * first enqueue to the end of a stream synchronisation, in GB/s (1e9 B/s).
- * Prints one JSON object (also written to FILE). Without a CUDA device it
- * prints {"skipped": "..."} and exits 0.
+ * Prints one JSON object with the machine and the git revision (also written
+ * to FILE). Without a CUDA device it holds "skipped": "..." and the program
+ * exits 0.
  */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cuda_runtime_api.h>
 
+#include "benchutil.h"
 #include "copier.h"
 #include "ringfeed.h"
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 #define CK(x)                                                                                      \
     do {                                                                                           \
@@ -65,12 +59,12 @@ static double plain(const cfg *c, int pinned)
     double best = 0;
     for (int r = 0; r <= c->repeats; r++) { /* run 0 warms up */
         CK(cudaStreamSynchronize(s));
-        double t0 = now_s();
+        double t0 = bu_now_s();
         for (int i = 0; i < c->iters; i++)
             CK(cudaMemcpyAsync(dev[i % c->slots], host[i % c->slots], c->bytes,
                                cudaMemcpyHostToDevice, s));
         CK(cudaStreamSynchronize(s));
-        double gbps = (double)c->bytes * c->iters / (now_s() - t0) / 1e9;
+        double gbps = (double)c->bytes * c->iters / (bu_now_s() - t0) / 1e9;
         if (r > 0 && gbps > best)
             best = gbps;
     }
@@ -121,7 +115,7 @@ static double copier(const cfg *c, int pinned, int direct, char *why, size_t why
     double best = 0;
     for (int r = 0; r <= c->repeats; r++) {
         CK(cudaStreamSynchronize(s));
-        double t0 = now_s();
+        double t0 = bu_now_s();
         for (int i = 0; i < c->iters; i++) {
             int k = i % c->slots;
             while (!rf__copier_slot_done(cp, k))
@@ -142,7 +136,8 @@ static double copier(const cfg *c, int pinned, int direct, char *why, size_t why
             }
         }
         CK(cudaStreamSynchronize(s));
-        double gbps = (double)(c->bytes + (size_t)c->batch * 8) * c->iters / (now_s() - t0) / 1e9;
+        double gbps =
+            (double)(c->bytes + (size_t)c->batch * 8) * c->iters / (bu_now_s() - t0) / 1e9;
         if (r > 0 && gbps > best)
             best = gbps;
     }
@@ -164,37 +159,37 @@ int main(int argc, char **argv)
 {
     cfg c = {256, 224, 200, 4, 3, 0, 0};
     const char *json = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int *dst = !strcmp(a, "--batch")     ? &c.batch
-                   : !strcmp(a, "--size")    ? &c.size
-                   : !strcmp(a, "--iters")   ? &c.iters
-                   : !strcmp(a, "--slots")   ? &c.slots
-                   : !strcmp(a, "--repeats") ? &c.repeats
-                   : !strcmp(a, "--device")  ? &c.device
-                                             : NULL;
-        if (dst && v) {
-            *dst = atoi(v);
-            i++;
-        } else if (!strcmp(a, "--json") && v) {
-            json = v;
-            i++;
-        } else {
-            fprintf(stderr, "usage: rf-copy-bench [--batch N] [--size S] [--iters N] [--slots K] "
-                            "[--repeats R] [--device D] [--json FILE]\n");
-            return 2;
-        }
+    const bu_opt opts[] = {
+        {"--batch", 'i', &c.batch, 1, 1 << 16},
+        {"--size", 'i', &c.size, 1, 1 << 14},
+        {"--iters", 'i', &c.iters, 1, 1 << 24},
+        {"--slots", 'i', &c.slots, 1, 1024},
+        {"--repeats", 'i', &c.repeats, 1, 1000},
+        {"--device", 'i', &c.device, 0, 1 << 16},
+        {"--json", 's', &json, 0, 0},
+    };
+    if (bu_parse_args("rf-copy-bench", argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0)) {
+        fprintf(stderr, "usage: rf-copy-bench [--batch N] [--size S] [--iters N] [--slots K] "
+                        "[--repeats R] [--device D] [--json FILE]\n");
+        return 2;
     }
     if (c.batch < 1 || c.size < 1 || c.iters < 1 || c.slots < 1 || c.repeats < 1)
         return 2;
     c.bytes = (size_t)c.batch * c.size * c.size * 3;
-    char out[4096], why[512] = "";
+    /* One object, built in memory: printed, and written to FILE. */
+    char *out = NULL, why[512] = "", rev[128];
+    size_t outlen = 0;
+    FILE *o = open_memstream(&out, &outlen);
+    if (!o)
+        return 1;
+    bu_git_revision(rev, sizeof rev);
+    bu_json_begin(o, "copy", rev);
     int n = rf_cuda_device_count();
     if (n <= c.device) {
         int cnt = 0;
         cudaError_t e = cudaGetDeviceCount(&cnt);
-        snprintf(out, sizeof out, "{\"skipped\": \"no CUDA device %d (cudaGetDeviceCount: %s)\"}",
-                 c.device, cudaGetErrorString(e));
+        fprintf(o, ", \"skipped\": \"no CUDA device %d (cudaGetDeviceCount: %s)\"}", c.device,
+                cudaGetErrorString(e));
     } else {
         CK(cudaSetDevice(c.device));
         struct cudaDeviceProp p;
@@ -203,20 +198,22 @@ int main(int argc, char **argv)
         double cp = copier(&c, 1, 0, why, sizeof why);
         double cg = copier(&c, 0, 0, why, sizeof why);
         double cd = copier(&c, 1, 1, why, sizeof why);
-        for (char *q = why; *q; q++)
-            if (*q == '"' || *q == '\\' || (unsigned char)*q < 0x20)
-                *q = '\'';
-        snprintf(out, sizeof out,
-                 "{\"gpu\": \"%s\", \"bytes_per_copy\": %zu, \"batch\": %d, \"image_size\": %d, "
-                 "\"iters\": %d, \"slots\": %d, \"repeats\": %d, "
-                 "\"plain_pinned_gbps\": %.3f, \"plain_pageable_gbps\": %.3f, "
-                 "\"copier_pinned_gbps\": %.3f, \"copier_pageable_gbps\": %.3f, "
-                 "\"copier_direct_pinned_gbps\": %.3f, "
-                 "\"copier_pinned_vs_plain\": %.4f, \"pinned_vs_pageable\": %.3f, "
-                 "\"note\": \"%s\"}",
-                 p.name, c.bytes, c.batch, c.size, c.iters, c.slots, c.repeats, pp, pg, cp, cg, cd,
-                 pp > 0 ? cp / pp : 0, cg > 0 ? cp / cg : 0, why);
+        fputs(", \"gpu\": ", o);
+        bu_json_str(o, p.name);
+        fprintf(o,
+                ", \"bytes_per_copy\": %zu, \"batch\": %d, \"image_size\": %d, "
+                "\"iters\": %d, \"slots\": %d, \"repeats\": %d, "
+                "\"plain_pinned_gbps\": %.3f, \"plain_pageable_gbps\": %.3f, "
+                "\"copier_pinned_gbps\": %.3f, \"copier_pageable_gbps\": %.3f, "
+                "\"copier_direct_pinned_gbps\": %.3f, "
+                "\"copier_pinned_vs_plain\": %.4f, \"pinned_vs_pageable\": %.3f, \"note\": ",
+                c.bytes, c.batch, c.size, c.iters, c.slots, c.repeats, pp, pg, cp, cg, cd,
+                pp > 0 ? cp / pp : 0, cg > 0 ? cp / cg : 0);
+        bu_json_str(o, why);
+        fputc('}', o);
     }
+    if (fclose(o) != 0)
+        return 1;
     puts(out);
     if (json) {
         FILE *f = fopen(json, "w");
@@ -225,5 +222,6 @@ int main(int argc, char **argv)
             return 1;
         }
     }
+    free(out);
     return 0;
 }

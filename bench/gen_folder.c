@@ -15,7 +15,7 @@
  * a core idle; the class folders are made first, so workers only write files.
  * Prints one line: files, bytes, seconds, path.
  */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime, sysconf */
+#define _POSIX_C_SOURCE 200809L /* sysconf */
 
 #include "testutil.h"
 
@@ -25,8 +25,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "benchutil.h"
 
 enum { MAX_THREADS = 256 };
 
@@ -70,81 +71,43 @@ static void usage(FILE *out)
                  "300 per class, about 500x375, quality 90, seed 0, threads = online CPUs).\n");
 }
 
-/* Parses a whole decimal number in [lo, hi]; 0 on success. */
-static int parse_int(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     tu_folder_opts f = {10, 300, 500, 375, 90, 0, TU_MIX_PHOTO};
     long threads = sysconf(_SC_NPROCESSORS_ONLN);
     const char *root = NULL;
 
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return 0;
-        }
-        if (strncmp(a, "--", 2) != 0) {
-            if (root) {
-                fprintf(stderr, "rf-gen-folder: more than one OUT_DIR\n");
-                return 2;
-            }
-            root = a;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "rf-gen-folder: %s needs a value\n", a);
-            return 2;
-        }
-        const char *v = argv[++i];
-        long n = 0;
-        int bad = 0;
-        if (strcmp(a, "--mix") == 0) {
-            if (strcmp(v, "photo") == 0)
-                f.mix = TU_MIX_PHOTO;
-            else if (strcmp(v, "cycle") == 0)
-                f.mix = TU_MIX_CYCLE;
-            else
-                bad = 1;
-        } else if (strcmp(a, "--classes") == 0) {
-            bad = parse_int(v, 1, 100000, &n);
-            f.classes = (int)n;
-        } else if (strcmp(a, "--per-class") == 0) {
-            bad = parse_int(v, 1, 1000000, &n);
-            f.per_class = (int)n;
-        } else if (strcmp(a, "--width") == 0) {
-            bad = parse_int(v, 1, 20000, &n);
-            f.width = (int)n;
-        } else if (strcmp(a, "--height") == 0) {
-            bad = parse_int(v, 1, 20000, &n);
-            f.height = (int)n;
-        } else if (strcmp(a, "--quality") == 0) {
-            bad = parse_int(v, 1, 100, &n);
-            f.quality = (int)n;
-        } else if (strcmp(a, "--seed") == 0) {
-            bad = parse_int(v, 0, 4294967295L, &n);
-            f.seed = (uint32_t)n;
-        } else if (strcmp(a, "--threads") == 0) {
-            bad = parse_int(v, 1, MAX_THREADS, &threads);
-        } else {
-            fprintf(stderr, "rf-gen-folder: unknown option %s\n", a);
-            usage(stderr);
-            return 2;
-        }
-        if (bad) {
-            fprintf(stderr, "rf-gen-folder: bad value for %s: %s\n", a, v);
-            return 2;
-        }
+    const char *mix = "photo";
+    long seed = 0;
+    const bu_opt opts[] = {
+        {"--classes", 'i', &f.classes, 1, 100000},
+        {"--per-class", 'i', &f.per_class, 1, 1000000},
+        {"--width", 'i', &f.width, 1, 20000},
+        {"--height", 'i', &f.height, 1, 20000},
+        {"--quality", 'i', &f.quality, 1, 100},
+        {"--seed", 'l', &seed, 0, 4294967295.0},
+        {"--threads", 'l', &threads, 1, MAX_THREADS},
+        {"--mix", 's', &mix, 0, 0},
+    };
+    int rc =
+        bu_parse_args("rf-gen-folder", argc, argv, opts, sizeof opts / sizeof opts[0], &root, 1);
+    if (rc > 0) {
+        usage(stdout);
+        return 0;
     }
+    if (rc < 0) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(mix, "photo") == 0) {
+        f.mix = TU_MIX_PHOTO;
+    } else if (strcmp(mix, "cycle") == 0) {
+        f.mix = TU_MIX_CYCLE;
+    } else {
+        fprintf(stderr, "rf-gen-folder: bad value for --mix: %s\n", mix);
+        return 2;
+    }
+    f.seed = (uint32_t)seed;
     if (!root) {
         usage(stderr);
         return 2;
@@ -161,8 +124,7 @@ int main(int argc, char **argv)
     if (threads > total)
         threads = total;
 
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = bu_now_s();
     if (tu_folder_prepare(root, &f) != 0) {
         perror("rf-gen-folder: cannot create the class folders");
         return 1;
@@ -186,8 +148,7 @@ int main(int argc, char **argv)
         bytes += w[t].bytes;
         files += w[t].files;
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    double secs = bu_now_s() - t0;
 
     int bad = atomic_load(&failed);
     if (bad) {

@@ -17,10 +17,11 @@
  * the first epoch decodes every file to its end (RF_VERIFY_ONCE checks it
  * for damage below the crop), later ones only the rows their crops need, as
  * in the rest of a training run. Both rates are reported.
+ *
+ * --json appends one JSON line: the machine, the git revision, the
+ * parameters and the medians.
  */
 #define _GNU_SOURCE
-#include <errno.h>
-#include <sched.h>
 #include <setjmp.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -28,30 +29,9 @@
 #include <string.h>
 
 #include <jpeglib.h>
-#include <sys/utsname.h>
-#include <time.h>
-#include <unistd.h>
 
+#include "benchutil.h"
 #include "ringfeed.h"
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 typedef struct jerr {
     struct jpeg_error_mgr pub;
@@ -74,7 +54,7 @@ static double decode_ceiling_one_core(unsigned char **bufs, size_t *lens, int n,
     size_t cap = 0;
     unsigned char *rows = NULL;
     int ok = 0;
-    double t0 = now_s();
+    double t0 = bu_now_s();
     for (int i = 0; i < n; i++) {
         if (setjmp(e.jump)) {
             jpeg_abort_decompress(&c);
@@ -97,7 +77,7 @@ static double decode_ceiling_one_core(unsigned char **bufs, size_t *lens, int n,
         jpeg_finish_decompress(&c);
         ok++;
     }
-    double dt = now_s() - t0;
+    double dt = bu_now_s() - t0;
     jpeg_destroy_decompress(&c);
     free(rows);
     *decoded = ok;
@@ -122,34 +102,21 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || argv[1][0] == '-')
-        usage();
-    const char *data = argv[1], *json = NULL, *transform = "center", *verify = "once";
+    const char *data = NULL, *json = NULL, *transform = "center", *verify = "once";
     int size = 224, batch = 64, workers = 0, epochs = 2, repeats = 3;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v)
-            usage();
-        if (!strcmp(a, "--image-size"))
-            size = atoi(v);
-        else if (!strcmp(a, "--batch-size"))
-            batch = atoi(v);
-        else if (!strcmp(a, "--workers"))
-            workers = atoi(v);
-        else if (!strcmp(a, "--transform"))
-            transform = v;
-        else if (!strcmp(a, "--epochs"))
-            epochs = atoi(v);
-        else if (!strcmp(a, "--repeats"))
-            repeats = atoi(v);
-        else if (!strcmp(a, "--json"))
-            json = v;
-        else if (!strcmp(a, "--verify"))
-            verify = v;
-        else
-            usage();
-        i++;
-    }
+    const bu_opt opts[] = {
+        {"--image-size", 'i', &size, 1, 1 << 14},
+        {"--batch-size", 'i', &batch, 1, 1 << 20},
+        {"--workers", 'i', &workers, 0, 1024},
+        {"--transform", 's', &transform, 0, 0},
+        {"--epochs", 'i', &epochs, 1, 1000},
+        {"--repeats", 'i', &repeats, 1, 100},
+        {"--json", 's', &json, 0, 0},
+        {"--verify", 's', &verify, 0, 0},
+    };
+    if (bu_parse_args("rf-profile", argc, argv, opts, sizeof opts / sizeof opts[0], &data, 1) ||
+        !data)
+        usage();
     int verify_v = !strcmp(verify, "none")     ? RF_VERIFY_NONE
                    : !strcmp(verify, "always") ? RF_VERIFY_ALWAYS
                    : !strcmp(verify, "once")   ? RF_VERIFY_ONCE
@@ -181,11 +148,12 @@ int main(int argc, char **argv)
         fclose(f);
     }
     rf_loader_destroy(probe);
-    cpu_set_t set;
-    int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    int cores = bu_usable_cores();
+    if (cores < 1)
+        cores = 1;
 
     double *ceil_v = calloc((size_t)repeats, sizeof *ceil_v);
-    double *rate_v = calloc((size_t)repeats, sizeof *rate_v);  /* all epochs */
+    double *rate_v = calloc((size_t)repeats, sizeof *rate_v);   /* all epochs */
     double *first_v = calloc((size_t)repeats, sizeof *first_v); /* epoch 0 */
     double *later_v = calloc((size_t)repeats, sizeof *later_v); /* epochs 1.. */
     double stage[5][100] = {{0}}; /* read, header, decode, resize, wait (ms per image) */
@@ -206,10 +174,10 @@ int main(int argc, char **argv)
             return 1;
         }
         int64_t images = 0, images0 = 0;
-        double t0 = now_s(), t1 = t0;
+        double t0 = bu_now_s(), t1 = t0;
         for (int e = 0; e < epochs; e++) {
             if (e == 1) {
-                t1 = now_s();
+                t1 = bu_now_s();
                 images0 = images;
             }
             rf_loader_set_epoch(l, e);
@@ -224,7 +192,7 @@ int main(int argc, char **argv)
                 }
             }
         }
-        double t2 = now_s();
+        double t2 = bu_now_s();
         rate_v[r] = (double)images / (t2 - t0);
         first_v[r] = epochs > 1 ? (double)images0 / (t1 - t0) : rate_v[r];
         later_v[r] = epochs > 1 ? (double)(images - images0) / (t2 - t1) : rate_v[r];
@@ -237,47 +205,50 @@ int main(int argc, char **argv)
         stage[4][r] = json_num(stats, "stall_seconds") * 1e3 / (double)(images ? images : 1);
         used_workers = (int)json_num(stats, "num_workers");
         rf_loader_destroy(l);
-        fprintf(stderr, "\rrepeat %d/%d: ceiling %.0f img/s/core, loader %.0f img/s (first "
-                        "epoch %.0f, later %.0f)   ",
+        fprintf(stderr,
+                "\rrepeat %d/%d: ceiling %.0f img/s/core, loader %.0f img/s (first "
+                "epoch %.0f, later %.0f)   ",
                 r + 1, repeats, ceil_v[r], rate_v[r], first_v[r], later_v[r]);
     }
     fprintf(stderr, "\n");
-    double one = median(ceil_v, repeats), rate = median(rate_v, repeats);
-    double first = median(first_v, repeats), later = median(later_v, repeats);
+    double one = bu_median(ceil_v, repeats), rate = bu_median(rate_v, repeats);
+    double first = bu_median(first_v, repeats), later = bu_median(later_v, repeats);
     double ceiling = one * cores;
     double ms[5];
     for (int k = 0; k < 5; k++)
-        ms[k] = median(stage[k], repeats);
+        ms[k] = bu_median(stage[k], repeats);
     printf("data %s: %d pictures, transform %s, %dx%d, batch %d, %d workers, %d usable cores\n",
            data, nread, transform, size, size, batch, used_workers, cores);
     printf("per image (ms, summed over workers): read %.3f  header %.3f  decode %.3f  resize "
            "%.3f  | consumer wait %.3f\n",
            ms[0], ms[1], ms[2], ms[3], ms[4]);
-    printf("decode ceiling: %.0f img/s on one core x %d cores = %.0f img/s\n", one, cores,
-           ceiling);
-    printf("loader (verify %s, %d epochs): %.0f img/s = %.2f x the ceiling\n", verify, epochs,
-           rate, rate / ceiling);
+    printf("decode ceiling: %.0f img/s on one core x %d cores = %.0f img/s\n", one, cores, ceiling);
+    printf("loader (verify %s, %d epochs): %.0f img/s = %.2f x the ceiling\n", verify, epochs, rate,
+           rate / ceiling);
     if (epochs > 1)
         printf("  first epoch %.0f img/s = %.2f x; later epochs %.0f img/s = %.2f x\n", first,
                first / ceiling, later, later / ceiling);
     if (json) {
         FILE *f = fopen(json, "a");
         if (f) {
-            struct utsname u;
-            uname(&u);
+            char rev[128];
+            bu_git_revision(rev, sizeof rev);
+            bu_json_begin(f, "profile", rev);
+            fputs(", \"data\": ", f);
+            bu_json_str(f, data);
             fprintf(f,
-                    "{\"bench\": \"profile\", \"data\": \"%s\", \"images\": %d, \"transform\": "
+                    ", \"images\": %d, \"transform\": "
                     "\"%s\", \"image_size\": %d, \"batch_size\": %d, \"workers\": %d, "
-                    "\"cores\": %d, \"kernel\": \"%s\", \"repeats\": %d, \"epochs\": %d, "
+                    "\"cores\": %d, \"repeats\": %d, \"epochs\": %d, "
                     "\"verify\": \"%s\", "
                     "\"per_image_ms\": {\"read\": %.4f, \"header\": %.4f, \"decode\": %.4f, "
                     "\"resize\": %.4f, \"wait\": %.4f}, \"ceiling_one_core\": %.1f, "
                     "\"ceiling\": %.1f, \"loader_images_per_sec\": %.1f, \"ratio\": %.3f, "
                     "\"first_epoch_images_per_sec\": %.1f, \"first_epoch_ratio\": %.3f, "
                     "\"later_epochs_images_per_sec\": %.1f, \"later_epochs_ratio\": %.3f}\n",
-                    data, nread, transform, size, batch, used_workers, cores, u.release,
-                    repeats, epochs, verify, ms[0], ms[1], ms[2], ms[3], ms[4], one, ceiling,
-                    rate, rate / ceiling, first, first / ceiling, later, later / ceiling);
+                    nread, transform, size, batch, used_workers, cores, repeats, epochs, verify,
+                    ms[0], ms[1], ms[2], ms[3], ms[4], one, ceiling, rate, rate / ceiling, first,
+                    first / ceiling, later, later / ceiling);
             fclose(f);
         }
     }

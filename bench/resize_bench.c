@@ -34,26 +34,21 @@
  *     D="$D -Drf__$f=base_rf__$f"; done
  *   gcc -std=gnu11 -O2 -g -Ilib $D -c OLD/transform.c -o base.o
  *   gcc -std=gnu11 -O2 -g -Ilib -DRF_BENCH_BASELINE bench/resize_bench.c \
- *       lib/transform.c base.o -lm -o rf-resize-bench
+ *       bench/benchutil.c lib/transform.c base.o -lm -o rf-resize-bench
  *
  * --json appends one JSON line per case with the machine, the parameters,
- * the git revision (RINGFEED_GIT_REV, else of RF_SOURCE_DIR when the build
- * defines it) and every repeat's time.
+ * the git revision (see bu_git_revision) and every repeat's time.
  *
- * Links lib/transform.c only, plus libm.
+ * Links lib/transform.c only, plus bench/benchutil.c and libm.
  */
-#define _GNU_SOURCE /* popen, sched_getaffinity */
-
 #include "transform.h"
 
-#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/utsname.h>
-#include <time.h>
-#include <unistd.h>
+
+#include "benchutil.h"
 
 #ifdef RF_BENCH_BASELINE
 rf_resampler *base_rf__resampler_create(void);
@@ -75,13 +70,6 @@ typedef struct job {
 
 typedef int (*resample_fn)(rf_resampler *, const rf_geom *, int, int, const uint8_t *, size_t, int,
                            int, int, int, uint8_t *, int);
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void *xmalloc(size_t n)
 {
@@ -175,22 +163,6 @@ static void run_jobs(resample_fn fn, rf_resampler *r, const job *js, int n, uint
     }
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(const double *v, int n)
-{
-    double *s = xmalloc((size_t)n * sizeof *s);
-    memcpy(s, v, (size_t)n * sizeof *s);
-    qsort(s, (size_t)n, sizeof *s, cmp_double);
-    double m = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
-    free(s);
-    return m;
-}
-
 /* Times one pass over js, per call, in seconds: each job's calls are timed
  * after an untimed one, so that its region is in cache as it is in the
  * loader, which resamples the rows it has just decoded. */
@@ -200,87 +172,12 @@ static double time_pass(resample_fn fn, rf_resampler *r, const job *js, int n, u
     double sum = 0.0;
     for (int i = 0; i < n; i++) {
         run_jobs(fn, r, &js[i], 1, dst, layout);
-        double t0 = now_s();
+        double t0 = bu_now_s();
         for (int k = 0; k < inner; k++)
             run_jobs(fn, r, &js[i], 1, dst, layout);
-        sum += now_s() - t0;
+        sum += bu_now_s() - t0;
     }
     return sum / ((double)n * inner);
-}
-
-/* ---- machine and revision ------------------------------------------------- */
-
-static void cpu_model(char *buf, size_t cap)
-{
-    snprintf(buf, cap, "unknown");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f)
-        return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "model name", 10) != 0)
-            continue;
-        char *colon = strchr(line, ':');
-        if (colon) {
-            colon++;
-            while (*colon == ' ' || *colon == '\t')
-                colon++;
-            colon[strcspn(colon, "\n")] = '\0';
-            snprintf(buf, cap, "%s", colon);
-        }
-        break;
-    }
-    fclose(f);
-}
-
-static void git_revision(char *buf, size_t cap)
-{
-    const char *env = getenv("RINGFEED_GIT_REV");
-    if (env && *env) {
-        snprintf(buf, cap, "%s", env);
-        return;
-    }
-    snprintf(buf, cap, "unknown");
-#ifdef RF_SOURCE_DIR
-    FILE *p = popen("git -C '" RF_SOURCE_DIR "' rev-parse --short HEAD 2>/dev/null", "r");
-    if (!p)
-        return;
-    char rev[64] = "";
-    if (fgets(rev, sizeof rev, p))
-        rev[strcspn(rev, "\n")] = '\0';
-    pclose(p);
-    if (!rev[0])
-        return;
-    p = popen("git -C '" RF_SOURCE_DIR "' status --porcelain --untracked-files=no 2>/dev/null",
-              "r");
-    int dirty = 0;
-    if (p) {
-        char line[8];
-        dirty = fgets(line, sizeof line, p) != NULL;
-        pclose(p);
-    }
-    snprintf(buf, cap, "%s%s", rev, dirty ? "-dirty" : "");
-#endif
-}
-
-static void machine_json(FILE *f)
-{
-    char cpu[256];
-    cpu_model(cpu, sizeof cpu);
-    cpu_set_t set;
-    int usable = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : -1;
-    struct utsname u;
-    uname(&u);
-    fprintf(f, "{\"cpu\": \"%s\", \"cores\": %ld, \"usable_cores\": %d, \"kernel\": \"%s\"}", cpu,
-            sysconf(_SC_NPROCESSORS_ONLN), usable, u.release);
-}
-
-static void json_ms(FILE *f, const double *v, int n)
-{
-    fputc('[', f);
-    for (int i = 0; i < n; i++)
-        fprintf(f, "%s%.5f", i ? ", " : "", v[i] * 1e3);
-    fputc(']', f);
 }
 
 /* ---- main ------------------------------------------------------------------ */
@@ -301,20 +198,15 @@ int main(int argc, char **argv)
 {
     int repeat = 41, size = 224, only = -1;
     const char *json = NULL, *only_case = "";
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--repeat") && i + 1 < argc)
-            repeat = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--size") && i + 1 < argc)
-            size = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--simd") && i + 1 < argc)
-            only = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--case") && i + 1 < argc)
-            only_case = argv[++i];
-        else if (!strcmp(argv[i], "--json") && i + 1 < argc)
-            json = argv[++i];
-        else
-            usage();
-    }
+    const bu_opt opts[] = {
+        {"--repeat", 'i', &repeat, 1, 1 << 20},
+        {"--size", 'i', &size, 8, 4096},
+        {"--simd", 'i', &only, 0, RF__SIMD_AVX2},
+        {"--case", 's', &only_case, 0, 0},
+        {"--json", 's', &json, 0, 0},
+    };
+    if (bu_parse_args("rf-resize-bench", argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0))
+        usage();
     if (repeat < 1 || size < 8 || size > 4096 || only > RF__SIMD_AVX2)
         usage();
 
@@ -346,8 +238,8 @@ int main(int argc, char **argv)
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
 
     char cpu[256], rev[80];
-    cpu_model(cpu, sizeof cpu);
-    git_revision(rev, sizeof rev);
+    bu_cpu_model(cpu, sizeof cpu);
+    bu_git_revision(rev, sizeof rev);
     printf("rf-resize-bench: %s; git %s; picture %dx%d, output %dx%d, %d repeats\n", cpu, rev,
            PIC_W, PIC_H, size, size, repeat);
     printf("center: resample %dx%d, window at %d,%d; rrc: %d crops, DCT 1/1: %d, 1/2: %d, "
@@ -420,29 +312,27 @@ int main(int argc, char **argv)
                 tb[k] = time_pass(base_rf__resample, rb, js, n, dst_b, layout, inner);
 #endif
             }
-            double m = median(t, repeat);
+            double m = bu_median(t, repeat);
             double mpix = (double)size * size / m * 1e-6;
             printf("%-12s %-5s %10.4f %10.1f", cases[c].name, simd_name(level), m * 1e3, mpix);
             double mb = 0.0;
 #ifdef RF_BENCH_BASELINE
-            mb = median(tb, repeat);
+            mb = bu_median(tb, repeat);
             printf(" %12.4f %10.1f %7.2fx", mb * 1e3, (double)size * size / mb * 1e-6, mb / m);
 #endif
             printf("\n");
             if (jf) {
+                bu_json_begin(jf, "resize", rev);
                 fprintf(jf,
-                        "{\"bench\": \"resize\", \"case\": \"%s\", \"simd\": \"%s\", "
-                        "\"git\": \"%s\", \"machine\": ",
-                        cases[c].name, simd_name(level), rev);
-                machine_json(jf);
-                fprintf(jf,
-                        ", \"picture\": [%d, %d], \"size\": %d, \"calls_per_repeat\": %d, "
+                        ", \"case\": \"%s\", \"simd\": \"%s\", \"picture\": [%d, %d], \"size\": "
+                        "%d, \"calls_per_repeat\": %d, "
                         "\"median_ms\": %.5f, \"mpix_s\": %.2f, \"ms\": ",
-                        PIC_W, PIC_H, size, n * inner, m * 1e3, mpix);
-                json_ms(jf, t, repeat);
+                        cases[c].name, simd_name(level), PIC_W, PIC_H, size, n * inner, m * 1e3,
+                        mpix);
+                bu_json_array(jf, t, repeat, 1e3, 5);
                 if (mb > 0.0) {
                     fprintf(jf, ", \"baseline_median_ms\": %.5f, \"baseline_ms\": ", mb * 1e3);
-                    json_ms(jf, tb, repeat);
+                    bu_json_array(jf, tb, repeat, 1e3, 5);
                 }
                 fprintf(jf, "}\n");
             }

@@ -31,12 +31,11 @@
  * Prints a table (workers, images/s over the run and over its second half,
  * stall %), auto's decisions and the comparison with the best fixed count;
  * --json appends one JSON line per run with the machine, the parameters and
- * the git revision (of RF_SOURCE_DIR when the build defines it, else of the
- * working directory).
+ * the git revision (see bu_git_revision), and the cores the tuner counts.
  *
- * Links lib/tuner.c only, plus pthread and libm.
+ * Links lib/tuner.c and bench/benchutil.c, plus pthread and libm.
  */
-#define _GNU_SOURCE /* pthread_getcpuclockid, popen */
+#define _GNU_SOURCE /* pthread_getcpuclockid */
 
 #include "tuner.h"
 
@@ -47,9 +46,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "benchutil.h"
 
 enum { MAX_THREADS = 256, MAX_DECISIONS = 256 };
 
@@ -93,13 +93,6 @@ typedef struct {
     int ndecisions;
     decision d[MAX_DECISIONS];
 } result;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static double clock_s(clockid_t c)
 {
@@ -155,25 +148,25 @@ static void *worker_main(void *arg)
             /* Held back by the ring with work left: that is blocked time. */
             int want = w->id < pl->active && pl->next_sample < pl->total_samples;
             if (want && !blocked && pl->nblocked++ == 0)
-                pl->blocked_since = now_s();
+                pl->blocked_since = bu_now_s();
             if (!want && blocked && --pl->nblocked == 0)
-                pl->blocked_s += now_s() - pl->blocked_since;
+                pl->blocked_s += bu_now_s() - pl->blocked_since;
             blocked = want;
             pthread_cond_wait(&pl->cv_work, &pl->mu);
         }
         if (blocked && --pl->nblocked == 0)
-            pl->blocked_s += now_s() - pl->blocked_since;
+            pl->blocked_s += bu_now_s() - pl->blocked_since;
         if (pl->stop)
             break;
         int64_t s = pl->next_sample++;
         int slot = (int)(s / p->batch % p->max_prefetch);
         pthread_mutex_unlock(&pl->mu);
 
-        double t0 = now_s();
+        double t0 = bu_now_s();
         sleep_ms(p->read_ms);
-        double t1 = now_s();
+        double t1 = bu_now_s();
         burn_ms(p->cpu_ms);
-        double t2 = now_s();
+        double t2 = bu_now_s();
 
         pthread_mutex_lock(&pl->mu);
         pl->read_s += t1 - t0;
@@ -231,15 +224,15 @@ static int run(const params *p, int fixed, result *r)
     for (int i = 0; i < n; i++)
         cpu_prev[i] = clk[i] == (clockid_t)-1 ? 0 : clock_s(clk[i]);
 
-    double t_start = now_s(), t_half = 0, stall = 0, stall_half = 0;
+    double t_start = bu_now_s(), t_half = 0, stall = 0, stall_half = 0;
     double win_t0 = t_start, win_stall = 0, win_step = 0, last_return = 0;
     int64_t win_batches = 0, half = p->batches / 2;
     for (int64_t k = 0; k < p->batches; k++) {
         if (k == half) {
-            t_half = now_s();
+            t_half = bu_now_s();
             stall_half = stall;
         }
-        double t0 = now_s();
+        double t0 = bu_now_s();
         if (last_return > 0)
             win_step += t0 - last_return; /* the training step, between next() calls */
         pthread_mutex_lock(&pl.mu);
@@ -247,7 +240,7 @@ static int run(const params *p, int fixed, result *r)
         while (pl.done[slot] < p->batch)
             pthread_cond_wait(&pl.cv_cons, &pl.mu);
         pthread_mutex_unlock(&pl.mu);
-        double t1 = now_s();
+        double t1 = bu_now_s();
         stall += t1 - t0;
         win_stall += t1 - t0;
         last_return = t1;
@@ -263,7 +256,7 @@ static int run(const params *p, int fixed, result *r)
         pl.consumed++;
         pthread_cond_broadcast(&pl.cv_work);
         win_batches++;
-        double t = now_s();
+        double t = bu_now_s();
         if (rf__tuner_window_ready(win_batches, t - win_t0)) {
             double cpu = 0;
             for (int i = 0; i < n; i++) {
@@ -312,7 +305,7 @@ static int run(const params *p, int fixed, result *r)
         }
         pthread_mutex_unlock(&pl.mu);
     }
-    double t_end = now_s();
+    double t_end = bu_now_s();
 
     pthread_mutex_lock(&pl.mu);
     pl.stop = 1;
@@ -338,80 +331,14 @@ static int run(const params *p, int fixed, result *r)
 
 /* ---- output -------------------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
-/* First line of a command's output, or "" (git may be missing). */
-static void command_line(const char *cmd, char *out, size_t cap)
-{
-    out[0] = '\0';
-    FILE *f = popen(cmd, "r");
-    if (!f)
-        return;
-    if (fgets(out, (int)cap, f))
-        out[strcspn(out, "\n")] = '\0';
-    pclose(f);
-}
-
-static void cpu_model(char *out, size_t cap)
-{
-    snprintf(out, cap, "unknown");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f)
-        return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "model name", 10) == 0) {
-            char *c = strchr(line, ':');
-            if (c) {
-                c += 1 + strspn(c + 1, " \t");
-                c[strcspn(c, "\n")] = '\0';
-                snprintf(out, cap, "%s", c);
-            }
-            break;
-        }
-    }
-    fclose(f);
-}
-
 static void json_line(FILE *f, const params *p, const result *r, int round, const char *git,
-                      const char *cpu, const char *kernel, int usable, const char *why)
+                      int usable, const char *why)
 {
-    fprintf(f, "{\"bench\": \"rf-tuner-bench\", \"git\": ");
-    json_str(f, git);
-    fprintf(f, ", \"machine\": {\"cpu\": ");
-    json_str(f, cpu);
-    fprintf(f, ", \"kernel\": ");
-    json_str(f, kernel);
-    fprintf(f, ", \"online_cpus\": %ld, \"usable_cores\": %d, \"cores_why\": ",
-            sysconf(_SC_NPROCESSORS_ONLN), usable);
-    json_str(f, why);
+    bu_json_begin(f, "rf-tuner-bench", git);
+    fprintf(f, ", \"tuner_cores\": %d, \"tuner_cores_why\": ", usable);
+    bu_json_str(f, why);
     fprintf(f,
-            "}, \"params\": {\"cpu_ms\": %g, \"read_ms\": %g, \"step_ms\": %g, \"step_kind\": "
+            ", \"params\": {\"cpu_ms\": %g, \"read_ms\": %g, \"step_ms\": %g, \"step_kind\": "
             "\"%s\", \"batch\": %d, \"batches\": %d, \"budget\": %d, \"prefetch\": %d, "
             "\"max_prefetch\": %d, \"repeat\": %d}",
             p->cpu_ms, p->read_ms, p->step_ms, p->step_burn ? "burn" : "sleep", p->batch,
@@ -428,7 +355,7 @@ static void json_line(FILE *f, const params *p, const result *r, int round, cons
         for (int i = 0; i < r->ndecisions; i++) {
             fprintf(f, "%s{\"batch\": %lld, \"workers\": %d, \"prefetch\": %d, \"reason\": ",
                     i ? ", " : "", (long long)r->d[i].batch, r->d[i].workers, r->d[i].prefetch);
-            json_str(f, r->d[i].reason);
+            bu_json_str(f, r->d[i].reason);
             fputc('}', f);
         }
         fputc(']', f);
@@ -444,26 +371,6 @@ static void usage(FILE *f)
                "                      [--repeat N] [--json FILE]\n");
 }
 
-static int parse_double(const char *s, double lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v >= lo && v <= hi))
-        return -1;
-    *out = v;
-    return 0;
-}
-
-static int parse_int(const char *s, int lo, int hi, int *out)
-{
-    double v;
-    if (parse_double(s, lo, hi, &v) || v != floor(v))
-        return -1;
-    *out = (int)v;
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     params p = {.cpu_ms = 2,
@@ -475,48 +382,31 @@ int main(int argc, char **argv)
                 .prefetch = 4,
                 .max_prefetch = 0,
                 .repeat = 1};
-    for (int i = 1; i < argc; i += 2) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int bad = 0;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!v) {
-            bad = 1;
-        } else if (!strcmp(a, "--cpu-ms")) {
-            bad = parse_double(v, 0, 1e4, &p.cpu_ms);
-        } else if (!strcmp(a, "--read-ms")) {
-            bad = parse_double(v, 0, 1e4, &p.read_ms);
-        } else if (!strcmp(a, "--step-ms")) {
-            bad = parse_double(v, 0, 1e5, &p.step_ms);
-        } else if (!strcmp(a, "--step-kind")) {
-            bad = strcmp(v, "sleep") && strcmp(v, "burn");
-            p.step_burn = !strcmp(v, "burn");
-        } else if (!strcmp(a, "--batch")) {
-            bad = parse_int(v, 1, 1 << 20, &p.batch);
-        } else if (!strcmp(a, "--batches")) {
-            bad = parse_int(v, 1, 1 << 30, &p.batches);
-        } else if (!strcmp(a, "--budget")) {
-            bad = parse_int(v, 1, MAX_THREADS, &p.budget);
-        } else if (!strcmp(a, "--prefetch")) {
-            bad = parse_int(v, 1, 1024, &p.prefetch);
-        } else if (!strcmp(a, "--max-prefetch")) {
-            bad = parse_int(v, 1, 1024, &p.max_prefetch);
-        } else if (!strcmp(a, "--repeat")) {
-            bad = parse_int(v, 1, 100, &p.repeat);
-        } else if (!strcmp(a, "--json")) {
-            p.json = v;
-        } else {
-            bad = 1;
-        }
-        if (bad) {
-            fprintf(stderr, "rf-tuner-bench: bad option or value: %s%s%s\n", a, v ? " " : "",
-                    v ? v : "");
-            usage(stderr);
-            return 2;
-        }
+    const char *step_kind = "sleep";
+    const bu_opt opts[] = {
+        {"--cpu-ms", 'd', &p.cpu_ms, 0, 1e4},
+        {"--read-ms", 'd', &p.read_ms, 0, 1e4},
+        {"--step-ms", 'd', &p.step_ms, 0, 1e5},
+        {"--step-kind", 's', &step_kind, 0, 0},
+        {"--batch", 'i', &p.batch, 1, 1 << 20},
+        {"--batches", 'i', &p.batches, 1, 1 << 30},
+        {"--budget", 'i', &p.budget, 1, MAX_THREADS},
+        {"--prefetch", 'i', &p.prefetch, 1, 1024},
+        {"--max-prefetch", 'i', &p.max_prefetch, 1, 1024},
+        {"--repeat", 'i', &p.repeat, 1, 100},
+        {"--json", 's', &p.json, 0, 0},
+    };
+    int rc =
+        bu_parse_args("rf-tuner-bench", argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0);
+    if (rc == 0 && strcmp(step_kind, "sleep") && strcmp(step_kind, "burn")) {
+        fprintf(stderr, "rf-tuner-bench: bad value for --step-kind: %s\n", step_kind);
+        rc = -1;
     }
+    if (rc) {
+        usage(rc > 0 ? stdout : stderr);
+        return rc > 0 ? 0 : 2;
+    }
+    p.step_burn = !strcmp(step_kind, "burn");
     char why[256];
     int usable = rf__usable_cores(why, sizeof why);
     char budget_why[512] = "set by --budget";
@@ -529,30 +419,9 @@ int main(int argc, char **argv)
     if (p.max_prefetch < p.prefetch)
         p.max_prefetch = p.prefetch;
 
-    /* The revision of the sources: RF_SOURCE_DIR when the build gives it,
-     * else whatever repository the working directory is in. */
-    char git[128], cpu[256], cmd[1200];
-#ifdef RF_SOURCE_DIR
-    const char *gitdir = strchr(RF_SOURCE_DIR, '\'') ? "." : RF_SOURCE_DIR;
-#else
-    const char *gitdir = ".";
-#endif
-    snprintf(cmd, sizeof cmd, "git -C '%s' rev-parse --short HEAD 2>/dev/null", gitdir);
-    command_line(cmd, git, sizeof git);
-    if (!git[0]) {
-        snprintf(git, sizeof git, "unknown");
-    } else {
-        char dirty[8];
-        snprintf(cmd, sizeof cmd,
-                 "git -C '%s' status --porcelain --untracked-files=no 2>/dev/null | head -c1",
-                 gitdir);
-        command_line(cmd, dirty, sizeof dirty);
-        if (dirty[0])
-            strncat(git, "-dirty", sizeof git - strlen(git) - 1);
-    }
-    cpu_model(cpu, sizeof cpu);
-    struct utsname u;
-    const char *kernel = uname(&u) == 0 ? u.release : "unknown";
+    char git[128], cpu[256];
+    bu_git_revision(git, sizeof git);
+    bu_cpu_model(cpu, sizeof cpu);
 
     printf("rf-tuner-bench: %s; %d usable cores (%s); git %s\n", cpu, usable, why, git);
     printf("  cpu %.2f ms/img, read %.2f ms/img, step %.2f ms/batch (%s), batch %d, %d batches, "
@@ -590,7 +459,7 @@ int main(int argc, char **argv)
                    r->stall_pct, r->stall_pct_2nd);
             fflush(stdout);
             if (jf)
-                json_line(jf, &p, r, round + 1, git, cpu, kernel, usable, why);
+                json_line(jf, &p, r, round + 1, git, usable, why);
         }
         result *a = &res[round * nmodes + p.budget];
         printf("        auto decisions (%d):\n", a->ndecisions);
@@ -608,9 +477,9 @@ int main(int argc, char **argv)
             v2[round] = res[round * nmodes + m].images_per_sec_2nd;
             vs[round] = res[round * nmodes + m].stall_pct;
         }
-        med[m] = median(v, p.repeat);
-        med2[m] = median(v2, p.repeat);
-        medst[m] = median(vs, p.repeat);
+        med[m] = bu_median(v, p.repeat);
+        med2[m] = bu_median(v2, p.repeat);
+        medst[m] = bu_median(vs, p.repeat);
     }
     int best = 0;
     for (int m = 1; m < p.budget; m++)

@@ -111,6 +111,8 @@ enum rf_param {
     RF_P_DTYPE = 25,           /* enum rf_dtype of the records' elements; record_size must be a
                                   multiple of its size; default RF_DTYPE_UINT8. Fixed. */
     RF_P_VERIFY = 26,          /* enum rf_verify; default RF_VERIFY_ONCE. Fixed. */
+    RF_P_MAX_FILE_BYTES = 27,  /* largest sample file (or ranged member) read; larger ones are errors,
+                                  refused before allocation; default 536870912 (512 MiB). Fixed. */
 };
 
 /* How much of a JPEG is decoded beyond the rows its crop needs (RF_P_VERIFY).

@@ -49,7 +49,7 @@
 #include "stats.h"
 #include "tuner.h"
 
-#define RF_NPARAMS 27
+#define RF_NPARAMS 28
 
 typedef struct param_def {
     int64_t lo, hi, def;
@@ -82,6 +82,7 @@ static const param_def params_table[RF_NPARAMS] = {
     [RF_P_HEADER_SIZE] = {0, INT64_C(1) << 50, 0},
     [RF_P_DTYPE] = {0, 3, RF_DTYPE_UINT8},
     [RF_P_VERIFY] = {0, 2, RF_VERIFY_ONCE},
+    [RF_P_MAX_FILE_BYTES] = {1, INT64_C(1) << 40, INT64_C(512) << 20},
 };
 
 typedef struct rf_job {
@@ -515,12 +516,12 @@ static void read_reason(const rf_read *rd, char *out, size_t cap)
 }
 
 /* Reads a substitute sample synchronously (rare path: on_error = skip). */
-static int read_sample_sync(const rf_source *src, int64_t sample, rf_read *rd)
+static int read_sample_sync(const rf_loader *l, int64_t sample, rf_read *rd)
 {
-    rd->path = rf__source_path(src, sample);
-    rf__source_extent(src, sample, &rd->ranged, &rd->offset, &rd->length);
+    rd->path = rf__source_path(&l->src, sample);
+    rf__source_extent(&l->src, sample, &rd->ranged, &rd->offset, &rd->length);
     rd->sample = sample;
-    return rf__read_sync(rd);
+    return rf__read_sync(rd, (uint64_t)l->params[RF_P_MAX_FILE_BYTES]);
 }
 
 static int is_verified(const rf_loader *l, int64_t sample)
@@ -562,6 +563,14 @@ static int process_sample(rf_worker *w, const rf_read *rd, int64_t epoch, int64_
         snprintf(reason, cap, "%s timed out after %lld ms (read_timeout_ms)", rd->what,
                  (long long)l->params[RF_P_READ_TIMEOUT_MS]);
         return RF_E_TIMEOUT;
+    }
+    if (rd->err == EFBIG && !strcmp(rd->what, "size")) {
+        snprintf(reason, cap, "%s is %llu bytes, more than max_file_bytes=%lld",
+                 l->src.kind == RF_SOURCE_RECORDS ? "record"
+                 : rd->ranged                     ? "member"
+                                                  : "file",
+                 (unsigned long long)rd->size, (long long)l->params[RF_P_MAX_FILE_BYTES]);
+        return RF_E_LIMIT;
     }
     if (rd->err) {
         read_reason(rd, reason, cap);
@@ -621,8 +630,8 @@ static void *worker_main(void *arg)
             char name[440]; /* the path, "shard.tar:key.jpg" or "file.bin at offset N" */
             rf__source_name(&l->src, sample, name, sizeof name);
             snprintf(msg, sizeof msg, "%s: %s (sample %lld): %s",
-                     rc == RF_E_IO || rc == RF_E_TIMEOUT ? "reader" : "decode", name,
-                     (long long)sample, reason);
+                     rc == RF_E_IO || j->rd.err ? "reader" : "decode", name, (long long)sample,
+                     reason);
             snprintf(first_reason, sizeof first_reason, "%s", reason);
             int64_t cap = l->params[RF_P_MAX_ERRORS];
             int over = cap >= 0 && atomic_fetch_add(&l->errors_seen, 1) + 1 > cap;
@@ -637,7 +646,7 @@ static void *worker_main(void *arg)
             while (skip && rc != 0 && subs < 16) {
                 subs++;
                 used = (int64_t)rf__rng_below(&rng, (uint64_t)l->src.n);
-                if (read_sample_sync(&l->src, used, &w->sub) != 0) {
+                if (read_sample_sync(l, used, &w->sub) != 0) {
                     rc = RF_E_IO;
                     continue;
                 }
@@ -883,6 +892,7 @@ int rf_loader_start(rf_loader *l)
         return rc;
     }
     rf__reader_set_timeout(l->reader, p[RF_P_READ_TIMEOUT_MS]);
+    rf__reader_set_max_bytes(l->reader, (uint64_t)p[RF_P_MAX_FILE_BYTES]);
     depth = rf__reader_depth(l->reader); /* may be lower: RLIMIT_NOFILE */
     l->njobs = (int)depth + 2 * l->nworkers + 4;
     l->jobs = calloc((size_t)l->njobs, sizeof *l->jobs);

@@ -19,6 +19,10 @@
  *
  * pread path: submit queues, reap performs the queued reads in order with
  * open/fstat/pread/close. Both paths deliver identical bytes.
+ *
+ * Size limit: once a read knows how many bytes it wants (statx/fstat for a
+ * whole file, the length for a range), a size above max_bytes fails with
+ * EFBIG before the buffer is grown, so a huge or lying file costs nothing.
  */
 #define _GNU_SOURCE
 #include "reader.h"
@@ -51,6 +55,7 @@ struct rf_reader {
     int backend;
     unsigned depth;
     unsigned inflight;   /* requests submitted and not yet returned by reap */
+    uint64_t max_bytes;  /* larger files and ranges fail with EFBIG */
     char note[160];
     /* pread: FIFO of queued requests */
     rf_read **queue;
@@ -99,9 +104,25 @@ static void fail(rf_read *req, int err, const char *what)
     }
 }
 
+/* Takes the size a read learned (a file's, or a range's length) and makes
+ * room for it, unless the request already failed or the size is over the
+ * limit: then nothing is allocated. */
+static void prepare(rf_read *req, uint64_t size, uint64_t max_bytes)
+{
+    req->size = size;
+    if (req->err)
+        return;
+    if (size > max_bytes)
+        fail(req, EFBIG, "size");
+    else if (size >= SIZE_MAX || grow(req, (size_t)size + 1) != 0)
+        fail(req, ENOMEM, "allocate");
+    else
+        req->want = (size_t)size;
+}
+
 /* ---- pread backend ------------------------------------------------------ */
 
-static void pread_one(rf_read *req)
+static void pread_one(rf_read *req, uint64_t max_bytes)
 {
     int fd;
     /* O_NONBLOCK: a FIFO must not block open() until a writer comes (it then
@@ -114,21 +135,18 @@ static void pread_one(rf_read *req)
         return;
     }
     struct stat st;
+    req->want = 0;
     if (req->ranged) {
         /* The length is known: no stat. A directory fails its read (EISDIR). */
         req->base = req->offset;
-        req->want = (size_t)req->length;
-        if (req->length >= SIZE_MAX || grow(req, (size_t)req->length + 1) != 0)
-            fail(req, ENOMEM, "allocate");
+        prepare(req, req->length, max_bytes);
     } else if (fstat(fd, &st) != 0) {
         fail(req, errno, "stat");
     } else if (!S_ISREG(st.st_mode)) {
         fail(req, S_ISDIR(st.st_mode) ? EISDIR : EINVAL, "not a regular file");
-    } else if (grow(req, (size_t)st.st_size + 1) != 0) {
-        fail(req, ENOMEM, "allocate");
     } else {
         req->base = 0;
-        req->want = (size_t)st.st_size;
+        prepare(req, (uint64_t)st.st_size, max_bytes);
     }
     while (!req->err && req->len < req->want) {
         size_t ask = req->want - req->len;
@@ -246,13 +264,11 @@ static void on_cqe(rf_reader *r, uint64_t ud, int res)
             if (!req->err && !S_ISREG(req->stx.stx_mode))
                 fail(req, S_ISDIR(req->stx.stx_mode) ? EISDIR : EINVAL, "not a regular file");
         }
-        if (!req->err && (size >= SIZE_MAX || grow(req, (size_t)size + 1) != 0))
-            fail(req, ENOMEM, "allocate");
+        prepare(req, size, r->max_bytes);
         if (req->err || size == 0) {
             finish(r, req, opened);
             return;
         }
-        req->want = (size_t)size;
         req->state = ST_READING;
         queue_read(r, req);
         return;
@@ -419,6 +435,7 @@ int rf__reader_create(rf_reader **out, int backend, unsigned depth)
     if (!r)
         return RF_E_NOMEM;
     r->depth = depth ? depth : 64;
+    r->max_bytes = RF__READ_MAX_BYTES;
     r->queue = calloc(r->depth, sizeof *r->queue);
     if (!r->queue) {
         free(r);
@@ -511,6 +528,11 @@ void rf__reader_set_timeout(rf_reader *r, int64_t ms)
 #endif
 }
 
+void rf__reader_set_max_bytes(rf_reader *r, uint64_t max_bytes)
+{
+    r->max_bytes = max_bytes;
+}
+
 int rf__reader_backend(const rf_reader *r)
 {
     return r->backend;
@@ -536,6 +558,7 @@ int rf__reader_submit(rf_reader *r, rf_read *req)
     if (r->inflight >= r->depth)
         return RF_E_STATE;
     req->len = 0;
+    req->size = 0;
     req->err = 0;
     req->what = "";
     req->slot = -1;
@@ -552,14 +575,15 @@ int rf__reader_submit(rf_reader *r, rf_read *req)
     return rc;
 }
 
-int rf__read_sync(rf_read *req)
+int rf__read_sync(rf_read *req, uint64_t max_bytes)
 {
     req->len = 0;
+    req->size = 0;
     req->err = 0;
     req->what = "";
     req->slot = -1;
     req->t_submit_ns = rf__now_ns();
-    pread_one(req);
+    pread_one(req, max_bytes);
     req->t_done_ns = rf__now_ns();
     return req->err ? -1 : 0;
 }
@@ -578,7 +602,7 @@ int rf__reader_reap(rf_reader *r, rf_read **done, int max, int timeout_ms)
             rf_read *req = r->queue[r->qhead];
             r->qhead = (r->qhead + 1) % r->depth;
             r->qlen--;
-            pread_one(req);
+            pread_one(req, r->max_bytes);
             req->t_done_ns = rf__now_ns();
             done[n++] = req;
         }

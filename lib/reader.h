@@ -7,8 +7,9 @@
  * as needed and which are reused from one sample to the next). It submits
  * them, then reaps completed ones; a completed request has either len bytes
  * in buf or err != 0 with the failing step in `what`. A ranged read that
- * meets the end of the file early fails with EIO. One reader is used by one
- * thread.
+ * meets the end of the file early fails with EIO. A file (or range) larger
+ * than the reader's max_bytes fails with EFBIG, what = "size" and its size
+ * in `size`, before its buffer is grown. One reader is used by one thread.
  */
 #ifndef RF_READER_H
 #define RF_READER_H
@@ -30,6 +31,7 @@ typedef struct rf_read {
     size_t cap;
     /* results */
     size_t len;
+    uint64_t size;     /* the file's size (whole) or the range's length, once learned; else 0 */
     int err;           /* errno-style code, 0 on success */
     const char *what;  /* step that failed: "open", "stat", "read", ... */
     int64_t t_submit_ns, t_done_ns;
@@ -43,6 +45,9 @@ typedef struct rf_read {
 typedef struct rf_reader rf_reader;
 
 enum { RF__IO_URING = 1, RF__IO_PREAD = 2 };
+
+/* A new reader's max_bytes (the default of RF_P_MAX_FILE_BYTES): 512 MiB. */
+#define RF__READ_MAX_BYTES ((uint64_t)512 << 20)
 
 /* backend: 0 = auto (io_uring if it can be set up, unless RINGFEED_IO=pread),
  * RF__IO_URING, RF__IO_PREAD. depth: reads in flight at most. Falls back to
@@ -59,6 +64,10 @@ void rf__reader_abandon(rf_reader *r);
  * in the kernel and cannot be interrupted. */
 void rf__reader_set_timeout(rf_reader *r, int64_t ms);
 
+/* Files (or ranges) larger than max_bytes fail with EFBIG before anything is
+ * allocated for them. Applies to reads submitted afterwards. */
+void rf__reader_set_max_bytes(rf_reader *r, uint64_t max_bytes);
+
 int rf__reader_backend(const rf_reader *r);
 const char *rf__reader_note(const rf_reader *r); /* why io_uring is not used, or "" */
 unsigned rf__reader_depth(const rf_reader *r);
@@ -72,8 +81,9 @@ int rf__reader_submit(rf_reader *r, rf_read *req);
 int rf__reader_reap(rf_reader *r, rf_read **done, int max, int timeout_ms);
 
 /* Performs one request synchronously on the calling thread (the pread path;
- * for rare reads outside the pipeline). 0, or -1 with err and what set. */
-int rf__read_sync(rf_read *req);
+ * for rare reads outside the pipeline), with the size limit max_bytes as a
+ * reader applies it. 0, or -1 with err and what set. */
+int rf__read_sync(rf_read *req, uint64_t max_bytes);
 
 int64_t rf__now_ns(void);
 

@@ -6,7 +6,9 @@
  * flight than files, so submission meets RF_E_STATE and must wait for reaps;
  * every byte is compared with the file and the two backends with each other.
  * Ranged reads (a known [offset, offset + length) of a file) are checked the
- * same way. Failures carry the errno and the step. The io_uring part skips
+ * same way. Failures carry the errno and the step. Files and ranges over the
+ * size limit (sparse files of gigabytes) fail with EFBIG before any buffer
+ * is allocated; one exactly at the limit is read. The io_uring part skips
  * cleanly when the machine refuses io_uring (seccomp,
  * kernel.io_uring_disabled).
  *
@@ -23,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -557,7 +560,7 @@ static void check_ranged(int backend)
         sync.ranged = 1;
         sync.offset = ok[i].off;
         sync.length = ok[i].len;
-        assert_int_equal(rf__read_sync(&sync), 0);
+        assert_int_equal(rf__read_sync(&sync, RF__READ_MAX_BYTES), 0);
         assert_int_equal(sync.len, q->len);
         if (sync.len)
             assert_memory_equal(sync.buf, q->buf, sync.len);
@@ -577,11 +580,11 @@ static void check_ranged(int backend)
     rf_read sync;
     memset(&sync, 0, sizeof sync);
     sync.path = f->path;
-    assert_int_equal(rf__read_sync(&sync), 0);
+    assert_int_equal(rf__read_sync(&sync, RF__READ_MAX_BYTES), 0);
     assert_int_equal(sync.len, L);
     assert_memory_equal(sync.buf, f->data, L);
     sync.path = g_missing;
-    assert_int_equal(rf__read_sync(&sync), -1);
+    assert_int_equal(rf__read_sync(&sync, RF__READ_MAX_BYTES), -1);
     assert_int_equal(sync.err, ENOENT);
     assert_string_equal(sync.what, "open");
     free(sync.buf);
@@ -625,6 +628,115 @@ static void test_uring_many_rounds(void **state)
     rf__reader_destroy(r);
 }
 
+/* A sparse file of size bytes (nothing written: it costs no disk). */
+static void make_sparse(const char *path, uint64_t size)
+{
+    assert_int_equal(tu_write_file(path, "", 0), 0);
+    assert_int_equal(truncate(path, (off_t)size), 0);
+}
+
+static long max_rss_kib(void)
+{
+    struct rusage ru;
+    assert_int_equal(getrusage(RUSAGE_SELF, &ru), 0);
+    return ru.ru_maxrss;
+}
+
+/* A refused request: EFBIG at the "size" step, its size said, no buffer. */
+static void assert_refused(const rf_read *q, uint64_t size)
+{
+    assert_int_equal(q->err, EFBIG);
+    assert_string_equal(q->what, "size");
+    assert_true(q->size == size);
+    assert_int_equal(q->len, 0);
+    assert_null(q->buf);
+    assert_int_equal(q->cap, 0);
+}
+
+/* Files and ranges over max_bytes are refused before the buffer is grown:
+ * a 4 GiB sparse file leaves no buffer behind and the process stays small;
+ * a file of exactly the limit is read whole. The synchronous path and the
+ * default limit (512 MiB) do the same. */
+static void check_size_limit(int backend)
+{
+    enum { LIMIT = 1 << 20 };
+    const uint64_t huge = (uint64_t)4 << 30;
+    char big[4096], over[4096], exact[4096], dflt[4096];
+    snprintf(big, sizeof big, "%s/huge.jpg", g_tmp);
+    snprintf(over, sizeof over, "%s/over.jpg", g_tmp);
+    snprintf(exact, sizeof exact, "%s/exact.jpg", g_tmp);
+    snprintf(dflt, sizeof dflt, "%s/over-default.jpg", g_tmp);
+    make_sparse(big, huge);
+    make_sparse(over, LIMIT + 1);
+    make_sparse(dflt, RF__READ_MAX_BYTES + 1);
+    uint8_t *data = pattern(LIMIT, 77);
+    assert_int_equal(tu_write_file(exact, data, LIMIT), 0);
+    long rss0 = max_rss_kib();
+
+    rf_reader *r;
+    TU_READER_OR_SKIP(r, backend, 2);
+    rf__reader_set_max_bytes(r, LIMIT);
+    enum { N = 6 };
+    rf_read q[N];
+    memset(q, 0, sizeof q);
+    q[0].path = big;
+    q[1].path = over;
+    q[2].path = exact;
+    q[3] = (rf_read){.path = big, .ranged = 1, .offset = 0, .length = LIMIT + 1};
+    q[4] = (rf_read){.path = big, .ranged = 1, .offset = huge - LIMIT, .length = LIMIT};
+    q[5].path = exact; /* after the refusals: the reader goes on */
+    read_all(r, q, N, 2);
+    assert_refused(&q[0], huge);
+    assert_refused(&q[1], LIMIT + 1);
+    assert_refused(&q[3], LIMIT + 1);
+    for (int i = 2; i < N; i += 3) {
+        assert_int_equal(q[i].err, 0);
+        assert_int_equal(q[i].len, LIMIT);
+        assert_memory_equal(q[i].buf, data, LIMIT);
+    }
+    assert_int_equal(q[4].err, 0); /* a range of exactly the limit, at the end */
+    assert_int_equal(q[4].len, LIMIT);
+    for (size_t i = 0; i < LIMIT; i++)
+        if (q[4].buf[i])
+            fail_msg("byte %zu of a sparse range is %d", i, q[4].buf[i]);
+    for (int i = 0; i < N; i++)
+        free(q[i].buf);
+    rf__reader_destroy(r);
+
+    /* The default limit, without set_max_bytes. */
+    rf_read d;
+    memset(&d, 0, sizeof d);
+    read_one(backend, &d, dflt);
+    assert_refused(&d, RF__READ_MAX_BYTES + 1);
+
+    /* The synchronous path applies the limit it is given. */
+    rf_read s;
+    memset(&s, 0, sizeof s);
+    s.path = big;
+    assert_int_equal(rf__read_sync(&s, LIMIT), -1);
+    assert_refused(&s, huge);
+    s = (rf_read){.path = big, .ranged = 1, .offset = 1, .length = LIMIT + 1};
+    assert_int_equal(rf__read_sync(&s, LIMIT), -1);
+    assert_refused(&s, LIMIT + 1);
+    s = (rf_read){.path = exact};
+    assert_int_equal(rf__read_sync(&s, LIMIT), 0);
+    assert_int_equal(s.len, LIMIT);
+    assert_memory_equal(s.buf, data, LIMIT);
+    free(s.buf);
+
+    /* Nothing of the 4 GiB came to memory (the buffers above are 2 MiB). */
+    long grew = max_rss_kib() - rss0;
+    printf("  max RSS grew by %ld KiB\n", grew);
+    assert_true(grew < 64 * 1024);
+    free(data);
+    unlink(big);
+    unlink(over);
+    unlink(exact);
+    unlink(dflt);
+}
+
+TU_TEST_BOTH_BACKENDS(size_limit)
+
 int main(void)
 {
     alarm(300); /* a hung read fails the run instead of stalling it */
@@ -646,6 +758,8 @@ int main(void)
         cmocka_unit_test(test_uring_ranged),
         cmocka_unit_test(test_pread_ranged),
         cmocka_unit_test(test_uring_many_rounds),
+        cmocka_unit_test(test_uring_size_limit),
+        cmocka_unit_test(test_pread_size_limit),
     };
     /* RINGFEED_IO from the caller's environment would change what the
      * backend tests exercise: they ask for a backend explicitly, but the

@@ -186,7 +186,7 @@ static void check_range_errors(int backend)
         rf_read s = q[i];
         s.buf = NULL;
         s.cap = 0;
-        rf__read_sync(&s);
+        rf__read_sync(&s, RF__READ_MAX_BYTES);
         assert_int_equal(s.err, q[i].err);
         assert_int_equal(s.len, q[i].len);
         if (s.len)

@@ -21,7 +21,6 @@
 # Variables: BUILD / ASAN_BUILD / TSAN_BUILD (build folders), CMAKE_ARGS (extra
 # -D options), CTEST_ARGS (extra ctest options), JOBS (parallel build jobs),
 # SKIP_DEPS=1 (do not look at packages, e.g. on a machine without a package registry),
-# TEST_VENV (.venv-test), TEST_PIP_PACKAGES (what make deps installs there),
 # BENCH_STEP_MS (simulated training step for make bench, default 100), BENCH_WORKERS
 # (worker counts, default all,auto: 1..usable cores and the tuner),
 # BENCH_ARGS (more ringfeed-bench options, e.g. BENCH_ARGS="--data DIR --device cuda"),
@@ -46,7 +45,8 @@ SKIP_DEPS ?=
 BENCH_STEP_MS ?= 100
 BENCH_WORKERS ?= all,auto
 BENCH_ARGS ?=
-TEST_VENV ?= .venv-test
+# fixed: CMake looks for the test interpreter at .venv-test/bin/python
+TEST_VENV := .venv-test
 
 # python3-venv: make deps' virtualenv and the pip_install test's fresh one; git:
 # that test installs a copy of the tracked files.

@@ -1,6 +1,9 @@
 # ringfeed - thin wrapper over CMake. The real build is CMakeLists.txt.
 #
-#   make deps      install the missing Debian packages (root; apt-get only if something is missing)
+#   make deps      install the missing Debian packages (root; apt-get only if something is missing),
+#                  then the virtualenv $(TEST_VENV) (--system-site-packages) with the test-only
+#                  PyPI packages TEST_PIP_PACKAGES; both are quick when nothing is missing.
+#                  CMake runs the Python tests with $(TEST_VENV)/bin/python when it exists.
 #   make build     configure + build into build/ with all cores
 #   make test      deps + build + every test (ctest)
 #   make bench     deps + build + build/ringfeed-bench on its generated sample: sizing table,
@@ -42,16 +45,50 @@ SKIP_DEPS ?=
 BENCH_STEP_MS ?= 100
 BENCH_WORKERS ?= all,auto
 BENCH_ARGS ?=
+# fixed: CMake looks for the test interpreter at .venv-test/bin/python
+TEST_VENV := .venv-test
 
+# python3-venv: make deps' virtualenv and the pip_install test's fresh one; git:
+# that test installs a copy of the tracked files.
 DEB_PACKAGES := build-essential cmake pkg-config liburing-dev libturbojpeg0-dev \
 	libjpeg62-turbo-dev libcmocka-dev python3-numpy python3-pytest python3-torch \
-	python3-torchvision python3-matplotlib python3-pil valgrind clang libclang-rt-14-dev
+	python3-torchvision python3-matplotlib python3-pil python3-venv git valgrind clang \
+	libclang-rt-14-dev
 
-.PHONY: all deps build test bench sanitize memcheck fuzz format clean
+# Test-only packages from PyPI (not in Debian 12, or too old there), installed
+# into $(TEST_VENV). scikit-build-core: pyproject.toml's build backend.
+TEST_PIP_PACKAGES := scikit-build-core>=0.10
+
+.PHONY: all deps deps-debian deps-venv build test bench sanitize memcheck fuzz format clean
 
 all: build
 
-deps:
+deps: deps-venv
+
+# The virtualenv sees the Debian packages (numpy, torch, pytest) through
+# --system-site-packages and adds TEST_PIP_PACKAGES; it is (re)made only when
+# missing, broken, or made for another package list (recorded in .packages).
+deps-venv: deps-debian
+ifeq ($(SKIP_DEPS),)
+	@set -ef; \
+	want='$(TEST_PIP_PACKAGES)'; \
+	if [ -x $(TEST_VENV)/bin/python ] && $(TEST_VENV)/bin/python -c '' 2>/dev/null && \
+	   [ "$$(cat $(TEST_VENV)/.packages 2>/dev/null)" = "$$want" ]; then \
+		echo "deps: $(TEST_VENV) up to date ($$want)"; exit 0; \
+	fi; \
+	if ! [ -x $(TEST_VENV)/bin/python ] || ! $(TEST_VENV)/bin/python -c '' 2>/dev/null; then \
+		rm -rf $(TEST_VENV); \
+		echo "deps: creating $(TEST_VENV)"; \
+		$(PYTHON) -m venv --system-site-packages $(TEST_VENV); \
+	fi; \
+	echo "deps: pip install into $(TEST_VENV): $$want"; \
+	$(TEST_VENV)/bin/python -m pip install --disable-pip-version-check -q $$want; \
+	echo "$$want" > $(TEST_VENV)/.packages
+else
+	@echo "deps: virtualenv skipped (SKIP_DEPS=$(SKIP_DEPS))"
+endif
+
+deps-debian:
 ifeq ($(SKIP_DEPS),)
 	@set -e; \
 	if ! command -v dpkg-query >/dev/null 2>&1; then \

@@ -15,8 +15,9 @@ last batch of an epoch is always a copy (the loop variable still holds it when
 the next epoch is positioned). Memory handed out is never recycled under the
 caller: the native loader is destroyed only after its last batch died.
 
-Nothing here is compiled; the library is found through $RINGFEED_LIBRARY, the
-package folder, the repository's build/ folder, then the system.
+Nothing here is compiled; the library is found in the package folder (where
+`pip install .` puts it), through $RINGFEED_LIBRARY, in the repository's build/
+folder, then in the system (see _lib.py).
 """
 
 import ctypes
@@ -34,8 +35,8 @@ from ._lib import (
     RF_E_STATE,
     RF_OK,
 )
+from ._lib import __version__, library_path, library_version  # noqa: F401 (public API)
 
-__version__ = "0.2.0"
 __all__ = ["Loader", "RingfeedError", "library_path", "library_version", "__version__"]
 
 # Captured once: __del__ may run during interpreter shutdown, when module
@@ -55,17 +56,6 @@ class RingfeedError(RuntimeError):
     def __init__(self, message, status=None):
         super().__init__(message)
         self.status = status
-
-
-def library_path():
-    """Path of the libringfeed that this package uses."""
-    return _lib.path()
-
-
-def library_version():
-    """Version of the loaded library as (major, minor, patch)."""
-    v = _lib.load().rf_version()
-    return (v // 10000, (v // 100) % 100, v % 100)
 
 
 # --------------------------------------------------------------------------

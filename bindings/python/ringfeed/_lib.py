@@ -1,14 +1,23 @@
-"""Finds libringfeed and declares the C API for ctypes.
+"""Finds libringfeed, declares the C API for ctypes, and says which versions are in use.
 
-Lookup order: $RINGFEED_LIBRARY, the package folder, the repository's build/
+Lookup order: the package's own copy (ringfeed/libringfeed.so, which
+`pip install .` puts there), $RINGFEED_LIBRARY, the repository's build/
 folder (when the package is used from the source tree), then the system
-(ctypes.util.find_library). ctypes.CDLL releases the GIL around every call,
-so the blocking waits in the library never freeze other Python threads.
+(ctypes.util.find_library). The own copy comes first so that an installed
+package always runs the library it was built with, whatever the environment
+says. ctypes.CDLL releases the GIL around every call, so the blocking waits
+in the library never freeze other Python threads.
+
+Versions: __version__ is the package's (ringfeed/_version.py, written by the
+wheel build from include/ringfeed.h; in the source tree, read from that header
+directly); library_version() is the loaded library's rf_version(). Both are
+"MAJOR.MINOR.PATCH" strings and agree when the package runs its own copy.
 """
 
 import ctypes
 import ctypes.util
 import os
+import re
 import threading
 
 # Values mirror include/ringfeed.h; they are permanent there.
@@ -140,14 +149,42 @@ _SIGNATURES = [
 ]
 
 
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _package_version():
+    """The package's version: the generated _version.py of an installed wheel,
+    else the RF_VERSION_* lines of the repository's include/ringfeed.h."""
+    try:
+        from ._version import version
+        return version
+    except ImportError:
+        pass
+    header = os.path.join(_HERE, "..", "..", "..", "include", "ringfeed.h")
+    try:
+        with open(header, encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return "0+unknown"
+    parts = []
+    for part in ("MAJOR", "MINOR", "PATCH"):
+        m = re.search(r"^#define\s+RF_VERSION_%s\s+(\d+)\s*$" % part, text, re.MULTILINE)
+        if not m:
+            return "0+unknown"
+        parts.append(m.group(1))
+    return ".".join(parts)
+
+
+__version__ = _package_version()
+
+
 def _candidates():
     """Paths (or names) to try, in order, with where each came from."""
+    yield os.path.join(_HERE, LIBNAME), "package folder"
     env = os.environ.get("RINGFEED_LIBRARY")
     if env:
         yield env, "RINGFEED_LIBRARY"
-    here = os.path.dirname(os.path.abspath(__file__))
-    yield os.path.join(here, LIBNAME), "package folder"
-    repo_build = os.path.normpath(os.path.join(here, "..", "..", "..", "build", LIBNAME))
+    repo_build = os.path.normpath(os.path.join(_HERE, "..", "..", "..", "build", LIBNAME))
     yield repo_build, "repository build/"
     found = ctypes.util.find_library("ringfeed")
     if found:
@@ -171,8 +208,9 @@ def load():
     """Returns the loaded, declared library (loads it on first use).
 
     Raises OSError naming every place that was tried. When RINGFEED_LIBRARY
-    is set, only that path is tried: a wrong setting is an error, never a
-    silent fall-through to some other copy of the library.
+    is set (and the package has no copy of its own), only that path is tried:
+    a wrong setting is an error, never a silent fall-through to some other
+    copy of the library.
     """
     global _lib, _lib_path
     with _lock:
@@ -201,6 +239,17 @@ def path():
     """Path of the loaded library (loads it if needed)."""
     load()
     return _lib_path
+
+
+def library_path():
+    """Path of the libringfeed that this package uses (loads it if needed)."""
+    return path()
+
+
+def library_version():
+    """Version of the loaded library, from its rf_version(): "MAJOR.MINOR.PATCH"."""
+    v = load().rf_version()
+    return "%d.%d.%d" % (v // 10000, (v // 100) % 100, v % 100)
 
 
 def strerror(status):

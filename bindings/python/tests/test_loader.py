@@ -5,6 +5,7 @@ import gc
 import json
 import math
 import os
+import re
 import signal
 import time
 
@@ -58,7 +59,9 @@ def odd_folder(tmp_path_factory):
 
 def test_library_loads():
     assert os.path.basename(ringfeed.library_path()).startswith("libringfeed")
-    assert ringfeed.library_version()[0] == 0
+    # one version: the package's (from include/ringfeed.h) is the loaded library's rf_version()
+    assert re.fullmatch(r"\d+\.\d+\.\d+", ringfeed.__version__), ringfeed.__version__
+    assert ringfeed.library_version() == ringfeed.__version__
     assert issubclass(ringfeed.RingfeedError, RuntimeError)
 
 

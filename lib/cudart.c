@@ -160,9 +160,11 @@ static int adopt(void *h, const char *name)
     const char *path = name;
     if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && lm->l_name[0])
         path = lm->l_name;
+    char *abs = realpath(path, NULL); /* a relative LD_LIBRARY_PATH gives a relative l_name */
     t.handle = h;
     t.version = v;
-    snprintf(t.path, sizeof t.path, "%s", path);
+    snprintf(t.path, sizeof t.path, "%s", abs ? abs : path);
+    free(abs);
     snprintf(t.desc, sizeof t.desc, "cudart %d.%d from %s", v / 1000, v % 1000 / 10, t.path);
     rt = t;
     loaded = 1;

@@ -123,8 +123,8 @@ static const char *dl_why(const char *name)
     return e;
 }
 
-/* Resolves the table from handle h (what = how it was found); 1 when done,
- * 0 (attempt recorded, h closed) when it cannot serve. */
+/* Resolves the table from handle h (name: how it was found, for the note);
+ * 1 when done, 0 (attempt recorded, h closed) when it cannot serve. */
 static int adopt(void *h, const char *name)
 {
     rf_cudart t;
@@ -189,7 +189,9 @@ static void load(void)
     /* 1. already in the process (not an attempt worth listing when absent). */
     for (int i = 0; i < n; i++) {
         void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-        if (h && adopt(h, names[i]))
+        char label[160];
+        snprintf(label, sizeof label, "%s in the process", names[i]);
+        if (h && adopt(h, label))
             return;
     }
     /* 2. $RINGFEED_CUDART (ignored in setuid programs, like LD_LIBRARY_PATH). */

@@ -46,8 +46,8 @@
 static const int abi_majors[] = {13, 12, 11};
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static rf_cudart rt;        /* valid when loaded */
-static int loaded;          /* written under `once` */
+static rf_cudart rt; /* valid when loaded */
+static int loaded;   /* written under `once` */
 static struct {
     char name[560]; /* soname, or RINGFEED_CUDART=<path> */
     char why[160];  /* "not found", dlerror()'s text, ... */
@@ -150,8 +150,8 @@ static int adopt(void *h, const char *name)
         return 0;
     }
     if (!abi_ok(v / 1000)) {
-        snprintf(why, sizeof why, "cudart %d.%d, this build takes CUDA %d", v / 1000,
-                 v % 1000 / 10, BUILD_MAJOR);
+        snprintf(why, sizeof why, "cudart %d.%d, this build takes CUDA %d", v / 1000, v % 1000 / 10,
+                 BUILD_MAJOR);
         attempt(name, why);
         dlclose(h);
         return 0;

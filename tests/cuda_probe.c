@@ -31,7 +31,8 @@ static int failures;
 static void check(int ok, const char *what, const char *detail)
 {
     if (!ok) {
-        fprintf(stderr, "cuda_probe: FAIL: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
+        fprintf(stderr, "cuda_probe: FAIL: %s%s%s\n", what, detail ? ": " : "",
+                detail ? detail : "");
         failures++;
     }
 }

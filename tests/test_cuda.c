@@ -348,8 +348,8 @@ int main(void)
         return 77;
     }
     MemsetAsync = (__typeof__(MemsetAsync))dlsym(rt->handle, RF_CUDART_SYM(cudaMemsetAsync));
-    PointerGetAttributes =
-        (__typeof__(PointerGetAttributes))dlsym(rt->handle, RF_CUDART_SYM(cudaPointerGetAttributes));
+    PointerGetAttributes = (__typeof__(PointerGetAttributes))dlsym(
+        rt->handle, RF_CUDART_SYM(cudaPointerGetAttributes));
     if (!MemsetAsync || !PointerGetAttributes) {
         printf("test_cuda: FAILED - %s lacks cudaMemsetAsync or cudaPointerGetAttributes\n",
                rt->desc);

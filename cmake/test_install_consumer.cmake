@@ -39,6 +39,17 @@ foreach(pattern "include/ringfeed.h" "libringfeed.so$" "libringfeed.so.0$" "ring
     endif()
 endforeach()
 
+# The CUDA runtime is loaded at run time (lib/cudart.c), never linked: no
+# installed pkg-config or CMake file may ask a consumer for it.
+foreach(f ${installed})
+    if(f MATCHES "\\.(pc|cmake)$")
+        file(READ ${prefix}/${f} text)
+        if(text MATCHES "cudart")
+            message(FATAL_ERROR "install_consumer: ${f} asks for cudart")
+        endif()
+    endif()
+endforeach()
+
 # 2. find_package(ringfeed) -> ringfeed::ringfeed
 set(gen_args "")
 if(GENERATOR)

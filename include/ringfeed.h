@@ -274,8 +274,12 @@ RF_API size_t rf_batch_nbytes(const rf_batch *b);
  * no device, no driver, or a library built without CUDA: the stats say why).
  * These functions exist in every build. */
 
-/* Number of usable CUDA devices: 0 without a device, a driver, or CUDA
- * support in this build.
+/* Number of usable CUDA devices: 0 without a device, a driver, a CUDA
+ * runtime, or CUDA support in this build. The library does not link the CUDA
+ * runtime: the first call that needs it loads libcudart, the copy already in
+ * the process (torch's) if there is one, else $RINGFEED_CUDART (a path), else
+ * libcudart.so.<major> by the usual search; the stats' cuda.reason says which,
+ * or what was tried.
  * Thread-safety: any thread. */
 RF_API int rf_cuda_device_count(void);
 

@@ -4,8 +4,10 @@
  *
  * Built with RF_HAVE_CUDA, page-locked memory comes from cudaHostAlloc when
  * a device is present, and pinning failures fall back to pageable memory
- * with the reason recorded. Without CUDA everything is pageable, no copier
- * is ever made, and the library runs on the CPU alone.
+ * with the reason recorded. The runtime is not linked: cudart.c loads it on
+ * first need, and every CUDA call here goes through its table (rf_cudart).
+ * Without CUDA, or without a runtime or a device, everything is pageable, no
+ * copier is ever made, and the library runs on the CPU alone.
  *
  * The copier owns one non-blocking copy stream on the loader's device and,
  * per host slot of the ring, three events (copy done, consumer released the
@@ -35,25 +37,26 @@
 
 #include "ringfeed.h"
 
-#ifdef RF_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
+#include "cudart.h"
 
 /* ---- host memory ---------------------------------------------------------- */
 
 int rf__cuda_devices(char *note, size_t notecap)
 {
 #ifdef RF_HAVE_CUDA
+    const rf_cudart *rt = rf__cudart(note, notecap); /* the note says why not */
+    if (!rt)
+        return 0;
     int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
+    cudaError_t e = rt->GetDeviceCount(&n);
     if (e != cudaSuccess) {
-        snprintf(note, notecap, "no CUDA device: %s (%s)", cudaGetErrorString(e),
-                 cudaGetErrorName(e));
-        (void)cudaGetLastError(); /* clear the error state of this thread */
+        snprintf(note, notecap, "%s; no CUDA device: cudaGetDeviceCount: %s (%s)", rt->desc,
+                 rt->GetErrorString(e), rt->GetErrorName(e));
+        (void)rt->GetLastError(); /* clear the error state of this thread */
         return 0;
     }
     if (n == 0)
-        snprintf(note, notecap, "no CUDA device: cudaGetDeviceCount found none");
+        snprintf(note, notecap, "%s; no CUDA device: cudaGetDeviceCount found none", rt->desc);
     return n;
 #else
     snprintf(note, notecap, "no CUDA: built without the CUDA toolkit");
@@ -68,15 +71,16 @@ void *rf__host_alloc(size_t bytes, int pin, int *pinned, char *note, size_t note
         bytes = 1;
 #ifdef RF_HAVE_CUDA
     if (pin && rf__cuda_devices(note, notecap) > 0) {
+        const rf_cudart *rt = rf__cudart(NULL, 0); /* loaded: there is a device */
         void *p = NULL;
-        cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+        cudaError_t e = rt->HostAlloc(&p, bytes, cudaHostAllocPortable);
         if (e == cudaSuccess) {
             *pinned = 1;
             return p;
         }
         snprintf(note, notecap, "cudaHostAlloc(%zu bytes) failed: %s; using pageable memory", bytes,
-                 cudaGetErrorString(e));
-        (void)cudaGetLastError();
+                 rt->GetErrorString(e));
+        (void)rt->GetLastError();
     } else if (pin) {
         size_t n = strlen(note);
         snprintf(note + n, notecap - n, "; using pageable memory");
@@ -95,7 +99,7 @@ void rf__host_free(void *p, int pinned)
 {
 #ifdef RF_HAVE_CUDA
     if (pinned) {
-        cudaFreeHost(p);
+        rf__cudart(NULL, 0)->FreeHost(p); /* pinned: the runtime was loaded */
         return;
     }
 #endif
@@ -106,30 +110,31 @@ void rf__host_free(void *p, int pinned)
 /* ---- the CUDA runtime backend --------------------------------------------- */
 
 #ifdef RF_HAVE_CUDA
+/* The backend's ctx is the runtime's table (rf_cudart, from rf__cudart). */
+#define RT ((const rf_cudart *)ctx)
+
 /* A failed call also sets the calling thread's "last error", which the next
  * framework on this thread (torch checks cudaGetLastError after its kernel
  * launches) would take for its own: clear it, the code is returned. */
-static int cu(cudaError_t e)
+static int cu(const rf_cudart *rt, cudaError_t e)
 {
     if (e != cudaSuccess)
-        (void)cudaGetLastError();
+        (void)rt->GetLastError();
     return (int)e;
 }
 
 static int cu_set_device(void *ctx, int d)
 {
-    (void)ctx;
     int cur = -1;
-    if (cudaGetDevice(&cur) == cudaSuccess && cur == d)
+    if (RT->GetDevice(&cur) == cudaSuccess && cur == d)
         return 0;
-    return cu(cudaSetDevice(d));
+    return cu(RT, RT->SetDevice(d));
 }
 
 static int cu_stream_create(void *ctx, void **s)
 {
-    (void)ctx;
     cudaStream_t st = NULL;
-    int e = cu(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    int e = cu(RT, RT->StreamCreateWithFlags(&st, cudaStreamNonBlocking));
     if (e == 0)
         *s = st;
     return e;
@@ -137,21 +142,18 @@ static int cu_stream_create(void *ctx, void **s)
 
 static int cu_stream_destroy(void *ctx, void *s)
 {
-    (void)ctx;
-    return cu(cudaStreamDestroy((cudaStream_t)s));
+    return cu(RT, RT->StreamDestroy((cudaStream_t)s));
 }
 
 static int cu_stream_sync(void *ctx, void *s)
 {
-    (void)ctx;
-    return cu(cudaStreamSynchronize((cudaStream_t)s));
+    return cu(RT, RT->StreamSynchronize((cudaStream_t)s));
 }
 
 static int cu_event_create(void *ctx, void **ev)
 {
-    (void)ctx;
     cudaEvent_t e = NULL;
-    int rc = cu(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    int rc = cu(RT, RT->EventCreateWithFlags(&e, cudaEventDisableTiming));
     if (rc == 0)
         *ev = e;
     return rc;
@@ -159,73 +161,62 @@ static int cu_event_create(void *ctx, void **ev)
 
 static int cu_event_destroy(void *ctx, void *ev)
 {
-    (void)ctx;
-    return cu(cudaEventDestroy((cudaEvent_t)ev));
+    return cu(RT, RT->EventDestroy((cudaEvent_t)ev));
 }
 
 static int cu_event_record(void *ctx, void *ev, void *s)
 {
-    (void)ctx;
-    return cu(cudaEventRecord((cudaEvent_t)ev, (cudaStream_t)s));
+    return cu(RT, RT->EventRecord((cudaEvent_t)ev, (cudaStream_t)s));
 }
 
 static int cu_event_query(void *ctx, void *ev)
 {
-    (void)ctx;
-    cudaError_t e = cudaEventQuery((cudaEvent_t)ev);
+    cudaError_t e = RT->EventQuery((cudaEvent_t)ev);
     if (e == cudaErrorNotReady) {
-        (void)cudaGetLastError();
+        (void)RT->GetLastError();
         return RF__GPU_NOT_READY;
     }
-    return cu(e);
+    return cu(RT, e);
 }
 
 static int cu_event_sync(void *ctx, void *ev)
 {
-    (void)ctx;
-    return cu(cudaEventSynchronize((cudaEvent_t)ev));
+    return cu(RT, RT->EventSynchronize((cudaEvent_t)ev));
 }
 
 static int cu_stream_wait(void *ctx, void *s, void *ev)
 {
-    (void)ctx;
-    return cu(cudaStreamWaitEvent((cudaStream_t)s, (cudaEvent_t)ev, 0));
+    return cu(RT, RT->StreamWaitEvent((cudaStream_t)s, (cudaEvent_t)ev, 0));
 }
 
 static int cu_memcpy_async(void *ctx, void *dst, const void *src, size_t n, int kind, void *s)
 {
-    (void)ctx;
-    return cu(cudaMemcpyAsync(dst, src, n, (enum cudaMemcpyKind)kind, (cudaStream_t)s));
+    return cu(RT, RT->MemcpyAsync(dst, src, n, (enum cudaMemcpyKind)kind, (cudaStream_t)s));
 }
 
 static int cu_dev_alloc(void *ctx, void **p, size_t n)
 {
-    (void)ctx;
-    return cu(cudaMalloc(p, n));
+    return cu(RT, RT->Malloc(p, n));
 }
 
 static int cu_dev_free(void *ctx, void *p)
 {
-    (void)ctx;
-    return cu(cudaFree(p));
+    return cu(RT, RT->Free(p));
 }
 
 static int cu_host_alloc(void *ctx, void **p, size_t n)
 {
-    (void)ctx;
-    return cu(cudaHostAlloc(p, n, cudaHostAllocPortable));
+    return cu(RT, RT->HostAlloc(p, n, cudaHostAllocPortable));
 }
 
 static int cu_host_free(void *ctx, void *p)
 {
-    (void)ctx;
-    return cu(cudaFreeHost(p));
+    return cu(RT, RT->FreeHost(p));
 }
 
 static const char *cu_error_string(void *ctx, int code)
 {
-    (void)ctx;
-    return cudaGetErrorString((cudaError_t)code);
+    return RT->GetErrorString((cudaError_t)code);
 }
 
 static const rf_gpu_ops cuda_ops = {
@@ -250,15 +241,16 @@ static const rf_gpu_ops cuda_ops = {
 
 /* The device current on this thread, so that a call from the consumer's
  * thread can put back the device its framework had made current. */
-static int cu_current_device(void)
+static int cu_current_device(void *ctx)
 {
     int d = -1;
-    if (cudaGetDevice(&d) != cudaSuccess) {
-        (void)cudaGetLastError();
+    if (RT->GetDevice(&d) != cudaSuccess) {
+        (void)RT->GetLastError();
         return -1;
     }
     return d;
 }
+#undef RT
 
 const rf_gpu_ops *rf__cuda_ops(void)
 {
@@ -326,7 +318,7 @@ static int dev_enter(rf_copier *c)
 {
 #ifdef RF_HAVE_CUDA
     if (c->ops == &cuda_ops) {
-        int prev = cu_current_device();
+        int prev = cu_current_device(c->ctx);
         if (prev != c->device)
             c->ops->set_device(c->ctx, c->device);
         return prev != c->device ? prev : -1;
@@ -370,7 +362,7 @@ int rf__copier_create(rf_copier **out, const rf_gpu_ops *ops, void *ctx, int dev
     c->prev_device = -1;
 #ifdef RF_HAVE_CUDA
     if (ops == &cuda_ops)
-        c->prev_device = cu_current_device();
+        c->prev_device = cu_current_device(ctx);
 #endif
     TRY("cudaSetDevice", ops->set_device(ctx, device));
     TRY("cudaStreamCreateWithFlags", ops->stream_create(ctx, &c->stream));
@@ -399,7 +391,7 @@ int rf__copier_open(rf_copier **out, int device, int nslots, size_t slot_bytes, 
         snprintf(note, notecap, "device=cpu: batches stay on the host");
         return 0;
     }
-    char why[200] = "";
+    char why[512] = "";
     int n = rf__cuda_devices(why, sizeof why);
     if (n == 0) {
         snprintf(note, notecap, "device=cuda:%d asked for, running on the CPU: %s", device, why);
@@ -410,11 +402,17 @@ int rf__copier_open(rf_copier **out, int device, int nslots, size_t slot_bytes, 
                  n == 1 ? "" : "s");
         return RF_E_INVALID;
     }
-    int rc = rf__copier_create(out, rf__cuda_ops(), NULL, device, nslots, slot_bytes, batch_size,
-                               err, errcap);
+#ifdef RF_HAVE_CUDA
+    const rf_cudart *rt = rf__cudart(NULL, 0); /* loaded: n > 0 */
+    int rc = rf__copier_create(out, rf__cuda_ops(), (void *)rt, device, nslots, slot_bytes,
+                               batch_size, err, errcap);
     if (rc == 0)
-        snprintf(note, notecap, "cuda:%d (%d device%s)", device, n, n == 1 ? "" : "s");
+        snprintf(note, notecap, "cuda:%d (%d device%s; %s)", device, n, n == 1 ? "" : "s",
+                 rt->desc);
     return rc;
+#else
+    return RF_E_CUDA; /* unreachable: no devices without CUDA */
+#endif
 }
 
 void rf__copier_leave(rf_copier *c)

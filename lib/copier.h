@@ -6,9 +6,9 @@
  * exists and the loader runs on the CPU alone.
  *
  * The copier talks to CUDA through a small table of functions (rf_gpu_ops):
- * the CUDA runtime in the library, a fake backend in tests/test_copier.c that
- * records every call, so that the ordering rules below are tested without a
- * device.
+ * the CUDA runtime, loaded at run time by cudart.c (no libcudart is linked),
+ * or a fake backend in tests/test_copier.c that records every call, so that
+ * the ordering rules below are tested without a device.
  *
  * Ordering rules (one host slot i of the ring, one device buffer per slot):
  *   - every copy out of host slot i is enqueued on the copier's own
@@ -34,8 +34,10 @@
 void *rf__host_alloc(size_t bytes, int pin, int *pinned, char *note, size_t notecap);
 void rf__host_free(void *p, int pinned);
 
-/* Number of usable CUDA devices (0 without CUDA, driver or device), and a
- * note saying why when 0. */
+/* Number of usable CUDA devices (0 without CUDA, runtime, driver or device),
+ * and a note saying why when 0: "no CUDA runtime: tried ..." (cudart.h) or
+ * "cudart 13.0 from <path>; no CUDA device: cudaGetDeviceCount: ...". Loads
+ * the runtime on the first call. */
 int rf__cuda_devices(char *note, size_t notecap);
 
 /* ---- the GPU backend ------------------------------------------------------ */
@@ -66,7 +68,8 @@ typedef struct rf_gpu_ops {
     const char *(*error_string)(void *ctx, int code);
 } rf_gpu_ops;
 
-/* The CUDA runtime backend; NULL when built without CUDA. */
+/* The CUDA runtime backend, whose ctx is the runtime's table (the
+ * rf_cudart from rf__cudart); NULL when built without CUDA. */
 const rf_gpu_ops *rf__cuda_ops(void);
 
 /* ---- the copier ----------------------------------------------------------- */

@@ -1,7 +1,9 @@
 /*
  * fake_cudart.c - a stand-in for the CUDA runtime (libcudart.so.<major>), so
  * that the library's CUDA path and test_cuda.c run on a machine without a GPU
- * (CTest: test_cuda_fake, through LD_LIBRARY_PATH).
+ * (CTest: test_cuda_fake, where the library's dlopen finds it by its soname
+ * through LD_LIBRARY_PATH; cuda_fake_env and cuda_fake_loaded, where it is
+ * named by RINGFEED_CUDART or already loaded).
  *
  * One fake device. "Device" memory is host memory that is registered here,
  * so that every copy's kind and bounds are checked when it is enqueued and
@@ -10,7 +12,8 @@
  * order, honouring cudaStreamWaitEvent, with a small delay per op, so the
  * host really sees copies still in flight (a ring slot whose copy is pending,
  * a release event not yet reached). It implements only the calls libringfeed
- * and test_cuda.c make; anything else fails to link, loudly.
+ * and test_cuda.c make; a function missing here makes the library refuse
+ * this runtime (the note names it), and test_cuda.c fail.
  *
  * Not part of the library; never installed.
  */
@@ -245,6 +248,14 @@ static void idle_all(void)
 }
 
 /* ---- the API ------------------------------------------------------------- */
+
+/* The version of the headers it was built with: lib/cudart.c checks the
+ * major of the runtime it loads. */
+EXPORT cudaError_t cudaRuntimeGetVersion(int *version)
+{
+    *version = CUDART_VERSION;
+    return cudaSuccess;
+}
 
 EXPORT cudaError_t cudaGetDeviceCount(int *count)
 {

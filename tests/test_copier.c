@@ -15,7 +15,9 @@
  *   - the consumer's stream waits for the copy (no host sync: the copier never
  *     runs a stream itself, but on errors and at destroy);
  *   - copies into caller memory wait for the caller's stream first.
- * Real-device tests are in test_cuda.c.
+ * Real-device tests are in test_cuda.c; the search for the runtime itself
+ * (lib/cudart.c) is tested end to end by CTest's cuda_hidden, cuda_fake_env
+ * and cuda_fake_loaded (tests/cuda_probe.c).
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -29,6 +31,7 @@
 #include <cmocka.h>
 
 #include "copier.h"
+#include "cudart.h"
 #include "ring.h"
 #include "ringfeed.h"
 #include "testutil.h"
@@ -950,7 +953,14 @@ static void test_api_without_device(void **state)
         assert_non_null(strstr(js, "\"requested_device\": 0"));
 #ifdef RF_HAVE_CUDA
         assert_non_null(strstr(js, "\"built\": true"));
-        assert_non_null(strstr(js, "no CUDA device"));
+        const rf_cudart *rt = rf__cudart(NULL, 0);
+        if (rt) {
+            /* A runtime without a device: which runtime, and why no device. */
+            assert_non_null(strstr(js, rt->desc));
+            assert_non_null(strstr(js, "no CUDA device"));
+        } else {
+            assert_non_null(strstr(js, "no CUDA runtime: tried"));
+        }
 #else
         assert_non_null(strstr(js, "\"built\": false"));
         assert_non_null(strstr(js, "built without"));
@@ -985,6 +995,48 @@ static void test_api_without_device(void **state)
     free(root);
 }
 
+/* The runtime table: loaded once, by the names the header binds to, and a
+ * note that says what happened either way. */
+static void test_cudart_table(void **state)
+{
+    (void)state;
+    char note[1024] = "";
+    const rf_cudart *rt = rf__cudart(note, sizeof note);
+    assert_ptr_equal(rf__cudart(NULL, 0), rt); /* loaded once */
+    int n = rf_cuda_device_count();
+    char why[1024] = "";
+    assert_int_equal(rf__cuda_devices(why, sizeof why), n);
+#ifdef RF_HAVE_CUDA
+#ifdef CUDA_API_PER_THREAD_DEFAULT_STREAM
+    assert_string_equal(RF_CUDART_SYM(cudaMemcpyAsync), "cudaMemcpyAsync_ptsz");
+#else
+    assert_string_equal(RF_CUDART_SYM(cudaMemcpyAsync), "cudaMemcpyAsync");
+#endif
+    if (!rt) {
+        print_message("no runtime: %s\n", note);
+        assert_non_null(strstr(note, "no CUDA runtime: tried "));
+        assert_int_equal(n, 0);
+        assert_string_equal(why, note);
+        return;
+    }
+    print_message("%s\n", rt->desc);
+    int major = rt->version / 1000;
+    assert_true(major == CUDART_VERSION / 1000 || (major >= 11 && major <= 13));
+    assert_non_null(rt->handle);
+    assert_true(rt->path[0] == '/');
+    assert_non_null(strstr(rt->desc, rt->path));
+    int v = 0;
+    assert_int_equal(rt->RuntimeGetVersion(&v), cudaSuccess);
+    assert_int_equal(v, rt->version);
+    if (n == 0)
+        assert_non_null(strstr(why, "no CUDA device"));
+#else
+    assert_null(rt);
+    assert_non_null(strstr(note, "built without"));
+    assert_int_equal(n, 0);
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1003,6 +1055,7 @@ int main(void)
         cmocka_unit_test_setup(test_destroy_waits_for_queued_copies, reset),
         cmocka_unit_test_setup(test_ring_without_copier, reset),
         cmocka_unit_test_setup(test_api_without_device, reset),
+        cmocka_unit_test(test_cudart_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,9 +6,15 @@
  * is enqueued), copies into caller memory, pinned and pageable rings, the
  * legacy default stream, errors.
  *
+ * The test does not link libcudart either: it calls the runtime the library
+ * loaded (lib/cudart.h), so both use one runtime, found the library's way.
+ * Under CTest's test_cuda_fake that is tests/fake_cudart.c, found by its
+ * soname through LD_LIBRARY_PATH; RINGFEED_TEST_EXPECT_CUDART (a substring of
+ * the path the runtime must have been loaded from) checks it was.
+ *
  * Exits 77 (CTest: skipped) when the library has no CUDA device: built
- * without CUDA, no driver, no GPU. The ordering rules themselves are tested
- * without a device in test_copier.c.
+ * without CUDA, no runtime, no driver, no GPU. The ordering rules themselves
+ * are tested without a device in test_copier.c.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -25,7 +31,16 @@
 #include "testutil.h"
 
 #ifdef RF_HAVE_CUDA
-#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+
+#include "copier.h"
+#include "cudart.h"
+
+/* The runtime the library loaded; two functions the library does not use,
+ * resolved from it by the names the header binds them to. */
+static const rf_cudart *rt;
+static __typeof__(cudaMemsetAsync) *MemsetAsync;
+static __typeof__(cudaPointerGetAttributes) *PointerGetAttributes;
 
 #define CLASSES 3
 #define PER_CLASS 11
@@ -49,7 +64,7 @@ static void *scratch; /* device memory the "training step" keeps busy */
     do {                                                                                           \
         cudaError_t e_ = (x);                                                                      \
         if (e_ != cudaSuccess)                                                                     \
-            fail_msg("%s: %s", #x, cudaGetErrorString(e_));                                        \
+            fail_msg("%s: %s", #x, rt->GetErrorString(e_));                                        \
     } while (0)
 
 static rf_loader *make(int device, int pin, int prefetch)
@@ -92,7 +107,7 @@ static int setup(void **state)
         }
     }
     rf_loader_destroy(l);
-    return cudaMalloc(&scratch, SCRATCH_BYTES) == cudaSuccess ? 0 : -1;
+    return rt->Malloc(&scratch, SCRATCH_BYTES) == cudaSuccess ? 0 : -1;
 }
 
 static int teardown(void **state)
@@ -101,7 +116,7 @@ static int teardown(void **state)
     for (int e = 0; e < EPOCHS; e++)
         for (int k = 0; k < NB; k++)
             free(ref_img[e][k]);
-    cudaFree(scratch);
+    rt->Free(scratch);
     tu_rmtree(root);
     free(root);
     return 0;
@@ -113,7 +128,7 @@ static int teardown(void **state)
 static void busy(cudaStream_t s)
 {
     for (int i = 0; i < 4; i++)
-        CK(cudaMemsetAsync(scratch, i, SCRATCH_BYTES, s));
+        CK(MemsetAsync(scratch, i, SCRATCH_BYTES, s));
 }
 
 typedef struct outbuf {
@@ -124,8 +139,8 @@ typedef struct outbuf {
 static void out_alloc(outbuf *o, int n)
 {
     for (int i = 0; i < n; i++) {
-        CK(cudaMallocHost((void **)&o[i].img, BATCH_BYTES));
-        CK(cudaMallocHost((void **)&o[i].lab, BATCH * 8));
+        CK(rt->HostAlloc((void **)&o[i].img, BATCH_BYTES, cudaHostAllocDefault));
+        CK(rt->HostAlloc((void **)&o[i].lab, BATCH * 8, cudaHostAllocDefault));
         memset(o[i].img, 0xCD, BATCH_BYTES);
     }
 }
@@ -138,8 +153,8 @@ static void out_check_free(outbuf *o, int e)
             fail_msg("epoch %d batch %d: device images differ from the CPU loader's", e, k);
         for (int i = 0; i < ref_count[e][k]; i++)
             assert_int_equal(o[k].lab[i], ref_lab[e][k][i]);
-        cudaFreeHost(o[k].img);
-        cudaFreeHost(o[k].lab);
+        rt->FreeHost(o[k].img);
+        rt->FreeHost(o[k].lab);
     }
 }
 
@@ -150,7 +165,7 @@ static void run_next_device(int pin, int prefetch, int null_stream)
     rf_loader *l = make(0, pin, prefetch);
     cudaStream_t s = NULL;
     if (!null_stream)
-        CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        CK(rt->StreamCreateWithFlags(&s, cudaStreamNonBlocking));
     for (int e = 0; e < EPOCHS; e++) {
         outbuf o[NB];
         out_alloc(o, NB);
@@ -167,17 +182,17 @@ static void run_next_device(int pin, int prefetch, int null_stream)
             assert_non_null(d);
             assert_non_null(dl);
             struct cudaPointerAttributes at;
-            CK(cudaPointerGetAttributes(&at, d));
+            CK(PointerGetAttributes(&at, d));
             assert_int_equal(at.type, cudaMemoryTypeDevice);
             busy(s);
-            CK(cudaMemcpyAsync(o[k].img, d, rf_batch_nbytes(b), cudaMemcpyDeviceToHost, s));
-            CK(cudaMemcpyAsync(o[k].lab, dl, (size_t)rf_batch_count(b) * 8, cudaMemcpyDeviceToHost,
+            CK(rt->MemcpyAsync(o[k].img, d, rf_batch_nbytes(b), cudaMemcpyDeviceToHost, s));
+            CK(rt->MemcpyAsync(o[k].lab, dl, (size_t)rf_batch_count(b) * 8, cudaMemcpyDeviceToHost,
                                s));
             rf_batch_release(b); /* the stream has not run yet */
         }
         rf_batch *b;
         assert_int_equal(rf_loader_next_device(l, s, &b), RF_END_OF_EPOCH);
-        CK(cudaStreamSynchronize(s));
+        CK(rt->StreamSynchronize(s));
         out_check_free(o, e);
     }
     char js[8192];
@@ -191,7 +206,7 @@ static void run_next_device(int pin, int prefetch, int null_stream)
         assert_non_null(strstr(js, "pin_memory=0"));
     rf_loader_destroy(l);
     if (s)
-        CK(cudaStreamDestroy(s));
+        CK(rt->StreamDestroy(s));
 }
 
 static void test_next_device_pinned(void **state)
@@ -218,13 +233,13 @@ static void run_copy_to(int from_device)
 {
     rf_loader *l = make(0, 1, 2);
     cudaStream_t s, s2;
-    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    CK(rt->StreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CK(rt->StreamCreateWithFlags(&s2, cudaStreamNonBlocking));
     uint8_t *dimg[NB];
     int64_t *dlab[NB];
     for (int k = 0; k < NB; k++) {
-        CK(cudaMalloc((void **)&dimg[k], BATCH_BYTES));
-        CK(cudaMalloc((void **)&dlab[k], BATCH * 8));
+        CK(rt->Malloc((void **)&dimg[k], BATCH_BYTES));
+        CK(rt->Malloc((void **)&dlab[k], BATCH * 8));
     }
     for (int e = 0; e < EPOCHS; e++) {
         assert_int_equal(rf_loader_set_epoch(l, e), 0);
@@ -241,21 +256,21 @@ static void run_copy_to(int from_device)
         outbuf o[NB];
         out_alloc(o, NB);
         for (int k = 0; k < NB; k++) {
-            CK(cudaMemcpyAsync(o[k].img, dimg[k], (size_t)ref_count[e][k] * SAMPLE_BYTES,
+            CK(rt->MemcpyAsync(o[k].img, dimg[k], (size_t)ref_count[e][k] * SAMPLE_BYTES,
                                cudaMemcpyDeviceToHost, s));
-            CK(cudaMemcpyAsync(o[k].lab, dlab[k], (size_t)ref_count[e][k] * 8,
+            CK(rt->MemcpyAsync(o[k].lab, dlab[k], (size_t)ref_count[e][k] * 8,
                                cudaMemcpyDeviceToHost, s));
         }
-        CK(cudaStreamSynchronize(s));
+        CK(rt->StreamSynchronize(s));
         out_check_free(o, e);
     }
     for (int k = 0; k < NB; k++) {
-        cudaFree(dimg[k]);
-        cudaFree(dlab[k]);
+        rt->Free(dimg[k]);
+        rt->Free(dlab[k]);
     }
     rf_loader_destroy(l);
-    CK(cudaStreamDestroy(s));
-    CK(cudaStreamDestroy(s2));
+    CK(rt->StreamDestroy(s));
+    CK(rt->StreamDestroy(s2));
 }
 
 static void test_copy_to_from_host(void **state)
@@ -286,9 +301,9 @@ static void test_missing_device_and_bad_copies_rejected(void **state)
     assert_int_equal(rf_batch_copy_to(b, NULL, NULL, NULL), RF_E_INVALID);
     rf_batch_release(b);
     void *d;
-    CK(cudaMalloc(&d, BATCH_BYTES));
+    CK(rt->Malloc(&d, BATCH_BYTES));
     assert_int_equal(rf_batch_copy_to(b, d, NULL, NULL), RF_E_STATE);
-    cudaFree(d);
+    rt->Free(d);
     rf_loader_destroy(l);
 }
 
@@ -297,7 +312,7 @@ static void test_destroy_with_device_batches_lent(void **state)
 {
     (void)state;
     cudaStream_t s;
-    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CK(rt->StreamCreateWithFlags(&s, cudaStreamNonBlocking));
     for (int i = 0; i < 6; i++) {
         rf_loader *l = make(0, i % 2, 2);
         rf_batch *b;
@@ -307,8 +322,8 @@ static void test_destroy_with_device_batches_lent(void **state)
             rf_batch_release(b);
         rf_loader_destroy(l); /* waits for the copies and the release */
     }
-    CK(cudaStreamSynchronize(s));
-    CK(cudaStreamDestroy(s));
+    CK(rt->StreamSynchronize(s));
+    CK(rt->StreamDestroy(s));
 }
 #endif /* RF_HAVE_CUDA */
 
@@ -318,15 +333,29 @@ int main(void)
     printf("test_cuda: SKIPPED - built without CUDA\n");
     return 77;
 #else
+    char why[512] = "";
+    rt = rf__cudart(why, sizeof why);
+    const char *want = getenv("RINGFEED_TEST_EXPECT_CUDART");
+    if (want && want[0] && (!rt || !strstr(rt->path, want))) {
+        printf("test_cuda: FAILED - the runtime should come from %s: %s\n", want,
+               rt ? rt->desc : why);
+        return 1;
+    }
     int n = rf_cuda_device_count();
     if (n == 0) {
-        int count = 0;
-        cudaError_t e = cudaGetDeviceCount(&count);
-        printf("test_cuda: SKIPPED - no CUDA device (cudaGetDeviceCount: %s)\n",
-               cudaGetErrorString(e));
+        rf__cuda_devices(why, sizeof why);
+        printf("test_cuda: SKIPPED - no CUDA device (%s)\n", why);
         return 77;
     }
-    printf("test_cuda: %d CUDA device(s)\n", n);
+    MemsetAsync = (__typeof__(MemsetAsync))dlsym(rt->handle, RF_CUDART_SYM(cudaMemsetAsync));
+    PointerGetAttributes = (__typeof__(PointerGetAttributes))dlsym(
+        rt->handle, RF_CUDART_SYM(cudaPointerGetAttributes));
+    if (!MemsetAsync || !PointerGetAttributes) {
+        printf("test_cuda: FAILED - %s lacks cudaMemsetAsync or cudaPointerGetAttributes\n",
+               rt->desc);
+        return 1;
+    }
+    printf("test_cuda: %d CUDA device(s), %s\n", n, rt->desc);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_next_device_pinned),
         cmocka_unit_test(test_next_device_pageable),

@@ -3,6 +3,11 @@ when there is no CUDA. The device tests skip without a GPU (torch with CUDA
 and a libringfeed that sees a device); the rest run everywhere."""
 
 import ctypes
+import json
+import os
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -78,11 +83,16 @@ def test_native_without_device_is_a_state_error(folder):
         assert "no CUDA" in msg, msg
         buf = ctypes.create_string_buffer(1 << 16)
         n = l.rf_loader_stats_json(ptr, buf, len(buf))
-        import json
         st = json.loads(buf.raw[:n].decode())
         assert st["cuda"]["available"] is False
         assert st["cuda"]["requested_device"] == 0
-        assert st["cuda"]["reason"]
+        reason = st["cuda"]["reason"]
+        if st["cuda"]["built"]:
+            # which runtime and why no device, or every runtime that was tried
+            assert (("cudart " in reason and "no CUDA device" in reason)
+                    or "no CUDA runtime: tried libcudart.so" in reason), reason
+        else:
+            assert "built without" in reason, reason
         assert st["memory"]["mode"] == "pageable"
         assert st["device"] == "cpu"
         assert l.rf_loader_next(ptr, ctypes.byref(b)) == 0
@@ -105,6 +115,59 @@ def test_cuda_without_cuda_is_a_clear_error(folder):
     else:  # torch sees a GPU, the library does not
         with pytest.raises(ringfeed.RingfeedError, match="has no CUDA device"):
             make(folder, device="cuda")
+
+
+def run_python(code):
+    """Runs code in a fresh interpreter (this test environment: RINGFEED_LIBRARY,
+    PYTHONPATH); returns its stdout."""
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                       text=True, timeout=120, env=dict(os.environ))
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+MAPPED_CUDART = """
+def mapped_cudart():
+    with open("/proc/self/maps") as f:
+        return sorted({line.split()[-1] for line in f
+                       if "/" in line and line.split()[-1].rsplit("/", 1)[-1].startswith("libcudart")})
+"""
+
+
+def test_loading_the_library_does_not_load_cudart():
+    """libringfeed does not link the CUDA runtime: loading it maps no libcudart;
+    rf_cuda_device_count() may load one (then the only one in the process)."""
+    out = run_python(MAPPED_CUDART + """
+from ringfeed import _lib
+lib = _lib.load()
+assert mapped_cudart() == [], mapped_cudart()
+n = lib.rf_cuda_device_count()
+assert n >= 0
+assert len(mapped_cudart()) <= 1, mapped_cudart()
+print("ok", n, mapped_cudart())
+""")
+    assert out.startswith("ok"), out
+
+
+def test_uses_the_cuda_runtime_torch_loaded():
+    """After `import torch`, the library uses the libcudart torch brought in
+    (found in the process), not a second runtime."""
+    if torch is None or torch.version.cuda is None:
+        pytest.skip("needs torch built with CUDA")
+    out = run_python(MAPPED_CUDART + """
+import torch
+torch_rt = mapped_cudart()
+if len(torch_rt) != 1:
+    print("skip: torch did not load exactly one shared libcudart:", torch_rt)
+    raise SystemExit(0)
+from ringfeed import _lib
+_lib.load().rf_cuda_device_count()
+assert mapped_cudart() == torch_rt, (mapped_cudart(), torch_rt)
+print("ok", torch_rt[0])
+""")
+    if out.startswith("skip:"):
+        pytest.skip(out.strip())
+    assert out.startswith("ok"), out
 
 
 def test_cuda_option_errors(folder):

@@ -87,8 +87,10 @@ static void test_slow_consumer_settles_low(void **state)
         while ((rc = rf_loader_next(l, &b)) == RF_OK) {
             nanosleep(&step, NULL);
             rf_batch_release(b);
-            int64_t w;
-            rf_loader_get_param(l, RF_P_NUM_WORKERS, &w);
+            int64_t set = -1;
+            rf_loader_get_param(l, RF_P_NUM_WORKERS, &set);
+            assert_int_equal(set, 0); /* reads back what was set: auto */
+            int w = rf_loader_active_workers(l);
             assert_true(w >= 1 && w <= budget);
             if (++batches == 30) {
                 rf_loader_stats_json(l, js, 1 << 20);
@@ -137,8 +139,7 @@ static void test_local_world_size_splits_cores(void **state)
     rf_batch *b;
     int rc;
     while ((rc = rf_loader_next(l, &b)) == RF_OK) {
-        int64_t w;
-        rf_loader_get_param(l, RF_P_NUM_WORKERS, &w);
+        int w = rf_loader_active_workers(l);
         assert_true(w >= 1 && w <= expect);
         rf_batch_release(b);
     }

@@ -287,7 +287,7 @@ static void test_errors(void **state)
     rf_batch_release(b);
     void *d;
     CK(cudaMalloc(&d, BATCH_BYTES));
-    assert_int_equal(rf_batch_copy_to(b, d, NULL, NULL), RF_E_STATE);
+    assert_int_equal(rf_batch_copy_to(b, d, NULL, NULL), RF_E_RELEASED);
     cudaFree(d);
     rf_loader_destroy(l);
 }

@@ -234,8 +234,9 @@ RF_API int rf_loader_next(rf_loader *l, rf_batch **out);
 RF_API int rf_loader_next_wait(rf_loader *l, rf_batch **out, int64_t timeout_ms);
 
 /* Stops the threads without freeing the loader: a thread waiting in
- * rf_loader_next returns RF_E_STOPPED. Lent batches stay readable until
- * rf_loader_destroy. Idempotent.
+ * rf_loader_next returns RF_E_STOPPED, and so do later calls. Lent batches
+ * stay readable until rf_loader_destroy (and can be released). Idempotent;
+ * before rf_loader_start, a no-op.
  * Thread-safety: any thread. */
 RF_API void rf_loader_stop(rf_loader *l);
 

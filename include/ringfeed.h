@@ -66,12 +66,20 @@ enum rf_status {
     RF_E_NOMEM = -2,       /* allocation failed */
     RF_E_IO = -3,          /* a sample could not be read */
     RF_E_DECODE = -4,      /* a sample could not be decoded (corrupt, truncated, unsupported) */
-    RF_E_STATE = -5,       /* call not valid in this state (not started, ring exhausted, ...) */
+    RF_E_STATE = -5,       /* call not valid in this state: already started, a fixed option
+                            * after rf_loader_start (the states below have codes of their own) */
     RF_E_SOURCE = -6,      /* the source could not be indexed */
     RF_E_SYSTEM = -7,      /* a system resource failed (threads, io_uring, ...) */
     RF_E_CUDA = -8,        /* CUDA error */
     RF_E_TIMEOUT = -9,     /* a read did not complete within RF_P_READ_TIMEOUT_MS */
     RF_E_LIMIT = -10,      /* input exceeds a configured limit (pixels, scans, errors) */
+    RF_E_STOPPED = -11,    /* the loader was stopped (rf_loader_stop) */
+    RF_E_FORKED = -12,     /* the loader was created in another process (used after fork) */
+    RF_E_NO_DEVICE = -13,  /* the loader has no CUDA device (RF_P_DEVICE = -1, no device, no
+                            * driver, or a library built without CUDA) */
+    RF_E_RELEASED = -14,   /* the batch handle was already released (double or stale release) */
+    RF_E_NOT_STARTED = -15,/* the loader was not started (rf_loader_start) */
+    RF_E_RING_FULL = -16,  /* every ring slot is lent: release a batch before asking for more */
 };
 
 /* Option identifiers for rf_loader_set_param / rf_loader_get_param. Values are
@@ -174,6 +182,8 @@ RF_API void rf_loader_destroy(rf_loader *l);
 
 /* Sets / reads an option (enum rf_param). Out-of-range values give
  * RF_E_INVALID; fixed options after rf_loader_start give RF_E_STATE.
+ * get_param reads back the value that was set (RF_P_NUM_WORKERS: 0 under
+ * auto; rf_loader_active_workers gives the count running now).
  * Thread-safety: one thread at a time per loader. */
 RF_API int rf_loader_set_param(rf_loader *l, int param, int64_t value);
 RF_API int rf_loader_get_param(const rf_loader *l, int param, int64_t *out);
@@ -182,6 +192,11 @@ RF_API int rf_loader_get_param(const rf_loader *l, int param, int64_t *out);
  * threads, and positions the loader at batch 0 of epoch 0.
  * Thread-safety: one thread at a time per loader. */
 RF_API int rf_loader_start(rf_loader *l);
+
+/* Decode workers running now: under RF_P_NUM_WORKERS = 0 the tuner's current
+ * choice, else the count that was set. 0 before rf_loader_start.
+ * Thread-safety: any thread after rf_loader_start (a relaxed read). */
+RF_API int rf_loader_active_workers(const rf_loader *l);
 
 /* Number of samples in the index, and batches per epoch for this rank.
  * Both are 0 before rf_loader_start.
@@ -209,8 +224,10 @@ RF_API int rf_loader_tell(const rf_loader *l, int64_t *epoch, int64_t *batch);
 /* Lends the next batch of the epoch, in order, waiting until it is ready.
  * Returns RF_OK with *out set, RF_END_OF_EPOCH after the last batch, or an
  * error: a bad sample (path and reason in rf_loader_errmsg; the batch is
- * consumed and the loader stays usable), or RF_E_STATE when every ring slot
- * is already lent. The batch stays valid until rf_batch_release.
+ * consumed and the loader stays usable), RF_E_RING_FULL when every ring slot
+ * is already lent, RF_E_STOPPED after rf_loader_stop, RF_E_NOT_STARTED before
+ * rf_loader_start, RF_E_FORKED in a forked child. The batch stays valid until
+ * rf_batch_release.
  * Thread-safety: the consumer thread; rf_loader_stats_json may run beside it. */
 RF_API int rf_loader_next(rf_loader *l, rf_batch **out);
 
@@ -221,21 +238,31 @@ RF_API int rf_loader_next(rf_loader *l, rf_batch **out);
 RF_API int rf_loader_next_wait(rf_loader *l, rf_batch **out, int64_t timeout_ms);
 
 /* Stops the threads without freeing the loader: a thread waiting in
- * rf_loader_next returns RF_E_STATE. Lent batches stay readable until
- * rf_loader_destroy. Idempotent.
+ * rf_loader_next returns RF_E_STOPPED, and so do later calls. Lent batches
+ * stay readable until rf_loader_destroy (and can be released). Idempotent;
+ * before rf_loader_start, a no-op.
  * Thread-safety: any thread. */
 RF_API void rf_loader_stop(rf_loader *l);
 
 /* Returns a lent batch to its loader; the slot is refilled (once the copies
  * out of it completed). A batch lent by rf_loader_next_device gives its device
- * buffer back for work ordered after this call on its stream. NULL is a no-op.
- * Thread-safety: any thread, once per batch. */
-RF_API void rf_batch_release(rf_batch *b);
+ * buffer back for work ordered after this call on its stream. Returns RF_OK;
+ * NULL is a no-op returning RF_OK. Each lend is a lease with a handle of its
+ * own: releasing a handle twice, or a handle whose lease ended, returns
+ * RF_E_RELEASED (with the detail in rf_loader_errmsg) and changes nothing;
+ * it never returns a batch lent later to another caller. This is guaranteed
+ * while the handle's ring slot was lent fewer than 16 times since the handle
+ * was released; older handles must not be used. RF_E_FORKED in a forked
+ * child (the batch stays with the parent).
+ * Thread-safety: any thread. */
+RF_API int rf_batch_release(rf_batch *b);
 
 /* The batch's images (uint8, [count, S, S, 3] for NHWC or [count, 3, S, S]
  * for NCHW; rows of batch_size samples are allocated, count are filled), or
  * for a record source the records (count x record_size bytes).
- * Valid until rf_batch_release.
+ * Valid until rf_batch_release. This accessor and the ones below answer a
+ * released handle (within the bound given at rf_batch_release) with NULL,
+ * 0 or -1.
  * Thread-safety: any thread holding the batch. */
 RF_API void *rf_batch_data(const rf_batch *b);
 
@@ -270,7 +297,7 @@ RF_API size_t rf_batch_nbytes(const rf_batch *b);
  * events. A host slot is refilled only after its copy completed, a device
  * buffer only after the release recorded on the consumer's stream. Failed CUDA
  * calls return RF_E_CUDA, and rf_loader_errmsg names the call and the CUDA
- * error; RF_E_STATE means the loader has no CUDA device (RF_P_DEVICE = -1,
+ * error; RF_E_NO_DEVICE means the loader has no CUDA device (RF_P_DEVICE = -1,
  * no device, no driver, or a library built without CUDA: the stats say why).
  * These functions exist in every build. */
 
@@ -288,7 +315,7 @@ RF_API int rf_cuda_device_count(void);
  * `stream`, valid until rf_batch_release (which records the release on
  * `stream`; the stream must outlive the batch). rf_batch_device_data and
  * rf_batch_device_labels point at them; rf_batch_data still holds the host
- * copy. Returns what rf_loader_next returns, RF_E_STATE without a CUDA
+ * copy. Returns what rf_loader_next returns, RF_E_NO_DEVICE without a CUDA
  * device, or RF_E_CUDA (the batch is then not lent).
  * Thread-safety: the consumer thread. */
 RF_API int rf_loader_next_device(rf_loader *l, void *stream, rf_batch **out);
@@ -315,14 +342,16 @@ RF_API const int64_t *rf_batch_device_labels(const rf_batch *b);
  * after it on `stream`. A batch lent by rf_loader_next_device is copied from
  * its device buffer, any other through the loader's copy stream from host
  * memory. The batch may be released right after the call: its host slot is
- * reused only once the copy completed. Returns 0, RF_E_INVALID, RF_E_STATE or
- * RF_E_CUDA.
+ * reused only once the copy completed. Returns 0, RF_E_INVALID, RF_E_RELEASED
+ * (the batch was released), RF_E_NO_DEVICE or RF_E_CUDA.
  * Thread-safety: any thread holding the batch, one call at a time per batch. */
 RF_API int rf_batch_copy_to(rf_batch *b, void *dst_images, void *dst_labels, void *stream);
 
 /* Detail of the last error on this loader ("" if none): component, path and
  * cause, e.g. "decode: cls1/x.jpg (sample 12): Premature end of JPEG file".
- * Valid until the next call on the loader.
+ * A copy taken for the consumer: valid until its next call to
+ * rf_loader_errmsg (errors from other threads, such as a stale
+ * rf_batch_release, are recorded under a lock and appear in the next copy).
  * Thread-safety: the consumer thread. */
 RF_API const char *rf_loader_errmsg(const rf_loader *l);
 

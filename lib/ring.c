@@ -2,7 +2,9 @@
  * ring.c - slot memory and the slot state machine (see ring.h).
  *
  * All slot data lives in one allocation (pinned when the copier can pin), so
- * the ring costs exactly K x batch bytes plus labels, whatever the dataset.
+ * the ring costs exactly K x batch bytes plus labels, whatever the dataset;
+ * each slot added by the tuner is one block more. Every change of a slot's
+ * state is made here (leases and their handles: ring.h).
  */
 #include "ring.h"
 
@@ -46,22 +48,34 @@ int rf__ring_init(rf_ring *r, int k, int64_t batch_size, size_t sample_bytes, in
     return 0;
 }
 
+uint8_t *rf__ring_grow_alloc(const rf_ring *r, int *pinned)
+{
+    size_t bytes = (size_t)r->batch_size * r->sample_bytes;
+    char note[160] = "";
+    *pinned = 0;
+    return rf__host_alloc(bytes, r->pin, pinned, note, sizeof note);
+}
+
+void rf__ring_grow_commit(rf_ring *r, uint8_t *mem, int pinned)
+{
+    assert(r->k < r->cap && r->ngrown < RF_RING_MAX_GROW);
+    r->grown[r->ngrown] = mem;
+    r->grown_pinned[r->ngrown] = pinned;
+    r->ngrown++;
+    slot_setup(r, r->k, mem);
+    r->k++;
+    r->mem_bytes += (size_t)r->batch_size * r->sample_bytes;
+}
+
 int rf__ring_grow(rf_ring *r)
 {
     if (r->k >= r->cap)
         return RF_E_LIMIT;
-    size_t bytes = (size_t)r->batch_size * r->sample_bytes;
-    int pinned = 0;
-    char note[160] = "";
-    uint8_t *p = rf__host_alloc(bytes, r->pin, &pinned, note, sizeof note);
+    int pinned;
+    uint8_t *p = rf__ring_grow_alloc(r, &pinned);
     if (!p)
         return RF_E_NOMEM;
-    r->grown[r->ngrown] = p;
-    r->grown_pinned[r->ngrown] = pinned;
-    r->ngrown++;
-    slot_setup(r, r->k, p);
-    r->k++;
-    r->mem_bytes += bytes;
+    rf__ring_grow_commit(r, p, pinned);
     return 0;
 }
 
@@ -109,6 +123,17 @@ rf_slot *rf__ring_claim(rf_ring *r, int64_t gen, int64_t batch, int64_t count)
     return NULL;
 }
 
+rf_slot *rf__ring_claim_batch(rf_ring *r, int64_t gen, int64_t epoch, int64_t batch,
+                              const int64_t *samples, int64_t count)
+{
+    rf_slot *s = rf__ring_claim(r, gen, batch, count);
+    if (s) {
+        memcpy(s->view.samples, samples, (size_t)count * sizeof *samples);
+        s->view.epoch = epoch;
+    }
+    return s;
+}
+
 rf_slot *rf__ring_find(rf_ring *r, int64_t gen, int64_t batch)
 {
     for (int i = 0; i < r->k; i++) {
@@ -127,10 +152,11 @@ int rf__ring_sample_release(rf_slot *s)
     return before == 1;
 }
 
-void rf__ring_complete(rf_slot *s, int64_t gen)
+int rf__ring_complete(rf_slot *s, int64_t gen)
 {
     assert(s->state == RF_SLOT_FILLING && atomic_load(&s->pending) == 0);
     s->state = s->gen == gen ? RF_SLOT_READY : RF_SLOT_FREE;
+    return s->state == RF_SLOT_READY;
 }
 
 int rf__ring_sample_done(rf_slot *s, int64_t gen)
@@ -164,23 +190,53 @@ void rf__ring_invalidate(rf_ring *r, int64_t gen)
     }
 }
 
-void rf__ring_lend(rf_slot *s)
+rf_batch *rf__ring_lend(rf_slot *s)
 {
     assert(s->state == RF_SLOT_READY);
     s->state = RF_SLOT_LENT;
+    uint64_t n = ++s->leases;
+    rf_batch *h = &s->handles[n % RF_SLOT_HANDLES];
+    *h = s->view;
+    h->lease = n;
+    h->dev_data = NULL;
+    h->dev_labels = NULL;
+    /* relaxed: readers only compare it with their handle's number, which
+     * reached them through the consumer's own hand-over of the handle. */
+    atomic_store_explicit(&s->lent_lease, n, memory_order_relaxed);
+    return h;
 }
 
-int rf__ring_release(rf_slot *s)
+rf_batch *rf__ring_lease(rf_slot *s)
 {
-    if (s->state != RF_SLOT_LENT)
-        return RF_E_STATE;
+    return s->state == RF_SLOT_LENT ? &s->handles[s->leases % RF_SLOT_HANDLES] : NULL;
+}
+
+void rf__ring_drop(rf_slot *s)
+{
+    assert(s->state == RF_SLOT_READY);
     s->state = RF_SLOT_FREE;
+}
+
+int rf__ring_lease_live(const rf_batch *h)
+{
+    return h->lease != 0 &&
+           atomic_load_explicit(&h->slot->lent_lease, memory_order_relaxed) == h->lease;
+}
+
+int rf__ring_release(const rf_batch *h)
+{
+    if (!h)
+        return RF_E_RELEASED;
+    rf_slot *s = h->slot;
+    if (s->state != RF_SLOT_LENT || !rf__ring_lease_live(h))
+        return RF_E_RELEASED;
+    s->state = RF_SLOT_FREE;
+    atomic_store_explicit(&s->lent_lease, 0, memory_order_relaxed);
     return 0;
 }
 
 void rf__ring_mark_copy(rf_slot *s)
 {
-    assert(s->state == RF_SLOT_LENT);
     s->copy_pending = 1;
 }
 

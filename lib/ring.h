@@ -5,10 +5,21 @@
  * being decoded into it), READY (complete), or LENT (borrowed by the
  * consumer). Slots are claimed in batch order but any free slot can take the
  * next batch, so a consumer that keeps a batch only shrinks the prefetch.
- * Memory is K x batch bytes, allocated once.
+ * Memory is K x batch bytes, allocated once, plus one block per slot the
+ * tuner adds (rf__ring_grow_alloc / rf__ring_grow_commit, on the dispatcher).
  *
- * The ring does no locking of its own: every transition happens under the
- * loader's mutex (loader.c).
+ * Only this file changes a slot's state. The ring does no locking of its
+ * own: every transition happens under the loader's mutex (loader.h), except
+ * the lock-free sample countdown (rf__ring_sample_release).
+ *
+ * Leases: each lend of a slot is a new lease, numbered per slot (1, 2, ...),
+ * and hands out its own handle, one of RF_SLOT_HANDLES handles kept per slot
+ * and used in turn. A handle remembers its lease number; the slot's
+ * lent_lease holds the number of the lease out now (0: none). A release or
+ * an accessor through a handle whose number is not lent_lease is stale and
+ * refused. Bound: a stale handle is recognised as long as its slot was lent
+ * fewer than RF_SLOT_HANDLES times since; after that its handle memory serves
+ * a newer lease (never freed while the loader lives).
  */
 #ifndef RF_RING_H
 #define RF_RING_H
@@ -20,15 +31,18 @@
 #include "ringfeed.h"
 
 #define RF_SLOT_MAX_BAD 16
+#define RF_SLOT_HANDLES 16 /* lease handles per slot: the stale-handle bound above */
 
 enum rf_slot_state { RF_SLOT_FREE = 0, RF_SLOT_FILLING = 1, RF_SLOT_READY = 2, RF_SLOT_LENT = 3 };
 
 typedef struct rf_slot rf_slot;
 
-/* The public batch handle is a view of its slot. */
+/* The public batch handle: a copy of its slot's view taken when lent, with
+ * the lease number. The slot's own `view` is never handed out. */
 struct rf_batch {
     rf_loader *loader;
     rf_slot *slot;
+    uint64_t lease;      /* the lease this handle was made for (0: the slot's view) */
     uint8_t *data;
     int64_t *labels;
     int64_t *samples;
@@ -64,7 +78,13 @@ struct rf_slot {
         int64_t sample;
         char reason[400];
     } bad[RF_SLOT_MAX_BAD];
-    rf_batch view;
+    rf_batch view;       /* data, labels, samples, count, index, epoch, nbytes of the batch */
+    uint64_t leases;     /* leases so far (under the loader's mutex) */
+    /* The lease out now, 0 when not LENT. Written under the loader's mutex by
+     * lend and release; read without it (relaxed) by the accessors of a
+     * handle, which only compare it with their own number. */
+    _Atomic uint64_t lent_lease;
+    rf_batch handles[RF_SLOT_HANDLES]; /* lease n uses handles[n % RF_SLOT_HANDLES] */
 };
 
 #define RF_RING_MAX_GROW 16 /* slots the tuner may add to the initial k */
@@ -96,13 +116,24 @@ typedef struct rf_ring {
 int rf__ring_init(rf_ring *r, int k, int64_t batch_size, size_t sample_bytes, int pin);
 void rf__ring_free(rf_ring *r);
 
-/* Adds one FREE slot (prefetch grows). 0, RF_E_LIMIT at the cap, RF_E_NOMEM. */
+/* Adds one FREE slot (prefetch grows). 0, RF_E_LIMIT at the cap, RF_E_NOMEM.
+ * The two halves: rf__ring_grow_alloc reads only what rf__ring_init fixed
+ * (no lock needed: the slow, possibly page-locking allocation runs outside
+ * the loader's mutex); rf__ring_grow_commit adds the slot (under the mutex).
+ * One thread grows a ring (the dispatcher), so nothing commits in between. */
 int rf__ring_grow(rf_ring *r);
+uint8_t *rf__ring_grow_alloc(const rf_ring *r, int *pinned);
+void rf__ring_grow_commit(rf_ring *r, uint8_t *mem, int pinned);
 
 /* FREE -> FILLING for batch `batch` of generation gen with count samples.
  * Returns the slot, or NULL when no slot is free. A FREE slot whose copy is
  * still pending (copy_done says 0) is not free yet. */
 rf_slot *rf__ring_claim(rf_ring *r, int64_t gen, int64_t batch, int64_t count);
+
+/* rf__ring_claim for batch `batch` of `epoch`, with its count sample indices
+ * copied into the slot (the labels are the caller's to fill). */
+rf_slot *rf__ring_claim_batch(rf_ring *r, int64_t gen, int64_t epoch, int64_t batch,
+                              const int64_t *samples, int64_t count);
 
 /* The slot holding batch `batch` of generation gen (FILLING or READY), or NULL. */
 rf_slot *rf__ring_find(rf_ring *r, int64_t gen, int64_t batch);
@@ -115,20 +146,34 @@ int rf__ring_sample_done(rf_slot *s, int64_t gen);
  * without the loader's lock: the decrement (lock-free; 1 when it was the
  * last), then, under the lock, the state change of the last one. */
 int rf__ring_sample_release(rf_slot *s);
-void rf__ring_complete(rf_slot *s, int64_t gen);
+/* Returns 1 when the slot became READY. */
+int rf__ring_complete(rf_slot *s, int64_t gen);
 
 /* Drops what belongs to an older generation than gen: READY slots become
  * FREE; FILLING slots forget their unsubmitted samples (they become FREE once
  * the submitted ones are finished). */
 void rf__ring_invalidate(rf_ring *r, int64_t gen);
 
-/* READY -> LENT. */
-void rf__ring_lend(rf_slot *s);
+/* READY -> LENT: a new lease. Returns its handle (a copy of the slot's view
+ * with the lease number; `loader` is the caller's to set). */
+rf_batch *rf__ring_lend(rf_slot *s);
 
-/* LENT -> FREE. Returns 0, or RF_E_STATE if the slot was not lent. */
-int rf__ring_release(rf_slot *s);
+/* The handle of the lease out now on s, or NULL when s is not LENT. */
+rf_batch *rf__ring_lease(rf_slot *s);
 
-/* A copy out of the lent slot's memory was enqueued (sets copy_pending). */
+/* READY -> FREE without lending: a failed batch, consumed. */
+void rf__ring_drop(rf_slot *s);
+
+/* 1 when h is the handle of the lease out now. Any thread, no lock (a
+ * holder of the batch asks about its own lease). */
+int rf__ring_lease_live(const rf_batch *h);
+
+/* LENT -> FREE through the handle of the lease out now. Returns 0, or
+ * RF_E_RELEASED for any other handle (released, stale): nothing changes. */
+int rf__ring_release(const rf_batch *h);
+
+/* A copy out of the slot's memory was enqueued (sets copy_pending: the slot
+ * is claimed again only once copy_done says it completed). */
 void rf__ring_mark_copy(rf_slot *s);
 
 /* Asks copy_done about every FREE slot whose copy is pending, clears the

@@ -151,3 +151,53 @@ void rf__stats_json(const rf_stats *s, int64_t now_ns, rf_json *j)
     }
     rf__json_raw(j, "]");
 }
+
+void rf__stats_render(const rf_stats_snapshot *v, rf_json *j)
+{
+    rf__json_raw(j, "{");
+    rf__stats_json(v->stats, v->now_ns, j);
+    rf__json_fmt(j, ", \"num_workers\": %d, \"worker_threads\": %d, \"auto_workers\": %s, ",
+                 v->active_workers, v->worker_threads, v->auto_workers ? "true" : "false");
+    rf__json_fmt(j, "\"epoch\": %lld, ", (long long)v->epoch);
+    rf__json_fmt(j, "\"num_samples\": %lld, \"num_batches\": %lld, \"batch_size\": %lld, ",
+                 (long long)v->num_samples, (long long)v->num_batches,
+                 (long long)v->batch_size);
+    rf__json_raw(j, "\"io_backend\": ");
+    rf__json_str(j, v->io_backend);
+    rf__json_raw(j, ", \"io_note\": ");
+    rf__json_str(j, v->io_note);
+    rf__json_fmt(j,
+                 ", \"memory\": {\"mode\": \"%s\", \"ring_bytes\": %zu, \"index_bytes\": %zu, "
+                 "\"prefetch\": %d, \"note\": ",
+                 v->pinned ? "pinned" : "pageable", v->ring_bytes, v->index_bytes, v->prefetch);
+    char why[300];
+    if (v->ring_note[0] || v->pinned || !v->started)
+        snprintf(why, sizeof why, "%s", v->ring_note);
+    else if (!v->has_copier)
+        snprintf(why, sizeof why, "pageable: %s", v->cuda_note);
+    else
+        snprintf(why, sizeof why, "pageable on purpose: pin_memory=0");
+    rf__json_str(j, why);
+    char dev[32];
+    if (v->has_copier)
+        snprintf(dev, sizeof dev, "cuda:%lld", (long long)v->device);
+    else
+        snprintf(dev, sizeof dev, "cpu");
+    rf__json_raw(j, "}, \"device\": ");
+    rf__json_str(j, dev);
+    rf__json_raw(j, v->cuda_built ? ", \"cuda\": {\"built\": true" : ", \"cuda\": {\"built\": false");
+    rf__json_fmt(j,
+                 ", \"available\": %s, \"requested_device\": %lld, \"copies\": %lld, "
+                 "\"copy_bytes\": %lld, \"d2d_copies\": %lld, \"device_buffer_bytes\": %lld, "
+                 "\"errors\": %lld, \"last_error\": ",
+                 v->has_copier ? "true" : "false", (long long)v->device, (long long)v->copies,
+                 (long long)v->copy_bytes, (long long)v->d2d_copies,
+                 (long long)v->device_buffer_bytes, (long long)v->cuda_errors);
+    rf__json_str(j, v->cuda_last_error);
+    rf__json_raw(j, ", \"reason\": ");
+    rf__json_str(j, v->cuda_note);
+    rf__json_raw(j, "}");
+    rf__json_raw(j, ", \"worker_budget\": ");
+    rf__json_str(j, v->worker_budget);
+    rf__json_raw(j, "}");
+}

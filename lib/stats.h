@@ -60,4 +60,30 @@ void rf__json_str(rf_json *j, const char *s); /* quoted, escaped */
 /* Appends the stats fields (no braces) to j. */
 void rf__stats_json(const rf_stats *s, int64_t now_ns, rf_json *j);
 
+/* Everything rf_loader_stats_json reports, gathered by the loader under its
+ * mutex (the strings and `stats` are borrowed: rendered before it unlocks). */
+typedef struct rf_stats_snapshot {
+    const rf_stats *stats;
+    int64_t now_ns;
+    int active_workers, worker_threads, auto_workers;
+    int64_t epoch, num_samples, num_batches, batch_size;
+    const char *io_backend; /* "none", "io_uring", "pread" */
+    const char *io_note;
+    int pinned;
+    size_t ring_bytes, index_bytes;
+    int prefetch;
+    int started;
+    const char *ring_note; /* why the ring is not pinned although asked ("" if it is) */
+    int has_copier;        /* a CUDA device serves the loader */
+    const char *cuda_note; /* why not, when it does not */
+    int cuda_built;
+    int64_t device;        /* RF_P_DEVICE */
+    int64_t copies, copy_bytes, d2d_copies, device_buffer_bytes, cuda_errors;
+    const char *cuda_last_error;
+    const char *worker_budget;
+} rf_stats_snapshot;
+
+/* The whole stats object ({...}) into j. */
+void rf__stats_render(const rf_stats_snapshot *v, rf_json *j);
+
 #endif

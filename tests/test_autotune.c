@@ -69,8 +69,10 @@ static void test_auto_workers_within_budget_and_logged(void **state)
         while ((rc = rf_loader_next(l, &b)) == RF_OK) {
             nanosleep(&step, NULL);
             rf_batch_release(b);
-            int64_t w;
-            rf_loader_get_param(l, RF_P_NUM_WORKERS, &w);
+            int64_t set = -1;
+            rf_loader_get_param(l, RF_P_NUM_WORKERS, &set);
+            assert_int_equal(set, 0); /* reads back what was set: auto */
+            int w = rf_loader_active_workers(l);
             assert_true(w >= 1 && w <= budget);
             if (++batches == 30) {
                 char *js = tu_stats(l);
@@ -109,8 +111,7 @@ static void test_local_world_size_splits_cores(void **state)
     rf_batch *b;
     int rc;
     while ((rc = rf_loader_next(l, &b)) == RF_OK) {
-        int64_t w;
-        rf_loader_get_param(l, RF_P_NUM_WORKERS, &w);
+        int w = rf_loader_active_workers(l);
         assert_true(w >= 1 && w <= expect);
         rf_batch_release(b);
     }

@@ -482,7 +482,7 @@ static int fx_to_device(fixture *fx, rf_slot *s, fstream *consumer, void **dev, 
 static void fx_release(fixture *fx, rf_slot *s)
 {
     rf__copier_release(fx->c, s->id);
-    assert_int_equal(rf__ring_release(s), 0);
+    assert_int_equal(rf__ring_release(rf__ring_lease(s)), 0);
 }
 
 static int all_bytes(const void *p, int v, size_t n)
@@ -709,7 +709,7 @@ static void test_copy_to_waits_for_caller_stream(void **state)
     assert_true(r0 >= 0 && strstr(F.calls[r0], " s1") && w0 > r0 && m > w0 && r1 > m && w1 > r1);
     assert_int_equal(find_call("dev_alloc", first), -1); /* no device buffer needed */
     /* Released at once: the host slot waits for the copy. */
-    assert_int_equal(rf__ring_release(s), 0);
+    assert_int_equal(rf__ring_release(rf__ring_lease(s)), 0);
     assert_int_equal(rf__ring_reap_copies(&fx.ring), 1);
     run(fx.copy, MAXQ);
     assert_true(all_bytes(dst, 0xEE, SLOT_BYTES)); /* B's kernel has not run */
@@ -851,7 +851,7 @@ static void test_failed_cuda_call_named_drained_then_recovers(void **state)
     assert_null(dev);
     rf__ring_mark_copy(s);
     rf__copier_release(fx.c, s->id); /* not on the device: nothing recorded */
-    assert_int_equal(rf__ring_release(s), 0);
+    assert_int_equal(rf__ring_release(rf__ring_lease(s)), 0);
     assert_int_equal(rf__ring_reap_copies(&fx.ring), 0);
     rf_copier_stats st;
     rf__copier_stats(fx.c, &st);
@@ -916,7 +916,7 @@ static void test_ring_without_copier(void **state)
     rf__ring_sample_done(s, 1);
     rf__ring_lend(s);
     rf__ring_mark_copy(s);
-    assert_int_equal(rf__ring_release(s), 0);
+    assert_int_equal(rf__ring_release(rf__ring_lease(s)), 0);
     assert_int_equal(rf__ring_reap_copies(&r), 0);
     assert_ptr_equal(rf__ring_claim(&r, 1, 1, 2), s);
     rf__ring_free(&r);
@@ -966,14 +966,14 @@ static void test_api_without_device(void **state)
         assert_non_null(strstr(js, "built without"));
 #endif
         rf_batch *b = (rf_batch *)1;
-        assert_int_equal(rf_loader_next_device(l, NULL, &b), RF_E_STATE);
+        assert_int_equal(rf_loader_next_device(l, NULL, &b), RF_E_NO_DEVICE);
         assert_null(b);
         assert_non_null(strstr(rf_loader_errmsg(l), "no CUDA device"));
         assert_int_equal(rf_loader_next(l, &b), RF_OK);
         assert_null(rf_batch_device_data(b));
         assert_null(rf_batch_device_labels(b));
         uint8_t dst[16];
-        assert_int_equal(rf_batch_copy_to(b, dst, NULL, NULL), RF_E_STATE);
+        assert_int_equal(rf_batch_copy_to(b, dst, NULL, NULL), RF_E_NO_DEVICE);
         rf_batch_release(b);
         rf_loader_destroy(l);
     }

@@ -302,7 +302,7 @@ static void test_missing_device_and_bad_copies_rejected(void **state)
     rf_batch_release(b);
     void *d;
     CK(rt->Malloc(&d, BATCH_BYTES));
-    assert_int_equal(rf_batch_copy_to(b, d, NULL, NULL), RF_E_STATE);
+    assert_int_equal(rf_batch_copy_to(b, d, NULL, NULL), RF_E_RELEASED);
     rt->Free(d);
     rf_loader_destroy(l);
 }

@@ -217,14 +217,14 @@ static void test_null_and_unstarted(void **state)
     rf_loader *l = rf_loader_create(small);
     rf_loader_stop(l); /* before start: nothing to stop */
     rf_batch *b;
-    assert_int_equal(rf_loader_next(l, &b), RF_E_STATE);
+    assert_int_equal(rf_loader_next(l, &b), RF_E_NOT_STARTED);
     rf_loader_destroy(l);
     l = rf_loader_create(small);
     rf_loader_destroy(l); /* never started */
     /* A failed start leaves nothing behind and can be destroyed. */
     l = rf_loader_create("/nonexistent/ringfeed/folder");
     assert_int_equal(rf_loader_start(l), RF_E_SOURCE);
-    assert_int_equal(rf_loader_next(l, &b), RF_E_STATE);
+    assert_int_equal(rf_loader_next(l, &b), RF_E_NOT_STARTED);
     rf_loader_destroy(l);
     assert_int_equal(count_fds(), fds);
     assert_int_equal(threads_down_to(threads), threads);
@@ -410,7 +410,7 @@ static void test_stop_while_another_thread_waits(void **state)
         }
         int64_t t_stopped = now_ns();
         pthread_join(t, NULL);
-        assert_int_equal(w.rc, RF_E_STATE);
+        assert_int_equal(w.rc, RF_E_STOPPED);
         assert_non_null(strstr(rf_loader_errmsg(l), "stop"));
         double ms = (double)(w.t_return - t_stop) / 1e6;
         print_message("variant %d: waiting consumer returned %.1f ms after stop (stop itself took "
@@ -423,8 +423,8 @@ static void test_stop_while_another_thread_waits(void **state)
             fail_msg("rf_loader_next returned %.0f ms after rf_loader_stop", ms);
         /* After the stop: errors, never a hang. */
         rf_batch *b;
-        assert_int_equal(rf_loader_next(l, &b), RF_E_STATE);
-        assert_int_equal(rf_loader_next_wait(l, &b, 0), RF_E_STATE);
+        assert_int_equal(rf_loader_next(l, &b), RF_E_STOPPED);
+        assert_int_equal(rf_loader_next_wait(l, &b, 0), RF_E_STOPPED);
         rf_loader_stop(l); /* idempotent */
         assert_int_equal(threads_down_to(threads), threads);
         if (held) {

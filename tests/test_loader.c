@@ -318,7 +318,7 @@ static void test_lend_all_slots_is_an_error(void **state)
     rf_batch *a, *b, *c;
     assert_int_equal(rf_loader_next(l, &a), RF_OK);
     assert_int_equal(rf_loader_next(l, &b), RF_OK);
-    assert_int_equal(rf_loader_next(l, &c), RF_E_STATE);
+    assert_int_equal(rf_loader_next(l, &c), RF_E_RING_FULL);
     assert_non_null(strstr(rf_loader_errmsg(l), "lent"));
     rf_batch_release(a);
     assert_int_equal(rf_loader_next(l, &c), RF_OK);
@@ -393,7 +393,7 @@ static void test_bad_options_and_sources_rejected(void **state)
     assert_int_equal(rf_loader_get_param(l, RF_P_IMAGE_SIZE, &v), 0);
     assert_int_equal(v, 224);
     rf_batch *b;
-    assert_int_equal(rf_loader_next(l, &b), RF_E_STATE);
+    assert_int_equal(rf_loader_next(l, &b), RF_E_NOT_STARTED);
     rf_loader_set_param(l, RF_P_RANK, 2);
     rf_loader_set_param(l, RF_P_WORLD_SIZE, 2);
     assert_int_equal(rf_loader_start(l), RF_E_INVALID);
@@ -441,7 +441,7 @@ static void test_forked_child_gets_error(void **state)
         alarm(10); /* a hang fails the test instead of blocking it */
         rf_batch *c;
         int rc = rf_loader_next(l, &c);
-        int ok = rc == RF_E_STATE && strstr(rf_loader_errmsg(l), "forked") != NULL;
+        int ok = rc == RF_E_FORKED && strstr(rf_loader_errmsg(l), "forked") != NULL;
         rf_loader_destroy(l);
         _exit(ok ? 0 : 1);
     }

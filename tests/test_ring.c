@@ -161,7 +161,7 @@ static void test_claim_in_order(void **state)
     for (int i = 0; i < 4; i++)
         rf__ring_sample_done(b, 7);
     rf__ring_lend(b);
-    assert_int_equal(rf__ring_release(b), 0);
+    assert_int_equal(rf__ring_release(rf__ring_lease(b)), 0);
     assert_counts(&r, 1, 2, 0, 0);
     rf_slot *d = rf__ring_claim(&r, 7, 3, 1);
     assert_ptr_equal(d, b);
@@ -198,7 +198,7 @@ static void test_ready_only_on_last_sample(void **state)
 
     /* The generation moved on while the slot filled: its last sample frees it. */
     rf__ring_lend(s);
-    rf__ring_release(s);
+    rf__ring_release(rf__ring_lease(s));
     rf_slot *u = rf__ring_claim(&r, 1, 2, 2);
     u->submitted = 2;
     assert_int_equal(rf__ring_sample_done(u, 2), 0);
@@ -216,20 +216,25 @@ static void test_release_only_of_lent_slots(void **state)
     rf_slot *filling = rf__ring_claim(&r, 0, 1, 2);
     assert_non_null(filling);
 
-    /* Release of a slot that is not lent: RF_E_STATE, state unchanged. */
-    assert_int_equal(rf__ring_release(s), RF_E_STATE); /* READY */
+    /* Release through a handle of a slot that is not lent (the slot's own
+     * view, never handed out): RF_E_RELEASED, state unchanged. */
+    assert_int_equal(rf__ring_release(&s->view), RF_E_RELEASED); /* READY */
     assert_int_equal(s->state, RF_SLOT_READY);
-    assert_int_equal(rf__ring_release(filling), RF_E_STATE); /* FILLING */
+    assert_int_equal(rf__ring_release(&filling->view), RF_E_RELEASED); /* FILLING */
     assert_int_equal(filling->state, RF_SLOT_FILLING);
-    assert_int_equal(rf__ring_release(&r.slots[2]), RF_E_STATE); /* FREE */
+    assert_int_equal(rf__ring_release(&r.slots[2].view), RF_E_RELEASED); /* FREE */
     assert_int_equal(r.slots[2].state, RF_SLOT_FREE);
+    assert_null(rf__ring_lease(s));
 
-    rf__ring_lend(s);
+    rf_batch *h = rf__ring_lend(s);
     assert_int_equal(s->state, RF_SLOT_LENT);
+    assert_ptr_equal(rf__ring_lease(s), h);
+    assert_true(rf__ring_lease_live(h));
     assert_counts(&r, 1, 1, 0, 1);
-    assert_int_equal(rf__ring_release(s), 0);
+    assert_int_equal(rf__ring_release(h), 0);
     assert_int_equal(s->state, RF_SLOT_FREE);
-    assert_int_equal(rf__ring_release(s), RF_E_STATE); /* double release */
+    assert_false(rf__ring_lease_live(h));
+    assert_int_equal(rf__ring_release(h), RF_E_RELEASED); /* double release */
     assert_int_equal(s->state, RF_SLOT_FREE);
     assert_counts(&r, 2, 1, 0, 0);
 
@@ -238,11 +243,51 @@ static void test_release_only_of_lent_slots(void **state)
     e->errcode = RF_E_DECODE;
     snprintf(e->errmsg, sizeof e->errmsg, "decode: x.jpg: corrupt");
     rf__ring_lend(e);
-    assert_int_equal(rf__ring_release(e), 0);
+    assert_int_equal(rf__ring_release(rf__ring_lease(e)), 0);
     rf_slot *again = rf__ring_claim(&r, 0, 3, 1);
     assert_ptr_equal(again, e);
     assert_int_equal(again->errcode, 0);
     assert_string_equal(again->errmsg, "");
+    rf__ring_free(&r);
+}
+
+/* Each lend is a lease with a handle of its own: a handle whose lease ended
+ * is refused (release, liveness) without disturbing the lease out now, for
+ * as long as the slot was lent fewer than RF_SLOT_HANDLES times since. */
+static void test_lease_identity(void **state)
+{
+    (void)state;
+    rf_ring r;
+    init_ok(&r, 1, 2, 4);
+    rf_slot *s = fill(&r, 0, 0, 2);
+    rf_batch *first = rf__ring_lend(s);
+    assert_int_equal(first->lease, 1);
+    assert_ptr_equal(first->slot, s);
+    assert_int_equal(first->count, 2);
+    assert_int_equal(rf__ring_release(first), 0);
+    rf_batch *h[RF_SLOT_HANDLES];
+    for (int i = 0; i < RF_SLOT_HANDLES - 1; i++) {
+        assert_ptr_equal(fill(&r, 0, 1 + i, 2), s);
+        h[i] = rf__ring_lend(s);
+        assert_ptr_not_equal(h[i], first);
+        for (int j = 0; j < i; j++)
+            assert_ptr_not_equal(h[i], h[j]);
+        /* the stale handles: refused, the current lease untouched */
+        assert_false(rf__ring_lease_live(first));
+        assert_int_equal(rf__ring_release(first), RF_E_RELEASED);
+        for (int j = 0; j < i; j++)
+            assert_int_equal(rf__ring_release(h[j]), RF_E_RELEASED);
+        assert_int_equal(s->state, RF_SLOT_LENT);
+        assert_true(rf__ring_lease_live(h[i]));
+        assert_int_equal(h[i]->index, 1 + i);
+        assert_int_equal(rf__ring_release(h[i]), 0);
+        assert_int_equal(s->state, RF_SLOT_FREE);
+    }
+    /* The bound: lease RF_SLOT_HANDLES + 1 reuses the first lease's handle. */
+    fill(&r, 0, 99, 1);
+    assert_ptr_equal(rf__ring_lend(s), first);
+    assert_int_equal(first->lease, RF_SLOT_HANDLES + 1);
+    assert_int_equal(first->count, 1);
     rf__ring_free(&r);
 }
 
@@ -271,7 +316,7 @@ static void test_find_by_generation_and_batch_skips_lent(void **state)
 
     /* A released slot is no longer found. */
     rf__ring_lend(ready);
-    rf__ring_release(ready);
+    rf__ring_release(rf__ring_lease(ready));
     assert_null(rf__ring_find(&r, 3, 10));
     rf__ring_free(&r);
 }
@@ -332,7 +377,7 @@ static void test_invalidate_frees_old_generation_keeps_lent_and_current(void **s
     assert_counts(&r, 4, 1, 1, 1);
 
     /* The lent slot of the old generation is released normally. */
-    assert_int_equal(rf__ring_release(lent), 0);
+    assert_int_equal(rf__ring_release(rf__ring_lease(lent)), 0);
     assert_counts(&r, 5, 1, 1, 0);
 
     /* Freed slots are claimable for the new generation. */
@@ -360,7 +405,7 @@ static void test_counts_follow_slot_states(void **state)
     rf__ring_claim(&r, 0, 2, 1);
     assert_counts(&r, 2, 1, 1, 1);
     assert_int_equal(rf__ring_count(&r, 99), 0); /* no such state */
-    rf__ring_release(a);
+    rf__ring_release(rf__ring_lease(a));
     assert_counts(&r, 3, 1, 1, 0);
     rf__ring_free(&r);
 }
@@ -440,14 +485,14 @@ static void test_slot_reused_only_after_its_copy(void **state)
     rf__ring_lend(a);
     rf__ring_mark_copy(a); /* a copy out of a's memory is in flight */
     assert_int_equal(a->copy_pending, 1);
-    assert_int_equal(rf__ring_release(a), 0);
+    assert_int_equal(rf__ring_release(rf__ring_lease(a)), 0);
     assert_int_equal(a->state, RF_SLOT_FREE);
     assert_int_equal(rf__ring_reap_copies(&r), 1);
 
     /* FREE but still being read by the copy: not claimable. */
     assert_null(rf__ring_claim(&r, 0, 2, 1));
     rf__ring_lend(b);
-    assert_int_equal(rf__ring_release(b), 0); /* no copy: free at once */
+    assert_int_equal(rf__ring_release(rf__ring_lease(b)), 0); /* no copy: free at once */
     rf_slot *c = rf__ring_claim(&r, 0, 2, 1);
     assert_ptr_equal(c, b);
     assert_null(rf__ring_claim(&r, 0, 3, 1));
@@ -468,7 +513,7 @@ static void test_slot_reused_only_after_its_copy(void **state)
     rf__ring_sample_done(c, 0);
     rf__ring_lend(c);
     rf__ring_mark_copy(c);
-    rf__ring_release(c);
+    rf__ring_release(rf__ring_lease(c));
     fake_done[c->id] = 0;
     assert_null(rf__ring_claim(&r, 0, 4, 1));
     fake_done[c->id] = 1;
@@ -485,6 +530,7 @@ int main(void)
         cmocka_unit_test(test_claim_in_order),
         cmocka_unit_test(test_ready_only_on_last_sample),
         cmocka_unit_test(test_release_only_of_lent_slots),
+        cmocka_unit_test(test_lease_identity),
         cmocka_unit_test(test_find_by_generation_and_batch_skips_lent),
         cmocka_unit_test(test_invalidate_frees_old_generation_keeps_lent_and_current),
         cmocka_unit_test(test_counts_follow_slot_states),

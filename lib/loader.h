@@ -1,0 +1,88 @@
+/*
+ * loader.h - the loader object, shared by loader.c (lifecycle, options,
+ * position, stats) and consume.c (the consumer's side: lending and taking
+ * back batches, the tuner's windows). Internal: the public face is
+ * include/ringfeed.h.
+ *
+ * Threads: the dispatcher (dispatch.c) claims slots and feeds the reader,
+ * the decode pool (pool.c) runs work.c on each read sample, and the consumer
+ * (the caller of rf_loader_next) borrows READY slots until rf_batch_release.
+ *
+ * Lock rules:
+ *   - mu protects the ring's slot states, the dispatcher's position and fill
+ *     list (rf_dispatch fields marked (mu)), the tuner window and the stats.
+ *     Nobody holds it across a read, a decode, an allocation or a wait on
+ *     io_uring. The consumer waits on cv_cons (a slot became READY, stop).
+ *     Lock order: mu, then the pool's mu (rf__pool_set_active) or the
+ *     copier's lock (copy_done, rf__copier_release); err_mu is a leaf.
+ *   - err_mu protects errmsg: rf_batch_release and rf_batch_copy_to may fail
+ *     on any thread; rf_loader_errmsg hands the consumer a copy (errmsg_out).
+ *   - stop_mu serialises rf_loader_stop's joins.
+ */
+#ifndef RF_LOADER_H
+#define RF_LOADER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/types.h>
+
+#include "copier.h"
+#include "dispatch.h"
+#include "options.h"
+#include "pool.h"
+#include "reader.h"
+#include "ring.h"
+#include "ringfeed.h"
+#include "sampler.h"
+#include "source.h"
+#include "stats.h"
+#include "tuner.h"
+#include "work.h"
+
+struct rf_loader {
+    char *spec;
+    rf_options opts; /* as set; read back by rf_loader_get_param */
+    rf_config cfg;   /* resolved by rf_loader_start; read-only afterwards */
+    int started;
+    pid_t pid;
+    _Atomic int stopped; /* rf_loader_stop was called (after start) */
+
+    pthread_mutex_t err_mu;
+    char errmsg[1024];     /* (err_mu) */
+    char errmsg_out[1024]; /* the consumer's copy */
+
+    rf_source src;
+    rf_sampler sampler;
+    rf_ring ring;
+    rf_copier *copier; /* NULL: no CUDA device (cuda_note says why) */
+    char cuda_note[240];
+    rf_reader *reader;
+    int nworkers; /* worker threads */
+    char budget_why[200];
+    rf_work work;
+    rf_pool pool;
+    rf_dispatch disp;
+
+    pthread_mutex_t stop_mu; /* serialises rf_loader_stop's joins */
+    int joined;
+
+    pthread_mutex_t mu; /* see the lock rules above */
+    pthread_cond_t cv_cons;
+    /* Tuner (num_workers = 0): measurements of the current window (mu). */
+    int tuning;
+    rf_tuner tuner;
+    int64_t win_t0, win_batches, win_samples, win_stall_ns, win_step_ns;
+    int64_t last_return_ns; /* when next() last handed out a batch: the step starts */
+    /* producer totals when the window opened */
+    int64_t win_cpu_base, win_busy_base, win_blocked_base, win_read_base;
+    rf_stats stats; /* (mu) */
+};
+
+/* Records the loader's last error (any thread). */
+void rf__loader_err(rf_loader *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* RF_OK for a started loader of this process, else RF_E_INVALID (NULL),
+ * RF_E_NOT_STARTED or RF_E_FORKED with the error recorded. */
+int rf__loader_usable(rf_loader *l);
+
+#endif

@@ -1,0 +1,144 @@
+/*
+ * options.c - option bounds and defaults, rf_param_bounds, and the one-time
+ * resolution of the raw values into rf_config (see options.h).
+ */
+#include "options.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct param_def {
+    int64_t lo, hi, def;
+} param_def;
+
+/* Indexed by enum rf_param; its size follows the highest entry. An id
+ * without an entry (0, a retired one) has lo == hi == 0: unknown. */
+static const param_def params_table[] = {
+    [RF_P_BATCH_SIZE] = {1, 1 << 20, 256},
+    [RF_P_IMAGE_SIZE] = {1, 1 << 14, 224},
+    [RF_P_TRANSFORM] = {0, 2, RF_TRANSFORM_CENTER},
+    [RF_P_FLIP] = {0, 1, 0},
+    [RF_P_LAYOUT] = {0, 1, RF_LAYOUT_NHWC},
+    [RF_P_SHUFFLE] = {0, 1, 1},
+    [RF_P_SEED] = {INT64_MIN, INT64_MAX, 0},
+    [RF_P_DROP_LAST] = {0, 1, 0},
+    [RF_P_NUM_WORKERS] = {0, 1024, 0},
+    [RF_P_PREFETCH] = {2, 1024, 4},
+    [RF_P_ON_ERROR] = {0, 1, RF_ON_ERROR_RAISE},
+    [RF_P_RANK] = {0, 1 << 24, 0},
+    [RF_P_WORLD_SIZE] = {1, 1 << 24, 1},
+    [RF_P_LOCAL_WORLD_SIZE] = {1, 1 << 16, 1},
+    [RF_P_IO_BACKEND] = {0, 2, RF_IO_AUTO},
+    [RF_P_PIN_MEMORY] = {0, 1, 1},
+    [RF_P_DEVICE] = {-1, 1024, -1},
+    [RF_P_MAX_PIXELS] = {1, INT64_C(1) << 40, 178956970},
+    [RF_P_MAX_SCANS] = {1, 1 << 20, 1000},
+    [RF_P_READ_DEPTH] = {0, 4096, 0},
+    [RF_P_READ_TIMEOUT_MS] = {0, INT64_C(1) << 40, 0},
+    [RF_P_MAX_ERRORS] = {-1, INT64_MAX, -1},
+    [RF_P_RECORD_SIZE] = {0, 1 << 30, 0},
+    [RF_P_HEADER_SIZE] = {0, INT64_C(1) << 50, 0},
+    [RF_P_DTYPE] = {0, 3, RF_DTYPE_UINT8},
+    [RF_P_VERIFY] = {0, 2, RF_VERIFY_ONCE},
+    [RF_P_MAX_FILE_BYTES] = {1, INT64_C(1) << 40, INT64_C(512) << 20},
+};
+
+_Static_assert(sizeof params_table / sizeof params_table[0] == RF__NPARAMS,
+               "options: RF__PARAM_LAST (options.h) must name the last entry of params_table");
+
+int rf__option_known(int p)
+{
+    return p > 0 && p < RF__NPARAMS && params_table[p].hi > params_table[p].lo;
+}
+
+void rf__options_defaults(rf_options *o)
+{
+    memset(o, 0, sizeof *o);
+    for (int p = 1; p < RF__NPARAMS; p++)
+        o->v[p] = params_table[p].def;
+}
+
+int rf_param_bounds(int param, int64_t *lo, int64_t *hi)
+{
+    if (!rf__option_known(param))
+        return RF_E_INVALID;
+    if (lo)
+        *lo = params_table[param].lo;
+    if (hi)
+        *hi = params_table[param].hi;
+    return RF_OK;
+}
+
+int rf__option_check(int param, int64_t value, char *err, size_t errcap)
+{
+    if (!rf__option_known(param)) {
+        snprintf(err, errcap, "options: unknown option %d", param);
+        return RF_E_INVALID;
+    }
+    if (value < params_table[param].lo || value > params_table[param].hi) {
+        snprintf(err, errcap, "options: option %d = %lld is outside [%lld, %lld]", param,
+                 (long long)value, (long long)params_table[param].lo,
+                 (long long)params_table[param].hi);
+        return RF_E_INVALID;
+    }
+    return RF_OK;
+}
+
+int rf__options_resolve(const rf_options *o, rf_config *c, char *err, size_t errcap)
+{
+    const int64_t *p = o->v;
+    memset(c, 0, sizeof *c);
+    /* Every value passed rf__option_check: the narrowing casts below fit. */
+    c->batch_size = p[RF_P_BATCH_SIZE];
+    c->image_size = (int)p[RF_P_IMAGE_SIZE];
+    c->transform = (int)p[RF_P_TRANSFORM];
+    c->flip = (int)p[RF_P_FLIP];
+    c->layout = (int)p[RF_P_LAYOUT];
+    c->shuffle = (int)p[RF_P_SHUFFLE];
+    c->seed = (uint64_t)p[RF_P_SEED];
+    c->drop_last = (int)p[RF_P_DROP_LAST];
+    c->num_workers = (int)p[RF_P_NUM_WORKERS];
+    c->prefetch = (int)p[RF_P_PREFETCH];
+    c->on_error = (int)p[RF_P_ON_ERROR];
+    c->rank = p[RF_P_RANK];
+    c->world_size = p[RF_P_WORLD_SIZE];
+    c->local_world_size = (int)p[RF_P_LOCAL_WORLD_SIZE];
+    c->io_backend = (int)p[RF_P_IO_BACKEND];
+    c->pin_memory = (int)p[RF_P_PIN_MEMORY];
+    c->device = (int)p[RF_P_DEVICE];
+    c->max_pixels = p[RF_P_MAX_PIXELS];
+    c->max_scans = (int)p[RF_P_MAX_SCANS];
+    c->read_depth = (unsigned)p[RF_P_READ_DEPTH];
+    c->read_timeout_ms = p[RF_P_READ_TIMEOUT_MS];
+    c->max_errors = p[RF_P_MAX_ERRORS];
+    c->record_size = (uint64_t)p[RF_P_RECORD_SIZE];
+    c->header_size = (uint64_t)p[RF_P_HEADER_SIZE];
+    c->dtype = (int)p[RF_P_DTYPE];
+    c->verify = (int)p[RF_P_VERIFY];
+    c->max_file_bytes = (uint64_t)p[RF_P_MAX_FILE_BYTES];
+
+    if (c->rank >= c->world_size) {
+        snprintf(err, errcap, "options: rank %lld is not below world_size %lld",
+                 (long long)c->rank, (long long)c->world_size);
+        return RF_E_INVALID;
+    }
+    c->is_records = c->record_size > 0;
+    if (c->is_records) {
+        static const uint64_t itemsize[] = {1, 2, 4, 8}; /* enum rf_dtype */
+        if (c->transform != RF_TRANSFORM_NONE) {
+            snprintf(err, errcap, "options: record files need transform none (their bytes are "
+                                  "passed through, not decoded)");
+            return RF_E_INVALID;
+        }
+        if (c->record_size % itemsize[c->dtype] != 0) {
+            snprintf(err, errcap,
+                     "options: record_size %lld is not a multiple of the dtype's size %lld",
+                     (long long)c->record_size, (long long)itemsize[c->dtype]);
+            return RF_E_INVALID;
+        }
+        c->sample_bytes = (size_t)c->record_size;
+    } else {
+        c->sample_bytes = (size_t)c->image_size * (size_t)c->image_size * 3;
+    }
+    return RF_OK;
+}

@@ -1,0 +1,74 @@
+/*
+ * options.h - the loader's options: the raw table behind rf_loader_set_param
+ * and the typed configuration the pipeline runs on.
+ *
+ * Options live as int64 values (rf_options), checked one at a time against
+ * their bounds when set. rf_loader_start resolves them once into rf_config
+ * (the zstd CCtx_params model): the cross-checks between options run there,
+ * each failure an "options: ..." message, and every stage reads the typed,
+ * derived fields (sample_bytes, is_records) instead of the raw table.
+ */
+#ifndef RF_OPTIONS_H
+#define RF_OPTIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ringfeed.h"
+
+/* The highest enum rf_param value: raise it when appending an option (the
+ * table in options.c must then have an entry for it; a static assertion
+ * there says so). */
+#define RF__PARAM_LAST RF_P_MAX_FILE_BYTES
+#define RF__NPARAMS (RF__PARAM_LAST + 1)
+
+typedef struct rf_options {
+    int64_t v[RF__NPARAMS]; /* indexed by enum rf_param; v[0] unused */
+} rf_options;
+
+/* The typed form, resolved at rf_loader_start and read-only afterwards. */
+typedef struct rf_config {
+    int64_t batch_size;
+    int image_size;
+    int transform; /* enum rf_transform */
+    int flip;
+    int layout; /* enum rf_layout */
+    int shuffle;
+    uint64_t seed;
+    int drop_last;
+    int num_workers; /* 0: auto (the tuner picks) */
+    int prefetch;
+    int on_error; /* enum rf_on_error */
+    int64_t rank, world_size;
+    int local_world_size;
+    int io_backend; /* enum rf_io_backend */
+    int pin_memory;
+    int device; /* -1: CPU */
+    int64_t max_pixels;
+    int max_scans;
+    unsigned read_depth; /* 0: auto */
+    int64_t read_timeout_ms;
+    int64_t max_errors; /* -1: no cap */
+    uint64_t record_size, header_size;
+    int dtype; /* enum rf_dtype */
+    int verify; /* enum rf_verify */
+    uint64_t max_file_bytes; /* larger sample files are refused before allocation */
+    /* derived */
+    int is_records;      /* record_size > 0: bytes passed through, no decode */
+    size_t sample_bytes; /* bytes of one sample in a slot */
+} rf_config;
+
+/* Every option at its default. */
+void rf__options_defaults(rf_options *o);
+
+/* 1 when param names an option. */
+int rf__option_known(int param);
+
+/* RF_OK, or RF_E_INVALID with the reason in err ("options: ..."). */
+int rf__option_check(int param, int64_t value, char *err, size_t errcap);
+
+/* Resolves o into c, with the checks that involve several options. RF_OK, or
+ * RF_E_INVALID with the reason in err ("options: ..."). */
+int rf__options_resolve(const rf_options *o, rf_config *c, char *err, size_t errcap);
+
+#endif

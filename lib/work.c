@@ -1,0 +1,244 @@
+/*
+ * work.c - one sample on a decode worker (see work.h).
+ *
+ * Nothing here takes a lock. The slot's fields a worker writes (pixels, the
+ * substitute's sample and label, bad-sample records, errcode/errmsg) are
+ * published to the consumer by the pending decrement in
+ * rf__dispatch_job_done (acq_rel) and the lock its last sample takes.
+ */
+#define _GNU_SOURCE
+#include "work.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dispatch.h"
+#include "ring.h"
+#include "rng.h"
+
+int rf__work_init(rf_work *k, const rf_config *cfg, const rf_source *src,
+                  const _Atomic int64_t *gen, int nworkers, char *err, size_t errcap)
+{
+    memset(k, 0, sizeof *k);
+    k->cfg = cfg;
+    k->src = src;
+    k->gen = gen;
+    k->sample_bytes = cfg->sample_bytes;
+    /* Built once: per sample only epoch, sample and check_tail change. */
+    k->tmpl.transform = cfg->transform;
+    k->tmpl.size = cfg->image_size;
+    k->tmpl.flip = cfg->flip;
+    k->tmpl.layout = cfg->layout;
+    k->tmpl.max_pixels = cfg->max_pixels;
+    k->tmpl.max_scans = cfg->max_scans;
+    k->tmpl.seed = cfg->seed;
+    if (cfg->verify == RF_VERIFY_ONCE && src->kind != RF_SOURCE_RECORDS) {
+        k->verified_bytes = ((size_t)src->n / 64 + 1) * sizeof *k->verified;
+        k->verified = calloc(1, k->verified_bytes);
+        if (!k->verified) {
+            snprintf(err, errcap, "loader: out of memory for %lld samples", (long long)src->n);
+            rf__work_free(k);
+            return RF_E_NOMEM;
+        }
+    }
+    k->w = calloc((size_t)nworkers, sizeof *k->w);
+    if (!k->w) {
+        snprintf(err, errcap, "loader: out of memory");
+        rf__work_free(k);
+        return RF_E_NOMEM;
+    }
+    k->nworkers = nworkers;
+    for (int i = 0; i < nworkers; i++) {
+        k->w[i].dec = rf__decoder_create();
+        if (!k->w[i].dec) {
+            snprintf(err, errcap, "decode: cannot create a JPEG decompressor");
+            rf__work_free(k);
+            return RF_E_NOMEM;
+        }
+    }
+    return 0;
+}
+
+void rf__work_free(rf_work *k)
+{
+    for (int i = 0; k->w && i < k->nworkers; i++) {
+        rf__decoder_destroy(k->w[i].dec);
+        free(k->w[i].sub.buf);
+    }
+    free(k->w);
+    free((void *)k->verified);
+    memset(k, 0, sizeof *k);
+}
+
+static void read_reason(const rf_read *rd, char *out, size_t cap)
+{
+    const char *name = strerrorname_np(rd->err);
+    snprintf(out, cap, "%s: %s (%s)", rd->what, strerror(rd->err), name ? name : "?");
+}
+
+/* Reads a substitute sample synchronously (rare path: on_error = skip). */
+static int read_sample_sync(const rf_work *k, int64_t sample, rf_read *rd)
+{
+    rd->path = rf__source_path(k->src, sample);
+    rf__source_extent(k->src, sample, &rd->ranged, &rd->offset, &rd->length);
+    rd->sample = sample;
+    return rf__read_sync(rd, k->cfg->max_file_bytes);
+}
+
+static int is_verified(const rf_work *k, int64_t sample)
+{
+    uint64_t word = atomic_load_explicit(&k->verified[sample >> 6], memory_order_relaxed);
+    return (int)(word >> (sample & 63) & 1);
+}
+
+/* A sample decoded to its end marker without fault: trusted from now on. */
+static void mark_verified(rf_work *k, int64_t sample)
+{
+    uint64_t bit = UINT64_C(1) << (sample & 63);
+    if (!(atomic_fetch_or_explicit(&k->verified[sample >> 6], bit, memory_order_relaxed) & bit))
+        atomic_fetch_add_explicit(&k->nverified, 1, memory_order_relaxed);
+}
+
+/* Reads (if needed) and decodes one sample into dst; reason set on failure. */
+static int process_sample(rf_work *k, rf_worker_state *w, const rf_read *rd, int64_t epoch,
+                          int64_t sample, uint8_t *dst, char *reason, size_t cap,
+                          rf_decode_times *t)
+{
+    const rf_config *cfg = k->cfg;
+    memset(t, 0, sizeof *t);
+    if (rd->err == ETIMEDOUT) {
+        snprintf(reason, cap, "%s timed out after %lld ms (read_timeout_ms)", rd->what,
+                 (long long)cfg->read_timeout_ms);
+        return RF_E_TIMEOUT;
+    }
+    if (rd->err == EFBIG && !strcmp(rd->what, "size")) {
+        snprintf(reason, cap, "%s is %llu bytes, more than max_file_bytes=%llu",
+                 k->src->kind == RF_SOURCE_RECORDS ? "record"
+                 : rd->ranged                      ? "member"
+                                                   : "file",
+                 (unsigned long long)rd->size, (unsigned long long)cfg->max_file_bytes);
+        return RF_E_LIMIT;
+    }
+    if (rd->err) {
+        read_reason(rd, reason, cap);
+        return RF_E_IO;
+    }
+    if (k->src->kind == RF_SOURCE_RECORDS) {
+        /* records: the bytes themselves, no decode (the reader failed short reads) */
+        if (rd->len != cfg->sample_bytes) {
+            snprintf(reason, cap, "short read: %zu of %zu bytes", rd->len, cfg->sample_bytes);
+            return RF_E_IO;
+        }
+        memcpy(dst, rd->buf, rd->len);
+        return 0;
+    }
+    rf_decode_opts o = k->tmpl;
+    o.epoch = epoch;
+    o.sample = sample;
+    o.check_tail = cfg->verify == RF_VERIFY_ALWAYS ||
+                   (cfg->verify == RF_VERIFY_ONCE && !is_verified(k, sample));
+    int rc = rf__decode_sample(w->dec, rd->buf, rd->len, &o, dst, reason, cap, t);
+    if (rc == 0 && t->whole && cfg->verify == RF_VERIFY_ONCE)
+        mark_verified(k, sample);
+    return rc;
+}
+
+/* Single writer: a relaxed load and store, no locked instruction. */
+static void counter_add(_Atomic int64_t *c, int64_t v)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+                          memory_order_relaxed);
+}
+
+void rf__work_sample(void *ctx, int worker, rf_pool_job *pj)
+{
+    rf_work *k = ctx;
+    rf_worker_state *w = &k->w[worker];
+    const rf_config *cfg = k->cfg;
+    rf_job *j = rf__job_of(pj);
+    char reason[400], msg[900];
+    int stale = j->gen != atomic_load(k->gen);
+    rf_slot *s = j->slot;
+    uint8_t *dst = s->view.data + (size_t)j->pos * k->sample_bytes;
+    rf_decode_times t = {0};
+    int rc = 0;
+    int64_t sample = j->rd.sample, used = sample, subs = 0;
+    char first_reason[sizeof reason];
+    msg[0] = '\0';
+    if (!stale)
+        rc = process_sample(k, w, &j->rd, j->epoch, sample, dst, reason, sizeof reason, &t);
+    int skip = cfg->on_error == RF_ON_ERROR_SKIP;
+    if (rc != 0) {
+        char name[440]; /* the path, "shard.tar:key.jpg" or "file.bin at offset N" */
+        rf__source_name(k->src, sample, name, sizeof name);
+        snprintf(msg, sizeof msg, "%s: %s (sample %lld): %s",
+                 rc == RF_E_IO || j->rd.err ? "reader" : "decode", name,
+                 (long long)sample, reason);
+        snprintf(first_reason, sizeof first_reason, "%s", reason);
+        int64_t cap = cfg->max_errors;
+        int over = cap >= 0 && atomic_fetch_add(&k->errors_seen, 1) + 1 > cap;
+        if (skip && over) {
+            snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
+                     " [more than max_errors=%lld bad samples]", (long long)cap);
+            skip = 0;
+        }
+        /* Deterministic substitute: drawn from (seed, epoch, sample). */
+        rf_rng rng = rf__rng_make(cfg->seed, (uint64_t)j->epoch,
+                                  (uint64_t)sample ^ 0x5355425354ULL /* "SUBST" */);
+        while (skip && rc != 0 && subs < 16) {
+            subs++;
+            used = (int64_t)rf__rng_below(&rng, (uint64_t)k->src->n);
+            if (read_sample_sync(k, used, &w->sub) != 0) {
+                rc = RF_E_IO;
+                continue;
+            }
+            rc = process_sample(k, w, &w->sub, j->epoch, used, dst, reason, sizeof reason, &t);
+        }
+        if (skip && rc == 0) {
+            s->view.samples[j->pos] = used;
+            s->view.labels[j->pos] = rf__source_label(k->src, used);
+        } else if (skip) {
+            snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
+                     " [no readable substitute in %lld tries]", (long long)subs);
+        }
+    }
+    /* Work for an abandoned position is not counted. */
+    if (j->gen != atomic_load(k->gen))
+        return;
+    if (msg[0]) {
+        int i = atomic_fetch_add(&s->nbad, 1);
+        if (i < RF_SLOT_MAX_BAD) {
+            s->bad[i].sample = sample;
+            snprintf(s->bad[i].reason, sizeof s->bad[0].reason, "%s", first_reason);
+        } else {
+            atomic_fetch_add(&s->bad_dropped, 1);
+        }
+    }
+    counter_add(&w->c.decoded, 1);
+    counter_add(&w->c.header_ns, t.header_ns);
+    counter_add(&w->c.decode_ns, t.decode_ns);
+    counter_add(&w->c.resize_ns, t.resize_ns);
+    counter_add(&w->c.dct_scaled, t.denom > 1);
+    if (subs > 0 && rc == 0)
+        atomic_fetch_add(&s->nskipped, 1); /* counted if the batch is delivered */
+    int zero = 0;
+    if (rc != 0 && atomic_compare_exchange_strong(&s->errcode, &zero, rc))
+        snprintf(s->errmsg, sizeof s->errmsg, "%s", msg);
+}
+
+void rf__work_totals(rf_work *k, rf_stats *st)
+{
+    st->samples_decoded = st->header_ns = st->decode_ns = st->resize_ns = 0;
+    st->dct_scaled = 0;
+    for (int i = 0; k->w && i < k->nworkers; i++) {
+        rf_work_counters *c = &k->w[i].c;
+        st->samples_decoded += atomic_load_explicit(&c->decoded, memory_order_relaxed);
+        st->header_ns += atomic_load_explicit(&c->header_ns, memory_order_relaxed);
+        st->decode_ns += atomic_load_explicit(&c->decode_ns, memory_order_relaxed);
+        st->resize_ns += atomic_load_explicit(&c->resize_ns, memory_order_relaxed);
+        st->dct_scaled += atomic_load_explicit(&c->dct_scaled, memory_order_relaxed);
+    }
+    st->verified = atomic_load_explicit(&k->nverified, memory_order_relaxed);
+}

@@ -52,6 +52,7 @@ RF_P_RECORD_SIZE = 23
 RF_P_HEADER_SIZE = 24
 RF_P_DTYPE = 25
 RF_P_VERIFY = 26
+RF_P_MAX_FILE_BYTES = 27
 
 PARAM_NAMES = {
     RF_P_BATCH_SIZE: "batch_size",
@@ -80,6 +81,7 @@ PARAM_NAMES = {
     RF_P_HEADER_SIZE: "header_size",
     RF_P_DTYPE: "dtype",
     RF_P_VERIFY: "verify",
+    RF_P_MAX_FILE_BYTES: "max_file_bytes",
 }
 
 TRANSFORMS = {"none": 0, "center": 1, "random_resized_crop": 2}

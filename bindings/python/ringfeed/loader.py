@@ -12,6 +12,7 @@ over and the old one lives on until its last batch dies.
 import ctypes
 import gc
 import json
+import operator
 import os
 
 from . import _lib
@@ -22,6 +23,11 @@ from ._options import MAX_FILE_BYTES, Options, _int
 from ._outputs import BatchForm, make_output
 
 _STATE_VERSION = 1
+
+
+def _readonly(attr, doc):
+    """A read-only property giving self.<attr> (a dotted path)."""
+    return property(operator.attrgetter(attr), doc=doc)
 
 
 class Loader:
@@ -214,31 +220,13 @@ class Loader:
     def epoch(self):
         return self._live().tell()[0]
 
-    @property
-    def num_samples(self):
-        """Samples in the source's index (all ranks)."""
-        return self._num_samples
-
-    @property
-    def batch_size(self):
-        return self._batch_size
-
-    @property
-    def image_size(self):
-        return self._image_size
-
-    @property
-    def dtype(self):
-        """Element type of the batches: numpy uint8 for images, the records' dtype."""
-        return self._form.dtype
-
-    @property
-    def layout(self):
-        return self._layout
-
-    @property
-    def device(self):
-        return self._device
+    num_samples = _readonly("_num_samples", "Samples in the source's index (all ranks).")
+    batch_size = _readonly("_batch_size", "Samples per batch (the last may have fewer).")
+    image_size = _readonly("_image_size", "Side of the output images in pixels.")
+    dtype = _readonly("_form.dtype", "Element type of the batches: numpy uint8 for images, "
+                      "the records' dtype.")
+    layout = _readonly("_layout", "'NHWC' or 'NCHW'.")
+    device = _readonly("_device", "'cpu' or 'cuda:N'.")
 
     def sample_path(self, index):
         """Path of the sample with global index `index`."""

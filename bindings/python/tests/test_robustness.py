@@ -5,7 +5,6 @@ batch, and a forked child touching the parent's loader."""
 import gc
 import os
 import shutil
-import signal
 import struct
 import subprocess
 import time
@@ -14,7 +13,8 @@ import numpy as np
 import pytest
 
 import ringfeed
-from rfhelpers import find_gen, photo_like, psnr, reference_center, run_python, write_jpeg
+from rfhelpers import (find_gen, photo_like, psnr, reference_center, run_python, wait_child,
+                       write_jpeg)
 
 S = 32  # output side
 
@@ -282,16 +282,10 @@ def test_ctrl_c_while_waiting_raises_within_200ms(tmp_path):
 # ----------------------------------------------------------------- fork
 
 def _wait_child(pid, timeout=60):
-    deadline = time.monotonic() + timeout
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return status
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            pytest.fail("forked child hung using the parent's loader")
-        time.sleep(0.02)
+    status = wait_child(pid, timeout)
+    if status is None:
+        pytest.fail("forked child hung using the parent's loader")
+    return status
 
 
 def test_forked_child_gets_clear_errors_while_parent_is_busy(bad_folder):
@@ -355,6 +349,7 @@ def test_forked_child_exits_normally_with_a_live_loader(bad_folder):
     mixed, valid, bad, kinds = bad_folder
     res = run_python("""
         import gc, os, time, ringfeed
+        from rfhelpers import wait_child
         ld = ringfeed.Loader(sys.argv[1], batch_size=3, image_size=24, num_workers=2,
                              output="numpy")
         it = iter(ld)
@@ -366,18 +361,8 @@ def test_forked_child_exits_normally_with_a_live_loader(bad_folder):
             except ringfeed.RingfeedError:
                 pass
             sys.exit(0)  # normal shutdown with ld, it and batch alive
-        deadline = time.monotonic() + 60
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-            if time.monotonic() > deadline:
-                os.kill(pid, 9)
-                os.waitpid(pid, 0)
-                status = "hung"
-                break
-            time.sleep(0.02)
-        ok = status != "hung" and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        status = wait_child(pid)
+        ok = status is not None and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
         n = 1 + sum(1 for _ in it)
         ld.close()
         print(json.dumps({"child_ok": ok, "status": str(status), "batches": n, "len": len(ld)}))

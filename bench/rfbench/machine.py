@@ -131,6 +131,10 @@ def mem_available_bytes():
     return 0
 
 
+# --------------------------------------------------------------------------
+# Process memory and CPU, from /proc
+# --------------------------------------------------------------------------
+
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 

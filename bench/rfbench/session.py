@@ -47,24 +47,155 @@ def import_torch(want):
                                                             torchvision.__version__)
 
 
+def torch_cuda(torch, torch_desc):
+    """(torch sees a GPU, why not or None)."""
+    if torch is None:
+        return False, torch_desc
+    try:
+        if torch.cuda.is_available():
+            return True, None
+    except Exception as e:
+        return False, "torch.cuda.is_available() failed: %s" % e
+    return False, "torch %s %s" % (torch.__version__,
+                                   "is a build without CUDA" if not torch.version.cuda
+                                   else "sees no usable GPU (torch.cuda.is_available() "
+                                   "is False)")
+
+
+def probe(rf, a, source):
+    """A probe loader: (its options, the source's size, batches per epoch, the io
+    backend, the library's CUDA stats, the paths to warm)."""
+    probe_kw = dict(batch_size=a.batch_size, num_workers=1, shuffle=False, output="numpy")
+    if a.record_size:
+        probe_kw.update(record_size=a.record_size, header_size=a.header_size, dtype=a.dtype,
+                        transform="none")
+    else:
+        probe_kw.update(image_size=a.image_size, transform=a.transform)
+    try:
+        ld = rf.Loader(source, **probe_kw)
+    except Exception as e:
+        raise BenchError("ringfeed cannot read %s: %s" % (source, e))
+    n_samples, batches_per_epoch = ld.num_samples, len(ld)
+    pst = ld.stats()
+    paths = []
+    if not a.no_warm:
+        seen = set()
+        for i in range(min(n_samples, 2000000)):
+            p = ld.sample_path(i)
+            if p not in seen:
+                seen.add(p)
+                paths.append(p)
+    ld.close()
+    return (probe_kw, n_samples, batches_per_epoch, pst.get("io_backend"),
+            pst.get("cuda") or {}, paths)
+
+
+def describe_data(a, source, data_spec, n_samples):
+    """(the report's line about the data, the chart's name for it)."""
+    if os.path.isdir(source):
+        classes = sorted(d for d in os.listdir(source) if os.path.isdir(os.path.join(source, d)))
+        data_desc = "%d images in %s (image folder, %d classes)" % (n_samples, source, len(classes))
+        data_name = os.path.basename(os.path.normpath(source))
+    else:
+        data_desc = "%d samples in %s" % (n_samples, source)
+        data_name = os.path.basename(source)
+    if data_spec.get("generated") is not None and not a.data:
+        data_desc += " [built-in sample]"
+    return data_desc, data_name
+
+
+def ringfeed_cuda(rf, source, probe_kw, rf_cuda):
+    """(ringfeed can put batches on the GPU, why not or None)."""
+    if not rf_cuda.get("built"):
+        return False, "libringfeed was built without CUDA (%s)" % rf.library_path()
+    try:
+        rf.Loader(source, **dict(probe_kw, output="auto", device="cuda")).close()
+    except Exception as e:
+        return False, "ringfeed reports no CUDA device: %s" % e
+    return True, None
+
+
+def make_plan(a, systems, with_step, memory):
+    """The runs, as (system, workers, pass, rep, memory): per worker count,
+    each repeat alternates the systems' order. Repeats are the outer loop, so
+    that a noisy spell on a shared machine is spread over every worker count
+    instead of hitting one."""
+    plan = []
+    for rep in range(a.epochs):
+        for w in a.worker_list:
+            sys_w = [s for s in systems if not (s == "dataloader" and w == "auto")]
+            order = sys_w if rep % 2 == 0 else sys_w[::-1]
+            for npass in (("max", "step") if with_step else ("max",)):
+                for s in order:
+                    plan.append((s, w, npass, rep, memory))
+    return plan
+
+
+def machine_noise(b, machine):
+    """What other processes used during the runs (None when unknown); a
+    note when it was much."""
+    others = [r["other_cpu_cores"] for r in b.runs if r.get("other_cpu_cores") is not None]
+    if not others:
+        return None
+    noise = {"other_cpu_cores_mean": round(sum(others) / len(others), 3),
+             "other_cpu_cores_max": round(max(others), 3)}
+    if noise["other_cpu_cores_mean"] > 0.2 * machine["usable_cores"]:
+        b.notes.append("other processes used %.2f cores on average (up to %.2f) during "
+                       "the runs: the machine was busy, figures are noisy; rerun on a quiet "
+                       "machine" % (noise["other_cpu_cores_mean"],
+                                    noise["other_cpu_cores_max"]))
+    return noise
+
+
+def pinned_vs_pageable(a, torch, per_system, modes, one, jout):
+    """The pinned vs pageable section: plain host-to-device copies per memory
+    mode, then ringfeed end to end at the knee in each mode (`one` runs one
+    measured run)."""
+    fixed = [w for w in a.worker_list if w != "auto"]
+    pw = per_system["ringfeed"].get("knee_workers") or (max(fixed) if fixed else "auto")
+    nbytes = a.batch_size * (a.record_size or 3 * a.image_size * a.image_size)
+    pn = {"workers": pw, "batch_bytes": nbytes, "h2d_gbps": {}, "e2e": {}}
+    for mode in modes:
+        pn["h2d_gbps"][mode] = round(h2d_gbps(torch, nbytes, mode == "pinned"), 3)
+        jout.write("h2d", {"memory": mode, "bytes": nbytes, "gbps": pn["h2d_gbps"][mode]})
+    e2e_runs = {m: [] for m in modes}
+    for rep in range(a.epochs):
+        order = modes if rep % 2 == 0 else modes[::-1]
+        for mode in order:
+            r = one("ringfeed", pw, "max", rep, mode, mode == "pinned", "pinned_vs_pageable")
+            e2e_runs[mode].append(r)
+    for mode, rs in e2e_runs.items():
+        ag = aggregate(rs)
+        pn["e2e"][mode] = {"images_per_sec": ag["images_per_sec"],
+                           "memory_mode_reported": rs[-1].get("memory_mode")}
+    if "pinned" in pn["e2e"] and "pageable" in pn["e2e"]:
+        p1 = pn["e2e"]["pinned"]["images_per_sec"]
+        p2 = pn["e2e"]["pageable"]["images_per_sec"]
+        pn["gain_pct"] = round(100.0 * (p1 / p2 - 1), 1) if p2 else None
+    return pn
+
+
+def summary_rows(rows):
+    """The summary line's rows: per (system, workers), the estimates and the
+    aggregates of each pass."""
+    out = []
+    for e in rows.values():
+        d = {"system": e["system"], "workers": e["workers"]}
+        for k in ("data_seconds_per_batch", "epoch_seconds_estimate"):
+            if k in e:
+                d[k] = e[k]
+        for npass in ("max", "step"):
+            if e.get(npass):
+                d[npass] = e[npass]
+        out.append(d)
+    return out
+
+
 def run(a, progress):
     rf = import_ringfeed(a)
     # torch: for the comparison, for CUDA, and (when importable) for the binding's tensors.
     torch, torchvision, torch_desc = import_torch(True)
-    cuda_torch = False
-    cuda_reason = None
-    if torch is None:
-        cuda_reason = torch_desc
-    else:
-        try:
-            cuda_torch = bool(torch.cuda.is_available())
-        except Exception as e:
-            cuda_reason = "torch.cuda.is_available() failed: %s" % e
-        if not cuda_torch and cuda_reason is None:
-            cuda_reason = "torch %s %s" % (torch.__version__,
-                                           "is a build without CUDA" if not torch.version.cuda
-                                           else "sees no usable GPU (torch.cuda.is_available() "
-                                           "is False)")
+    cuda_torch, cuda_reason = torch_cuda(torch, torch_desc)
 
     # The data.
     if a.data:
@@ -75,55 +206,14 @@ def run(a, progress):
             raise BenchError("--record-size needs --data")
         source, data_spec = prepare_sample(a, progress)
 
-    # A probe loader: the source's size, the io backend, CUDA support of the library.
-    probe_kw = dict(batch_size=a.batch_size, num_workers=1, shuffle=False, output="numpy")
-    if a.record_size:
-        probe_kw.update(record_size=a.record_size, header_size=a.header_size, dtype=a.dtype,
-                        transform="none")
-    else:
-        probe_kw.update(image_size=a.image_size, transform=a.transform)
-    try:
-        probe = rf.Loader(source, **probe_kw)
-    except Exception as e:
-        raise BenchError("ringfeed cannot read %s: %s" % (source, e))
-    n_samples, batches_per_epoch = probe.num_samples, len(probe)
-    pst = probe.stats()
-    io_backend = pst.get("io_backend")
-    rf_cuda = pst.get("cuda") or {}
-    paths = []
-    if not a.no_warm:
-        seen = set()
-        for i in range(min(n_samples, 2000000)):
-            p = probe.sample_path(i)
-            if p not in seen:
-                seen.add(p)
-                paths.append(p)
-    probe.close()
-    del probe
-
+    probe_kw, n_samples, batches_per_epoch, io_backend, rf_cuda, paths = probe(rf, a, source)
     is_folder = os.path.isdir(source)
-    if is_folder:
-        classes = sorted(d for d in os.listdir(source) if os.path.isdir(os.path.join(source, d)))
-        data_desc = "%d images in %s (image folder, %d classes)" % (n_samples, source, len(classes))
-    else:
-        data_desc = "%d samples in %s" % (n_samples, source)
-    if data_spec.get("generated") is not None and not a.data:
-        data_desc += " [built-in sample]"
-    data_name = os.path.basename(os.path.normpath(source)) if is_folder else os.path.basename(source)
+    data_desc, data_name = describe_data(a, source, data_spec, n_samples)
 
     # CUDA: the device and the pinned vs pageable section.
     cuda_ok = False
     if cuda_torch:
-        if not rf_cuda.get("built"):
-            cuda_reason = "libringfeed was built without CUDA (%s)" % rf.library_path()
-        else:
-            try:
-                t = rf.Loader(source, **dict(probe_kw, output="auto", device="cuda"))
-                t.close()
-                del t
-                cuda_ok = True
-            except Exception as e:
-                cuda_reason = "ringfeed reports no CUDA device: %s" % e
+        cuda_ok, cuda_reason = ringfeed_cuda(rf, source, probe_kw, rf_cuda)
     device = a.device or ("cuda" if cuda_ok else "cpu")
     if device == "cuda" and not cuda_ok:
         raise BenchError("--device cuda: %s" % cuda_reason)
@@ -182,18 +272,8 @@ def run(a, progress):
     if not a.no_warm:
         warm_note = warm_page_cache(paths, progress)
 
-    # The plan: per worker count, each repeat alternates the systems' order.
-    systems = ["ringfeed"] + (["dataloader"] if torch_ok else [])
-    # Repeats are the outer loop, so that a noisy spell on a shared machine is
-    # spread over every worker count instead of hitting one.
-    plan = []
-    for rep in range(a.epochs):
-        for w in a.worker_list:
-            sys_w = [s for s in systems if not (s == "dataloader" and w == "auto")]
-            order = sys_w if rep % 2 == 0 else sys_w[::-1]
-            for npass in (("max", "step") if step else ("max",)):
-                for s in order:
-                    plan.append((s, w, npass, rep, sizing_memory))
+    plan = make_plan(a, ["ringfeed"] + (["dataloader"] if torch_ok else []), step is not None,
+                     sizing_memory)
     do_pinned = device == "cuda" and cuda_ok
     pinned_modes = {"both": ["pinned", "pageable"], "pinned": ["pinned"],
                     "pageable": ["pageable"]}[a.memory]
@@ -233,16 +313,7 @@ def run(a, progress):
 
     rows, per_system = build_summary(b, {"torch_ok": torch_ok, "sizing_memory": sizing_memory,
                                          "batches_per_epoch": batches_per_epoch})
-    others = [r["other_cpu_cores"] for r in b.runs if r.get("other_cpu_cores") is not None]
-    noise = None
-    if others:
-        noise = {"other_cpu_cores_mean": round(sum(others) / len(others), 3),
-                 "other_cpu_cores_max": round(max(others), 3)}
-        if noise["other_cpu_cores_mean"] > 0.2 * machine["usable_cores"]:
-            b.notes.append("other processes used %.2f cores on average (up to %.2f) during "
-                           "the runs: the machine was busy, figures are noisy; rerun on a quiet "
-                           "machine" % (noise["other_cpu_cores_mean"],
-                                        noise["other_cpu_cores_max"]))
+    noise = machine_noise(b, machine)
 
     # Pinned vs pageable.
     if not do_pinned:
@@ -254,29 +325,8 @@ def run(a, progress):
                                    % cuda_reason}
         jout.write("pinned_vs_pageable", {"skipped": True, "reason": b.pinned["skipped"]})
     else:
-        fixed = [w for w in a.worker_list if w != "auto"]
-        pw = per_system["ringfeed"].get("knee_workers") or (max(fixed) if fixed else "auto")
-        nbytes = a.batch_size * (a.record_size or 3 * a.image_size * a.image_size)
-        pn = {"workers": pw, "batch_bytes": nbytes, "h2d_gbps": {}, "e2e": {}}
-        for mode in pinned_modes:
-            pn["h2d_gbps"][mode] = round(h2d_gbps(torch, nbytes, mode == "pinned"), 3)
-            jout.write("h2d", {"memory": mode, "bytes": nbytes, "gbps": pn["h2d_gbps"][mode]})
-        e2e_runs = {m: [] for m in pinned_modes}
-        for rep in range(a.epochs):
-            order = pinned_modes if rep % 2 == 0 else pinned_modes[::-1]
-            for mode in order:
-                r = one("ringfeed", pw, "max", rep, mode, mode == "pinned", "pinned_vs_pageable")
-                e2e_runs[mode].append(r)
-        for mode, rs in e2e_runs.items():
-            ag = aggregate(rs)
-            pn["e2e"][mode] = {"images_per_sec": ag["images_per_sec"],
-                               "memory_mode_reported": rs[-1].get("memory_mode")}
-        if "pinned" in pn["e2e"] and "pageable" in pn["e2e"]:
-            p1 = pn["e2e"]["pinned"]["images_per_sec"]
-            p2 = pn["e2e"]["pageable"]["images_per_sec"]
-            pn["gain_pct"] = round(100.0 * (p1 / p2 - 1), 1) if p2 else None
-        b.pinned = pn
-        jout.write("pinned_vs_pageable", dict(pn, skipped=False))
+        b.pinned = pinned_vs_pageable(a, torch, per_system, pinned_modes, one, jout)
+        jout.write("pinned_vs_pageable", dict(b.pinned, skipped=False))
 
     progress.clear()
     rec_lines = recommendation(b, {"machine": machine, "batches_per_epoch": batches_per_epoch},
@@ -296,18 +346,8 @@ def run(a, progress):
             b.notes.append("plot not written: %s" % e)
     if a.json:
         ctx["outputs"].append(a.json)
-    summary_rows = []
-    for key, e in rows.items():
-        d = {"system": e["system"], "workers": e["workers"]}
-        for k in ("data_seconds_per_batch", "epoch_seconds_estimate"):
-            if k in e:
-                d[k] = e[k]
-        for npass in ("max", "step"):
-            if e.get(npass):
-                d[npass] = e[npass]
-        summary_rows.append(d)
     jout.write("summary", {
-        "rows": summary_rows, "systems": per_system, "pinned_vs_pageable": b.pinned,
+        "rows": summary_rows(rows), "systems": per_system, "pinned_vs_pageable": b.pinned,
         "compare_torch": {"ran": torch_ok, "skipped": torch_skip},
         "warm": warm_note, "machine_noise": noise, "notes": b.notes, "recommendation": rec_lines,
         "plot": a.plot if a.plot and a.plot in ctx["outputs"] else None})

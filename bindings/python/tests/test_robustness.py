@@ -401,3 +401,32 @@ def test_verify_option(tmp_path):
     assert errors_per_epoch(verify="none") == [(0, 0), (0, 0)]
     with pytest.raises(ValueError, match="verify"):
         _make(str(root), verify="sometimes")
+
+
+# ---------------------------------------------------------- max_file_bytes
+
+def test_max_file_bytes(tmp_path):
+    """A sample file larger than max_file_bytes is an error that names it.
+    The default is not sent, so a library without RF_P_MAX_FILE_BYTES still
+    runs; such a library refuses any other value as an option error."""
+    bounds = ringfeed._lib.param_bounds(ringfeed._lib.RF_P_MAX_FILE_BYTES)
+    limit = max(64 << 10, bounds[0] if bounds else 0)
+    root = tmp_path / "m"
+    for i in range(3):
+        write_jpeg(str(root / "a" / ("small%d.jpg" % i)), 16, 16, seed=60 + i)
+    big = root / "a" / "big.jpg"
+    write_jpeg(str(big), 64, 48, seed=63)
+    data = big.read_bytes()  # a valid JPEG, padded past the limit after its end
+    big.write_bytes(data + b"\0" * (limit + 1 - len(data)))
+
+    with _make(str(root), batch_size=2) as ld:  # the default limit: every file is read
+        assert sum(len(labels) for _, labels in ld) == 4
+    if bounds is None:
+        with pytest.raises(ValueError, match="max_file_bytes"):
+            _make(str(root), max_file_bytes=limit)
+        return
+    with _make(str(root), batch_size=2, max_file_bytes=limit) as ld:
+        with pytest.raises(ringfeed.RingfeedError, match="big.jpg"):
+            list(ld)
+    with _make(str(root), batch_size=2, max_file_bytes=limit + 1) as ld:
+        assert sum(len(labels) for _, labels in ld) == 4

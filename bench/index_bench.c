@@ -208,9 +208,7 @@ static void bench_first_batch(const char *data, FILE *jl, const char *rev, int s
                 exit(1);
             }
             rf_batch_release(batch);
-            int64_t w = 0;
-            rf_loader_get_param(l, RF_P_NUM_WORKERS, &w);
-            workers = (int)w;
+            workers = rf_loader_active_workers(l);
             rf_loader_destroy(l);
         }
         double mf = bu_median(first, repeats), mi = bu_median(index, repeats);

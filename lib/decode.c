@@ -23,7 +23,7 @@
 
 #include <jpeglib.h>
 
-#include "reader.h"
+#include "clock.h"
 #include "ringfeed.h"
 #include "rng.h"
 #include "transform.h"

@@ -27,6 +27,8 @@
 #define _GNU_SOURCE
 #include "reader.h"
 
+#include "clock.h"
+
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -73,13 +75,6 @@ struct rf_reader {
     unsigned nready;
 #endif
 };
-
-int64_t rf__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 static int grow(rf_read *req, size_t need)
 {

@@ -85,6 +85,4 @@ int rf__reader_reap(rf_reader *r, rf_read **done, int max, int timeout_ms);
  * reader applies it. 0, or -1 with err and what set. */
 int rf__read_sync(rf_read *req, uint64_t max_bytes);
 
-int64_t rf__now_ns(void);
-
 #endif

@@ -32,6 +32,7 @@
 
 #include <cmocka.h>
 
+#include "clock.h"
 #include "reader.h"
 #include "ringfeed.h"
 #include "testcheck.h"

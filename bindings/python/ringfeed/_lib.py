@@ -34,6 +34,12 @@ RF_E_SYSTEM = -7
 RF_E_CUDA = -8
 RF_E_TIMEOUT = -9
 RF_E_LIMIT = -10
+RF_E_STOPPED = -11
+RF_E_FORKED = -12
+RF_E_NO_DEVICE = -13
+RF_E_RELEASED = -14
+RF_E_NOT_STARTED = -15
+RF_E_RING_FULL = -16
 
 RF_P_BATCH_SIZE = 1
 RF_P_IMAGE_SIZE = 2
@@ -61,6 +67,7 @@ RF_P_RECORD_SIZE = 23
 RF_P_HEADER_SIZE = 24
 RF_P_DTYPE = 25
 RF_P_VERIFY = 26
+RF_P_MAX_FILE_BYTES = 27
 
 PARAM_NAMES = {
     RF_P_BATCH_SIZE: "batch_size",
@@ -89,6 +96,7 @@ PARAM_NAMES = {
     RF_P_HEADER_SIZE: "header_size",
     RF_P_DTYPE: "dtype",
     RF_P_VERIFY: "verify",
+    RF_P_MAX_FILE_BYTES: "max_file_bytes",
 }
 
 TRANSFORMS = {"none": 0, "center": 1, "random_resized_crop": 2}
@@ -123,7 +131,8 @@ _SIGNATURES = [
     ("rf_loader_next", ctypes.c_int, [_c_loader_p, ctypes.POINTER(_c_batch_p)]),
     ("rf_loader_next_wait", ctypes.c_int, [_c_loader_p, ctypes.POINTER(_c_batch_p), _i64]),
     ("rf_loader_stop", None, [_c_loader_p]),
-    ("rf_batch_release", None, [_c_batch_p]),
+    ("rf_batch_release", ctypes.c_int, [_c_batch_p]),
+    ("rf_loader_active_workers", ctypes.c_int, [_c_loader_p]),
     ("rf_batch_data", ctypes.c_void_p, [_c_batch_p]),
     ("rf_batch_labels", _i64_p, [_c_batch_p]),
     ("rf_batch_count", _i64, [_c_batch_p]),
@@ -135,7 +144,7 @@ _SIGNATURES = [
     ("rf_loader_stats_json", _i64, [_c_loader_p, ctypes.c_char_p, ctypes.c_size_t]),
     ("rf_loader_sample_path", ctypes.c_char_p, [_c_loader_p, _i64]),
     ("rf_loader_sample_label", _i64, [_c_loader_p, _i64]),
-    # CUDA (present in every build; RF_E_STATE / 0 without a device). Streams
+    # CUDA (present in every build; RF_E_NO_DEVICE / 0 without a device). Streams
     # and device pointers travel as integers (cudaStream_t, data_ptr()).
     ("rf_cuda_device_count", ctypes.c_int, []),
     ("rf_loader_next_device", ctypes.c_int,

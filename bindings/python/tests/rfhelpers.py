@@ -5,9 +5,11 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 
@@ -202,3 +204,18 @@ def run_python(code, env_extra=None, args=(), timeout=300):
                              % (r.returncode, r.stdout, r.stderr))
     lines = [l for l in r.stdout.splitlines() if l.strip()]
     return json.loads(lines[-1])
+
+
+def wait_child(pid, timeout=60):
+    """The wait status of forked child pid, or None when it did not end
+    within timeout seconds (it is killed and reaped then)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return None
+        time.sleep(0.02)

@@ -67,7 +67,7 @@ def test_cpu_loader_memory_is_pageable_and_says_why(folder, pin):
 
 def test_native_without_device_is_a_state_error(folder):
     """A loader asked for device 0 on a machine without one runs on the CPU;
-    the device calls say RF_E_STATE and why."""
+    the device calls say RF_E_NO_DEVICE and why."""
     if native_devices() > 0:
         pytest.skip("this machine has a CUDA device")
     l = lib()
@@ -78,7 +78,7 @@ def test_native_without_device_is_a_state_error(folder):
         assert l.rf_loader_set_param(ptr, _lib.RF_P_IMAGE_SIZE, 32) == 0
         assert l.rf_loader_start(ptr) == 0
         b = ctypes.c_void_p()
-        assert l.rf_loader_next_device(ptr, None, ctypes.byref(b)) == _lib.RF_E_STATE
+        assert l.rf_loader_next_device(ptr, None, ctypes.byref(b)) == _lib.RF_E_NO_DEVICE
         msg = l.rf_loader_errmsg(ptr).decode()
         assert "no CUDA" in msg, msg
         buf = ctypes.create_string_buffer(1 << 16)
@@ -97,7 +97,7 @@ def test_native_without_device_is_a_state_error(folder):
         assert st["device"] == "cpu"
         assert l.rf_loader_next(ptr, ctypes.byref(b)) == 0
         assert l.rf_batch_device_data(b) is None
-        assert l.rf_batch_copy_to(b, None, None, None) == _lib.RF_E_STATE
+        assert l.rf_batch_copy_to(b, None, None, None) == _lib.RF_E_NO_DEVICE
         l.rf_batch_release(b)
     finally:
         l.rf_loader_destroy(ptr)

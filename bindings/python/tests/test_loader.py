@@ -14,7 +14,7 @@ import pytest
 
 import ringfeed
 from rfhelpers import (as_numpy, batch_digest, epoch_digests, gen_folder, imagefolder_samples,
-                       pil_folder, psnr, reference_center, run_python, write_jpeg)
+                       pil_folder, psnr, reference_center, run_python, wait_child, write_jpeg)
 
 try:
     import torch
@@ -583,16 +583,9 @@ def test_forked_child_gets_clear_error(folder):
             code = 14
         finally:
             os._exit(code)
-    deadline = time.monotonic() + 60
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            pytest.fail("forked child hung using the parent's loader")
-        time.sleep(0.05)
+    status = wait_child(pid)
+    if status is None:
+        pytest.fail("forked child hung using the parent's loader")
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
     # The parent's loader is unaffected.
     assert len(list(it)) == len(ld) - 1

@@ -5,7 +5,6 @@ batch, and a forked child touching the parent's loader."""
 import gc
 import os
 import shutil
-import signal
 import struct
 import subprocess
 import time
@@ -14,7 +13,8 @@ import numpy as np
 import pytest
 
 import ringfeed
-from rfhelpers import find_gen, photo_like, psnr, reference_center, run_python, write_jpeg
+from rfhelpers import (find_gen, photo_like, psnr, reference_center, run_python, wait_child,
+                       write_jpeg)
 
 S = 32  # output side
 
@@ -282,16 +282,10 @@ def test_ctrl_c_while_waiting_raises_within_200ms(tmp_path):
 # ----------------------------------------------------------------- fork
 
 def _wait_child(pid, timeout=60):
-    deadline = time.monotonic() + timeout
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return status
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            pytest.fail("forked child hung using the parent's loader")
-        time.sleep(0.02)
+    status = wait_child(pid, timeout)
+    if status is None:
+        pytest.fail("forked child hung using the parent's loader")
+    return status
 
 
 def test_forked_child_gets_clear_errors_while_parent_is_busy(bad_folder):
@@ -355,6 +349,7 @@ def test_forked_child_exits_normally_with_a_live_loader(bad_folder):
     mixed, valid, bad, kinds = bad_folder
     res = run_python("""
         import gc, os, time, ringfeed
+        from rfhelpers import wait_child
         ld = ringfeed.Loader(sys.argv[1], batch_size=3, image_size=24, num_workers=2,
                              output="numpy")
         it = iter(ld)
@@ -366,18 +361,8 @@ def test_forked_child_exits_normally_with_a_live_loader(bad_folder):
             except ringfeed.RingfeedError:
                 pass
             sys.exit(0)  # normal shutdown with ld, it and batch alive
-        deadline = time.monotonic() + 60
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-            if time.monotonic() > deadline:
-                os.kill(pid, 9)
-                os.waitpid(pid, 0)
-                status = "hung"
-                break
-            time.sleep(0.02)
-        ok = status != "hung" and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        status = wait_child(pid)
+        ok = status is not None and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
         n = 1 + sum(1 for _ in it)
         ld.close()
         print(json.dumps({"child_ok": ok, "status": str(status), "batches": n, "len": len(ld)}))
@@ -416,3 +401,32 @@ def test_verify_option(tmp_path):
     assert errors_per_epoch(verify="none") == [(0, 0), (0, 0)]
     with pytest.raises(ValueError, match="verify"):
         _make(str(root), verify="sometimes")
+
+
+# ---------------------------------------------------------- max_file_bytes
+
+def test_max_file_bytes(tmp_path):
+    """A sample file larger than max_file_bytes is an error that names it.
+    The default is not sent, so a library without RF_P_MAX_FILE_BYTES still
+    runs; such a library refuses any other value as an option error."""
+    bounds = ringfeed._lib.param_bounds(ringfeed._lib.RF_P_MAX_FILE_BYTES)
+    limit = max(64 << 10, bounds[0] if bounds else 0)
+    root = tmp_path / "m"
+    for i in range(3):
+        write_jpeg(str(root / "a" / ("small%d.jpg" % i)), 16, 16, seed=60 + i)
+    big = root / "a" / "big.jpg"
+    write_jpeg(str(big), 64, 48, seed=63)
+    data = big.read_bytes()  # a valid JPEG, padded past the limit after its end
+    big.write_bytes(data + b"\0" * (limit + 1 - len(data)))
+
+    with _make(str(root), batch_size=2) as ld:  # the default limit: every file is read
+        assert sum(len(labels) for _, labels in ld) == 4
+    if bounds is None:
+        with pytest.raises(ValueError, match="max_file_bytes"):
+            _make(str(root), max_file_bytes=limit)
+        return
+    with _make(str(root), batch_size=2, max_file_bytes=limit) as ld:
+        with pytest.raises(ringfeed.RingfeedError, match="big.jpg"):
+            list(ld)
+    with _make(str(root), batch_size=2, max_file_bytes=limit + 1) as ld:
+        assert sum(len(labels) for _, labels in ld) == 4

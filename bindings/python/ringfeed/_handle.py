@@ -1,0 +1,161 @@
+"""The native loader handle and the batch leases it lends.
+
+A _Handle owns one rf_loader: it creates, configures and starts it, asks it
+for batches, and destroys it. Each lent rf_batch is a _Lease that holds a
+reference to its _Handle, so rf_loader_destroy runs only after the Loader let
+go of the handle (close, or a respawn) *and* every lease died: memory handed
+out is never recycled under the caller.
+
+Fork safety: a handle remembers the process that made it. In a forked child
+nothing native is ever called through it (not even destroy or release): the
+library's threads do not exist there and its locks may be held.
+"""
+
+import ctypes
+import os
+import threading
+
+from ._errors import RingfeedError, _OptionError, status_error
+from ._lib import (PARAM_NAMES, RF_AGAIN, RF_E_INVALID, RF_END_OF_EPOCH, RF_OK, param_bounds,
+                   strerror)
+
+# Captured once: __del__ may run during interpreter shutdown, when module
+# globals can already be gone.
+_getpid = os.getpid
+
+# rf_loader_next_wait timeout: short enough that Ctrl-C is honoured quickly
+# (Python runs signal handlers between our calls), long enough to cost nothing.
+_WAIT_MS = 100
+
+
+class _Handle:
+    """Owns one native rf_loader (see the module's docstring)."""
+
+    __slots__ = ("lib", "ptr", "pid", "lock", "leases", "stopped", "__weakref__")
+
+    def __init__(self, lib, ptr):
+        self.lib = lib
+        self.ptr = ptr
+        self.pid = _getpid()
+        self.lock = threading.Lock()  # protects leases (__del__ may run on any thread)
+        self.leases = 0               # batches lent and not yet released
+        self.stopped = False          # stop() was called: a failing wait means "closed"
+
+    @classmethod
+    def open(cls, lib, source, params, source_str):
+        """A started loader on `source` (bytes) with `params`, a list of
+        (RF_P_*, value). An option the library refuses raises _OptionError."""
+        ptr = lib.rf_loader_create(source)
+        if not ptr:
+            raise MemoryError("ringfeed: rf_loader_create failed")
+        h = cls(lib, ptr)
+        for param, value in params:
+            rc = lib.rf_loader_set_param(ptr, param, value)
+            if rc < 0:
+                msg = "ringfeed: %s=%d rejected: %s" % (PARAM_NAMES.get(param, str(param)), value,
+                                                        strerror(rc))
+                bounds = param_bounds(param)
+                if bounds:
+                    msg += " (valid range %d..%d)" % bounds
+                detail = h.errmsg()
+                if detail:
+                    msg += ": " + detail
+                raise (_OptionError if rc == RF_E_INVALID else RingfeedError)(msg, rc)
+        rc = lib.rf_loader_start(ptr)
+        if rc < 0:
+            raise h.error(rc, "start %s" % source_str, option=True)
+        return h
+
+    def outstanding(self):
+        with self.lock:
+            return self.leases
+
+    def errmsg(self):
+        if not self.ptr:
+            return ""
+        m = self.lib.rf_loader_errmsg(self.ptr)
+        return m.decode("utf-8", "replace") if m else ""
+
+    def error(self, rc, what, option=False):
+        """The exception for status rc of the call `what` on this loader."""
+        return status_error(rc, self.errmsg(), what, option)
+
+    def get(self, param):
+        out = ctypes.c_int64()
+        rc = self.lib.rf_loader_get_param(self.ptr, param, ctypes.byref(out))
+        if rc < 0:
+            raise self.error(rc, "get_param %s" % PARAM_NAMES.get(param, param))
+        return out.value
+
+    def tell(self):
+        """(epoch, batch) of the next batch."""
+        e, b = ctypes.c_int64(), ctypes.c_int64()
+        rc = self.lib.rf_loader_tell(self.ptr, ctypes.byref(e), ctypes.byref(b))
+        if rc < 0:
+            raise self.error(rc, "tell")
+        return e.value, b.value
+
+    def next_lease(self, next_stream=None):
+        """The next batch as a _Lease, or None at the end of the epoch.
+        next_stream: None, or a function giving the CUDA stream to take the
+        batch onto the loader's device buffers (rf_loader_next_device), or
+        None from it to take a host batch; asked again at each wait."""
+        lib = self.lib
+        out = ctypes.c_void_p()
+        while True:
+            stream = next_stream() if next_stream else None
+            if stream is not None:
+                rc = lib.rf_loader_next_device_wait(self.ptr, stream, ctypes.byref(out), _WAIT_MS)
+            else:
+                rc = lib.rf_loader_next_wait(self.ptr, ctypes.byref(out), _WAIT_MS)
+            if rc == RF_OK:
+                return _Lease(self, out.value)
+            if rc == RF_AGAIN:
+                continue
+            if rc == RF_END_OF_EPOCH:
+                return None
+            if self.stopped:
+                raise RingfeedError("ringfeed: the loader was closed while waiting for a batch", rc)
+            raise self.error(rc, "next")
+
+    def stop(self):
+        """Stops the loader's threads; lent batches stay readable. No-op in a
+        forked child."""
+        self.stopped = True  # before rf_loader_stop: a wait it ends must see it
+        if self.ptr and self.pid == _getpid():
+            self.lib.rf_loader_stop(self.ptr)
+
+    def __del__(self):
+        ptr, self.ptr = self.ptr, None
+        try:
+            if ptr and self.pid == _getpid():
+                self.lib.rf_loader_destroy(ptr)
+        except Exception:  # interpreter shutdown
+            pass
+
+
+class _Lease:
+    """One lent rf_batch; released when the object dies (or explicitly)."""
+
+    __slots__ = ("handle", "batch")
+
+    def __init__(self, handle, batch):
+        self.handle = handle
+        self.batch = batch
+        with handle.lock:
+            handle.leases += 1
+
+    def release(self):
+        b, self.batch = self.batch, None
+        if not b:
+            return
+        h = self.handle
+        try:
+            if h.pid == _getpid():
+                h.lib.rf_batch_release(b)
+            with h.lock:
+                h.leases -= 1
+        except Exception:  # interpreter shutdown
+            pass
+
+    __del__ = release

@@ -1,0 +1,191 @@
+"""Loader's keyword arguments, turned into the C API's RF_P_* parameters.
+
+Only what the library cannot see is checked here: Python types, names that
+become enum values (transform, layout, dtype, ...), device strings, unknown
+keywords, the source list, the RANK / WORLD_SIZE / LOCAL_WORLD_SIZE
+environment defaults. Ranges and combinations (rank below world_size,
+records need transform none, record_size a multiple of the dtype's size, ...)
+are the library's to refuse, at rf_loader_set_param or rf_loader_start; the
+binding raises its message as a ValueError (_errors._OptionError).
+
+Parameters that newer libraries added are sent only when they differ from
+their default, so the binding still runs on a library that predates them.
+"""
+
+import os
+
+import numpy as np
+
+from . import _lib
+
+# RF_P_MAX_FILE_BYTES's default in the library: larger sample files are errors.
+MAX_FILE_BYTES = 512 << 20
+
+# Options after local_world_size, accepted as keyword arguments.
+_EXTRA_INT_OPTIONS = {
+    "max_pixels": _lib.RF_P_MAX_PIXELS,
+    "max_scans": _lib.RF_P_MAX_SCANS,
+    "read_depth": _lib.RF_P_READ_DEPTH,
+    "read_timeout_ms": _lib.RF_P_READ_TIMEOUT_MS,
+    "max_errors": _lib.RF_P_MAX_ERRORS,
+}
+
+
+def _choice(name, value, table, fold=str.lower):
+    if isinstance(value, str):
+        key = fold(value)
+        if key in table:
+            return table[key]
+    raise ValueError("ringfeed: %s must be one of %s, not %r" % (name, ", ".join(map(repr, table)), value))
+
+
+def _int(name, value):
+    if isinstance(value, bool):
+        return int(value)
+    try:
+        return int(value.__index__())
+    except (AttributeError, TypeError):
+        raise TypeError("ringfeed: %s must be an integer, not %r" % (name, value)) from None
+
+
+def _env_int(var, default):
+    v = os.environ.get(var)
+    if v is None or v.strip() == "":
+        return default
+    try:
+        return int(v)
+    except ValueError:
+        raise ValueError("ringfeed: environment %s=%r is not an integer" % (var, v)) from None
+
+
+def _source_spec(source):
+    """The C source string: a path, or a list of paths joined by newlines."""
+    if isinstance(source, (list, tuple)):
+        if not source:
+            raise ValueError("ringfeed: the list of sources is empty")
+        parts = []
+        for s in source:
+            try:
+                p = os.fsdecode(s)
+            except TypeError:
+                raise TypeError("ringfeed: sources must be paths, not %r" % (s,)) from None
+            if "\n" in p or not p:
+                raise ValueError("ringfeed: bad source path %r in the list" % (p,))
+            parts.append(p)
+        return os.fsencode("\n".join(parts))
+    try:
+        return os.fsencode(source)
+    except TypeError:
+        raise TypeError("ringfeed: source must be a path or a list of paths, not %r"
+                        % (source,)) from None
+
+
+def _dtype_value(dtype):
+    """enum rf_dtype of a dtype given as a string or a numpy dtype."""
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:
+        name = None
+    if name not in _lib.DTYPES:
+        raise ValueError("ringfeed: dtype must be one of %s, not %r"
+                         % (", ".join(_lib.DTYPES), dtype))
+    return _lib.DTYPES[name], np.dtype(name)
+
+
+def _parse_device(device):
+    """('cpu', -1) or ('cuda', index)."""
+    s = "cpu" if device is None else str(device)
+    if s == "cpu":
+        return "cpu", -1
+    if s == "cuda" or s.startswith("cuda:"):
+        idx = 0
+        if ":" in s:
+            try:
+                idx = int(s.split(":", 1)[1])
+            except ValueError:
+                raise ValueError("ringfeed: bad device %r" % (device,)) from None
+        return "cuda", idx
+    raise ValueError("ringfeed: device must be 'cpu', 'cuda' or 'cuda:N', not %r" % (device,))
+
+
+class Options:
+    """Loader's arguments, checked: the source, the output's kind, and
+    `params`, the (RF_P_*, value) pairs to set before rf_loader_start.
+    `extra` holds the keyword options beyond Loader's named arguments."""
+
+    def __init__(self, source, batch_size, image_size, transform, flip, layout, shuffle, seed,
+                 drop_last, num_workers, device, pin_memory, prefetch, on_error, rank,
+                 world_size, local_world_size, max_file_bytes, extra):
+        self.source = _source_spec(source)
+        self.source_str = os.fsdecode(self.source).replace("\n", ", ")
+
+        extra = dict(extra)
+        record_size = _int("record_size", extra.pop("record_size", 0))
+        header_size = _int("header_size", extra.pop("header_size", 0))
+        dtype_v, dtype = _dtype_value(extra.pop("dtype", "uint8"))
+        self.records = record_size > 0
+        self.record_size = record_size
+        self.dtype = dtype if self.records else np.dtype(np.uint8)  # of the batches' elements
+        if transform is None:
+            transform = "none" if self.records else "random_resized_crop"
+        self.output = extra.pop("output", "auto")
+        self.copy_mode = extra.pop("copy_mode", "ring")
+        io_backend = extra.pop("io_backend", "auto")
+        verify = extra.pop("verify", "once")
+        ints = [(_EXTRA_INT_OPTIONS[k], _int(k, extra.pop(k)))
+                for k in list(extra) if k in _EXTRA_INT_OPTIONS]
+        if extra:
+            raise TypeError("ringfeed.Loader() got unexpected keyword argument(s): %s"
+                            % ", ".join(sorted(extra)))
+
+        transform_v = _choice("transform", transform, _lib.TRANSFORMS)
+        if flip is None:
+            flip = transform_v == _lib.TRANSFORMS["random_resized_crop"]
+        layout_v = _choice("layout", layout, _lib.LAYOUTS, fold=str.upper)
+        on_error_v = _choice("on_error", on_error, _lib.ON_ERROR)
+        io_v = _choice("io_backend", io_backend, _lib.IO_BACKENDS)
+        verify_v = _choice("verify", verify, _lib.VERIFY)
+        max_file_bytes = _int("max_file_bytes", max_file_bytes)
+
+        if rank is None:
+            rank = _env_int("RANK", 0)
+        if world_size is None:
+            world_size = _env_int("WORLD_SIZE", 1)
+        if local_world_size is None:
+            local_world_size = _env_int("LOCAL_WORLD_SIZE", 1)
+
+        self.device_kind, self.device_index = _parse_device(device)
+        self.device = "cpu" if self.device_kind == "cpu" else "cuda:%d" % self.device_index
+
+        P = _lib
+        self.params = [
+            (P.RF_P_BATCH_SIZE, _int("batch_size", batch_size)),
+            (P.RF_P_IMAGE_SIZE, _int("image_size", image_size)),
+            (P.RF_P_TRANSFORM, transform_v),
+            (P.RF_P_FLIP, 1 if flip else 0),
+            (P.RF_P_LAYOUT, layout_v),
+            (P.RF_P_SHUFFLE, 1 if shuffle else 0),
+            (P.RF_P_SEED, _int("seed", seed)),
+            (P.RF_P_DROP_LAST, 1 if drop_last else 0),
+            (P.RF_P_NUM_WORKERS, _int("num_workers", num_workers)),
+            (P.RF_P_PREFETCH, _int("prefetch", prefetch)),
+            (P.RF_P_ON_ERROR, on_error_v),
+            (P.RF_P_RANK, _int("rank", rank)),
+            (P.RF_P_WORLD_SIZE, _int("world_size", world_size)),
+            (P.RF_P_LOCAL_WORLD_SIZE, _int("local_world_size", local_world_size)),
+            (P.RF_P_IO_BACKEND, io_v),
+            (P.RF_P_PIN_MEMORY, 1 if pin_memory else 0),
+            (P.RF_P_DEVICE, self.device_index),
+        ]
+        # Defaults not sent: libraries before 0.2 lack RF_P_VERIFY, and older
+        # ones RF_P_MAX_FILE_BYTES.
+        if verify_v != _lib.VERIFY["once"]:
+            self.params.append((P.RF_P_VERIFY, verify_v))
+        if max_file_bytes != MAX_FILE_BYTES:
+            self.params.append((P.RF_P_MAX_FILE_BYTES, max_file_bytes))
+        self.params += ints
+        # Any record option that is not 0 goes to the library, which refuses
+        # negative sizes; the dtype matters for records only.
+        if record_size or header_size:
+            self.params += [(P.RF_P_RECORD_SIZE, record_size), (P.RF_P_HEADER_SIZE, header_size),
+                            (P.RF_P_DTYPE, dtype_v)]

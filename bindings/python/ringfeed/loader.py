@@ -1,0 +1,331 @@
+"""ringfeed.Loader: the iterable that training code holds.
+
+It checks its arguments (_options), starts a native loader (_handle), and
+turns each lent batch into arrays or tensors (_outputs). What it adds itself
+is the position: an iteration starts where set_epoch or load_state_dict put
+the loader, or else at batch 0 of the current epoch; moving the position
+invalidates running iterators. When the library refuses to move while
+batches are still held, a fresh native loader on the same options takes
+over and the old one lives on until its last batch dies.
+"""
+
+import ctypes
+import gc
+import json
+import operator
+import os
+
+from . import _lib
+from ._errors import RingfeedError
+from ._handle import _Handle, _getpid
+from ._lib import RF_E_FORKED, RF_E_NO_DEVICE, RF_E_STATE, RF_E_STOPPED
+from ._options import MAX_FILE_BYTES, Options, _int
+from ._outputs import BatchForm, make_output
+
+_STATE_VERSION = 1
+
+
+def _readonly(attr, doc):
+    """A read-only property giving self.<attr> (a dotted path)."""
+    return property(operator.attrgetter(attr), doc=doc)
+
+
+class Loader:
+    """Iterable of (images, labels) batches from an image folder, a list file
+    or WebDataset tar shards; or of data batches alone from record files.
+
+    source: a folder, a list file, a .tar shard, a brace pattern
+    ("shards/train-{0000..0099}.tar"), a glob ("shards/*.tar"), or a list of
+    these. record_size > 0 reads fixed-size records instead (token shards):
+    header_size bytes are skipped at the start of each file, dtype ("uint8",
+    "uint16", "int32", "int64") types the output, transform must be "none"
+    (the default for records); each batch is the data array alone, shape
+    [B, record_size // itemsize] (torch before 2.3 has no uint16: int32 there).
+
+    See DESIGN.md, "Python surface". Options map one to one to the C API's
+    RF_P_* parameters; rank/world_size default to torchrun's RANK/WORLD_SIZE
+    and local_world_size to LOCAL_WORLD_SIZE. flip=None (the default) means
+    "flip when transform is random_resized_crop". max_file_bytes: a sample
+    file larger than this is an error, refused before any allocation.
+    Extra keyword options:
+    io_backend ("auto", "io_uring", "pread"), verify ("once", the default:
+    each JPEG is decoded to its end the first time, to find damage below its
+    crop, and only as far as its crop needs after it passed; "always";
+    "none"; see rf_verify in ringfeed.h), max_pixels, max_scans,
+    read_depth, read_timeout_ms, max_errors, and output ("auto": torch tensors
+    when torch imports, else numpy; or "torch", "numpy").
+
+    device="cuda" / "cuda:N" yields CUDA tensors (images and labels) ready on
+    torch.cuda.current_stream(); they belong to torch's allocator, so keeping
+    them is always safe. The ring is then page-locked (pin_memory=False keeps
+    it pageable, for comparison); stats()["memory"]["mode"] and
+    stats()["cuda"] say what is in use. copy_mode="ring" (default) or
+    "direct": see _outputs._CudaOutput.
+    """
+
+    def __init__(self, source, batch_size=256, image_size=224, transform=None,
+                 flip=None, layout="NHWC", shuffle=True, seed=0, drop_last=False, num_workers=0,
+                 device="cpu", pin_memory=True, prefetch=4, on_error="raise", rank=None,
+                 world_size=None, local_world_size=None, *, max_file_bytes=MAX_FILE_BYTES,
+                 **options):
+        self._handle = None
+        self._pid = _getpid()
+        self._closed = False
+        self._generation = 0
+
+        opts = Options(source, batch_size, image_size, transform, flip, layout, shuffle, seed,
+                       drop_last, num_workers, device, pin_memory, prefetch, on_error, rank,
+                       world_size, local_world_size, max_file_bytes, options)
+        self._opts = opts
+        self._source_str = opts.source_str
+        self._records = opts.records
+        self._device = opts.device
+        self._output = make_output(opts.device_kind, opts.device_index, opts.output,
+                                   opts.copy_mode)
+
+        self._lib = _lib.load()
+        self._handle = h = self._new_handle()
+        if opts.device_kind == "cuda":
+            cuda = self.stats().get("cuda", {})
+            if not cuda.get("available"):
+                self.close()
+                raise RingfeedError("ringfeed: device=%r but libringfeed (%s) has no CUDA "
+                                    "device: %s" % (self._device, _lib.path(),
+                                                    cuda.get("reason", "no 'cuda' in its stats")),
+                                    RF_E_NO_DEVICE)
+
+        # What the library resolved, not what was asked.
+        P = _lib
+        self._batch_size = h.get(P.RF_P_BATCH_SIZE)
+        self._image_size = h.get(P.RF_P_IMAGE_SIZE)
+        self._layout = "NCHW" if h.get(P.RF_P_LAYOUT) == _lib.LAYOUTS["NCHW"] else "NHWC"
+        self._seed = h.get(P.RF_P_SEED)
+        self._rank = h.get(P.RF_P_RANK)
+        self._world_size = h.get(P.RF_P_WORLD_SIZE)
+        self._num_samples = int(self._lib.rf_loader_num_samples(h.ptr))
+        self._num_batches = int(self._lib.rf_loader_num_batches(h.ptr))
+        s = self._image_size
+        if self._records:
+            shape, nbytes = (opts.record_size // opts.dtype.itemsize,), opts.record_size
+        else:
+            shape, nbytes = (3, s, s) if self._layout == "NCHW" else (s, s, 3), 3 * s * s
+        self._form = BatchForm(opts.dtype, shape, nbytes, self._records,
+                               max(2, h.get(P.RF_P_PREFETCH)), self._num_batches)
+
+        # _positioned: the next iteration starts where the loader stands
+        # (just started, set_epoch, load_state_dict); otherwise it restarts
+        # the current epoch at batch 0. _generation invalidates iterators
+        # whose position was moved under them.
+        self._positioned = True
+        self._generation = 0
+
+    # -- native plumbing ---------------------------------------------------
+
+    def _new_handle(self):
+        return _Handle.open(self._lib, self._opts.source, self._opts.params, self._source_str)
+
+    def _live(self):
+        """The native handle, after checking that this process may use it."""
+        if self._pid != _getpid():
+            raise RingfeedError(
+                "ringfeed: this Loader was created in process %d and cannot be used in the "
+                "forked process %d (its threads do not exist here); create a new Loader in "
+                "the child" % (self._pid, _getpid()), RF_E_FORKED)
+        h = self._handle
+        if h is None:
+            raise RingfeedError("ringfeed: the loader is closed", RF_E_STOPPED)
+        return h
+
+    def _respawn(self):
+        """Replaces the native loader with a fresh one on the same options.
+
+        Used when the position must move while batches are still held: the
+        old loader is stopped (its lent batches stay readable) and destroyed
+        when its last batch dies."""
+        old = self._handle
+        new = self._new_handle()
+        self._handle = new
+        old.stop()
+        return new
+
+    def _reposition(self, epoch, batch):
+        h = self._live()
+        self._generation += 1
+        self._positioned = False
+        rc = self._lib.rf_loader_seek(h.ptr, epoch, batch)
+        # A lent batch stays valid until released (rf_loader_next's contract),
+        # so a seek that succeeds leaves the caller's views intact. A library
+        # that refuses to move while batches are lent says RF_E_STATE: free
+        # what reference cycles hold, then fall back to a fresh native loader.
+        if rc == RF_E_STATE and h.outstanding():
+            gc.collect()
+            rc = self._lib.rf_loader_seek(h.ptr, epoch, batch)
+        if rc == RF_E_STATE:
+            h = self._respawn()
+            rc = self._lib.rf_loader_seek(h.ptr, epoch, batch)
+        if rc < 0:
+            raise h.error(rc, "seek to epoch %d batch %d" % (epoch, batch))
+        self._positioned = True
+
+    def _iterate(self, generation, with_indices):
+        next_stream = getattr(self._output, "next_stream", None)
+        while True:
+            if self._generation != generation:
+                raise RingfeedError("ringfeed: this iterator was invalidated: the loader was "
+                                    "repositioned (set_epoch, load_state_dict, a new iteration) "
+                                    "or closed", RF_E_STATE)
+            h = self._live()
+            lease = h.next_lease(next_stream)
+            if lease is None:
+                return
+            # No explicit release on error: a view may already hold the lease;
+            # it is released when the last reference dies.
+            batch = self._output.batch(h, lease, self._form, with_indices)
+            del lease, h
+            yield batch
+
+    def _start_iteration(self, with_indices):
+        h = self._live()
+        if not self._positioned:
+            epoch, _ = h.tell()
+            self._reposition(epoch, 0)
+        self._positioned = False
+        self._generation += 1
+        return self._iterate(self._generation, with_indices)
+
+    # -- public surface ----------------------------------------------------
+
+    def __iter__(self):
+        """Batches of the current epoch: (images, labels); for records, data."""
+        return self._start_iteration(False)
+
+    def iter_with_indices(self):
+        """As iter(loader), yielding (images, labels, sample_indices) (for
+        records, (data, sample_indices)); the indices (int64 [B]) point into
+        the source's index (sample_path)."""
+        return self._start_iteration(True)
+
+    def __len__(self):
+        """Batches per epoch for this rank."""
+        return self._num_batches
+
+    def set_epoch(self, epoch):
+        """Positions the loader at batch 0 of `epoch`; the next iteration starts there."""
+        epoch = _int("epoch", epoch)
+        if epoch < 0:
+            raise ValueError("ringfeed: epoch must be >= 0, got %d" % epoch)
+        self._reposition(epoch, 0)
+
+    @property
+    def epoch(self):
+        return self._live().tell()[0]
+
+    num_samples = _readonly("_num_samples", "Samples in the source's index (all ranks).")
+    batch_size = _readonly("_batch_size", "Samples per batch (the last may have fewer).")
+    image_size = _readonly("_image_size", "Side of the output images in pixels.")
+    dtype = _readonly("_form.dtype", "Element type of the batches: numpy uint8 for images, "
+                      "the records' dtype.")
+    layout = _readonly("_layout", "'NHWC' or 'NCHW'.")
+    device = _readonly("_device", "'cpu' or 'cuda:N'.")
+
+    def sample_path(self, index):
+        """Path of the sample with global index `index`."""
+        h = self._live()
+        p = self._lib.rf_loader_sample_path(h.ptr, _int("index", index))
+        if p is None:
+            raise IndexError("ringfeed: no sample %d" % index)
+        return os.fsdecode(p)
+
+    def sample_label(self, index):
+        """Label of the sample with global index `index`."""
+        h = self._live()
+        v = self._lib.rf_loader_sample_label(h.ptr, _int("index", index))
+        if v < 0 and not 0 <= index < self._num_samples:
+            raise IndexError("ringfeed: no sample %d" % index)
+        return int(v)
+
+    def stats(self):
+        """The loader's statistics as a dict (see rf_loader_stats_json)."""
+        h = self._live()
+        cap = 1 << 16
+        while True:
+            buf = ctypes.create_string_buffer(cap)
+            n = self._lib.rf_loader_stats_json(h.ptr, buf, cap)
+            if n < 0:
+                raise h.error(n, "stats")
+            if n < cap:
+                return json.loads(buf.raw[:n].decode("utf-8", "replace"))
+            cap = n + 1
+
+    def state_dict(self):
+        """Position and identity of the run: plain ints, JSON-serialisable."""
+        epoch, batch = self._live().tell()
+        return {
+            "version": _STATE_VERSION,
+            "seed": self._seed,
+            "epoch": epoch,
+            "batch": batch,
+            "world_size": self._world_size,
+            "rank": self._rank,
+            "num_samples": self._num_samples,
+            "batch_size": self._batch_size,
+        }
+
+    def load_state_dict(self, state):
+        """Resumes exactly where state_dict() was taken (any num_workers)."""
+        self._live()
+        try:
+            version = state["version"]
+        except (TypeError, KeyError):
+            raise ValueError("ringfeed: not a ringfeed state dict: %r" % (state,)) from None
+        if version != _STATE_VERSION:
+            raise ValueError("ringfeed: state dict version %r is not supported (expected %d)"
+                             % (version, _STATE_VERSION))
+        mine = {"seed": self._seed, "world_size": self._world_size,
+                "num_samples": self._num_samples, "batch_size": self._batch_size}
+        for k in list(mine) + ["epoch", "batch"]:
+            if k not in state:
+                raise ValueError("ringfeed: state dict lacks %r" % k)
+            if k in mine and state[k] != mine[k]:
+                raise ValueError("ringfeed: state dict has %s=%r but this loader has %s=%r"
+                                 % (k, state[k], k, mine[k]))
+        epoch, batch = _int("epoch", state["epoch"]), _int("batch", state["batch"])
+        if epoch < 0 or not 0 <= batch <= self._num_batches:
+            raise ValueError("ringfeed: state dict position epoch=%d batch=%d is out of range "
+                             "(%d batches per epoch)" % (epoch, batch, self._num_batches))
+        self._reposition(epoch, batch)
+
+    def close(self):
+        """Stops the loader. Batches already handed out stay valid; the native
+        loader is freed when the last of them dies. Idempotent."""
+        h, self._handle = getattr(self, "_handle", None), None
+        self._closed = True
+        if h is None:
+            return
+        self._generation += 1
+        try:
+            h.stop()  # no-op in a forked child
+        except Exception:
+            pass
+
+    @property
+    def closed(self):
+        return self._handle is None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        return ("ringfeed.Loader(%r, batch_size=%d, image_size=%d, layout=%r, device=%r%s)"
+                % (self._source_str, self._batch_size, self._image_size, self._layout,
+                   self._device, ", closed" if self.closed else ""))

@@ -57,9 +57,8 @@ static int list_subdirs(const char *dir, int full_paths, rf_strlist *out, char *
     while ((e = readdir(d))) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
             continue;
-        if (entry_is_dir(dir, e) &&
-            (rc = full_paths ? rf__strlist_add(out, dir, e->d_name)
-                             : rf__strlist_add(out, e->d_name, NULL)) < 0)
+        if (entry_is_dir(dir, e) && (rc = full_paths ? rf__strlist_add(out, dir, e->d_name)
+                                                     : rf__strlist_add(out, e->d_name, NULL)) < 0)
             break;
     }
     closedir(d);

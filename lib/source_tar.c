@@ -257,8 +257,7 @@ static int group_finish(rf_source *s, tar_walk *w)
     if (g->label > *w->maxlabel)
         *w->maxlabel = g->label;
     uint64_t noff;
-    if (rf__source_reserve(s, 1) < 0 ||
-        rf__source_put(s, g->img_name, g->img_name_len, &noff) < 0)
+    if (rf__source_reserve(s, 1) < 0 || rf__source_put(s, g->img_name, g->img_name_len, &noff) < 0)
         return RF_E_NOMEM;
     s->path_off[s->n] = noff;
     s->labels[s->n] = g->label;
@@ -388,9 +387,8 @@ static int tar_header(tar_walk *w, uint64_t pos, uint8_t *h, char *type, uint64_
         return RF_E_SOURCE;
     }
     if (tar_number(h + 124, 12, size) != 0) {
-        snprintf(w->err, w->errcap,
-                 "source: %s: bad size field in the tar header at offset %llu", w->shard,
-                 (unsigned long long)pos);
+        snprintf(w->err, w->errcap, "source: %s: bad size field in the tar header at offset %llu",
+                 w->shard, (unsigned long long)pos);
         return RF_E_SOURCE;
     }
     *type = (char)h[156];
@@ -447,8 +445,13 @@ static int index_shard(rf_source *s, uint32_t shard_id, const char *shard, int64
         close(fd);
         return RF_E_SOURCE;
     }
-    tar_walk w = {.fd = fd, .shard = shard, .shard_id = shard_id, .fsize = (uint64_t)st.st_size,
-                  .maxlabel = maxlabel, .err = err, .errcap = errcap};
+    tar_walk w = {.fd = fd,
+                  .shard = shard,
+                  .shard_id = shard_id,
+                  .fsize = (uint64_t)st.st_size,
+                  .maxlabel = maxlabel,
+                  .err = err,
+                  .errcap = errcap};
     uint8_t h[TAR_BLOCK];
     char name[TAR_BLOCK + 2];
     int64_t before = s->n;

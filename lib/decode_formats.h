@@ -35,7 +35,6 @@ typedef struct rf_region {
 /* One image format: its decoder's entry points, all taking the state that
  * create made (one per decode worker, never shared between threads). */
 typedef struct rf_format {
-    const char *name;
     /* 1 when data starts as this format's files do. */
     int (*sniff)(const uint8_t *data, size_t len);
     void *(*create)(void); /* NULL when out of memory */

@@ -330,5 +330,5 @@ static int jpg_region(void *state, rf_geom *g, int check_tail, rf_region *r, cha
 }
 
 const rf_format rf__format_jpeg = {
-    "JPEG", jpg_sniff, jpg_create, jpg_destroy, jpg_header, jpg_region, jpg_abandon,
+    jpg_sniff, jpg_create, jpg_destroy, jpg_header, jpg_region, jpg_abandon,
 };

@@ -1,7 +1,8 @@
 /*
- * decode.h - one JPEG's bytes to its place in a batch slot.
+ * decode.h - one picture's bytes to its place in a batch slot.
  *
- * A decoder owns one libjpeg decompressor and the scratch memory of one worker
+ * A decoder owns one decoder state per image format (for JPEG a libjpeg
+ * decompressor; decode_formats.h) and the scratch memory of one worker
  * thread: never shared between threads.
  */
 #ifndef RF_DECODE_H

@@ -11,6 +11,11 @@
  * and builds in about a second. Indexing never opens or stats the sample
  * files themselves (folder, list); tar shards are opened once for the header
  * walk, record files are stat'ed for their sizes.
+ *
+ * source.c picks the kind and holds the accessors; each kind indexes in a
+ * file of its own (source_folder.c, source_list.c, source_tar.c,
+ * source_records.c) behind source_kinds.h; source_pattern.c expands shard
+ * patterns, source_arena.c holds the storage the kinds write into.
  */
 #ifndef RF_SOURCE_H
 #define RF_SOURCE_H
@@ -101,10 +106,10 @@ static inline int64_t rf__source_label(const rf_source *s, int64_t i)
 int rf__source_name(const rf_source *s, int64_t i, char *buf, size_t cap);
 
 /* Appends one sample of a folder / list index (used by the indexers and by
- * tests). 0 or RF_E_NOMEM. */
+ * tests; source_arena.c). 0 or RF_E_NOMEM. */
 int rf__source_add(rf_source *s, const char *path, size_t path_len, int64_t label);
 
-/* Expands a brace / glob pattern into files (sorted glob matches, brace
+/* (source_pattern.c) Expands a brace / glob pattern into files (sorted glob matches, brace
  * alternatives in order). Calls fn(path, ctx) for each; stops at the first
  * nonzero return and returns it. A pattern without braces or glob
  * characters yields itself. Returns RF_E_SOURCE with the reason in err for a

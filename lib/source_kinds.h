@@ -1,0 +1,78 @@
+/*
+ * source_kinds.h - the seam between the index (source.c) and the source
+ * kinds (source_folder.c, source_list.c, source_tar.c, source_records.c).
+ *
+ * source.c looks at the spec once, decides the kind and the paths it names,
+ * and calls that kind's indexer; each indexer fills an empty rf_source
+ * through the arena helpers below (source_arena.c) and nothing else. A new
+ * kind (remote shards, say) is one more file with one more indexer of the
+ * same shape, and one more branch where source.c picks.
+ *
+ * Calls run one way: source.c -> the kinds and the pattern expansion
+ * (source_pattern.c) -> the arena helpers. No kind calls another, or back
+ * into source.c.
+ */
+#ifndef RF_SOURCE_KINDS_H
+#define RF_SOURCE_KINDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "source.h"
+
+/* ---- arena helpers (source_arena.c) -------------------------------------- */
+
+/* A growable list of strings in a private arena (paths while walking or
+ * expanding; freed once the index is built). */
+typedef struct rf_strlist {
+    char *buf;
+    size_t len, cap;
+    size_t *off; /* n offsets into buf */
+    size_t n, ncap;
+} rf_strlist;
+
+/* Appends a, or "a/b" when b is not NULL. 0 or RF_E_NOMEM. */
+int rf__strlist_add(rf_strlist *l, const char *a, const char *b);
+/* String i of l. */
+static inline const char *rf__strlist_at(const rf_strlist *l, size_t i)
+{
+    return l->buf + l->off[i];
+}
+/* Sorts by byte value (strcmp), whatever the locale. */
+void rf__strlist_sort(rf_strlist *l);
+void rf__strlist_free(rf_strlist *l);
+
+/* Copies str[0..len) and a NUL into s's arena; its offset in *off.
+ * 0 or RF_E_NOMEM. */
+int rf__source_put(rf_source *s, const char *str, size_t len, uint64_t *off);
+
+/* Makes room for one more sample in the per-sample arrays: path_off and
+ * labels, and with ranged also shard, data_off and data_len (tar). 0 or
+ * RF_E_NOMEM. */
+int rf__source_reserve(rf_source *s, int ranged);
+
+/* Puts the paths of files into the arena as s's files (nfiles, file_off). */
+int rf__source_put_files(rf_source *s, const rf_strlist *files);
+
+/* ---- patterns (source_pattern.c) ---------------------------------------- */
+
+/* Every file a spec names: '\n'-separated entries, each an existing path or
+ * a pattern expanded by rf__source_expand, appended to files in order.
+ * RF_E_SOURCE with the reason in err when the spec names no files. */
+int rf__source_files(const char *spec, rf_strlist *files, char *err, size_t errcap);
+
+/* ---- the kinds ---------------------------------------------------------- */
+
+/* An indexer fills s (all zero on entry) with the samples of paths (what
+ * the spec named: one folder, one list file, or the shard / record files in
+ * spec order) and sets s->kind. It returns 0, or a negative RF_E_* with the
+ * reason in err; source.c then frees whatever s holds. o is never NULL. */
+typedef int rf_source_index_fn(rf_source *s, const rf_strlist *paths, const rf_source_opts *o,
+                               char *err, size_t errcap);
+
+rf_source_index_fn rf__source_index_folder;  /* source_folder.c: paths[0] is the root */
+rf_source_index_fn rf__source_index_list;    /* source_list.c: paths[0] is the list file */
+rf_source_index_fn rf__source_index_tar;     /* source_tar.c: WebDataset shards */
+rf_source_index_fn rf__source_index_records; /* source_records.c: o->record_size > 0 */
+
+#endif

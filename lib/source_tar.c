@@ -1,0 +1,512 @@
+/*
+ * source_tar.c - the WebDataset source kind: samples inside tar shards.
+ *
+ * One walk over the 512-byte headers of each shard: pread of the headers
+ * only, member data skipped (except the few bytes of .cls members, which
+ * hold the labels). A member "dir/key.ext" belongs to sample "dir/key" (the
+ * key ends at the first '.' of the base name, as webdataset splits it);
+ * consecutive members with the same key form one sample. A sample is its
+ * .jpg or .jpeg member (the first one) and the integer text of its .cls
+ * member; keys without a .jpg/.jpeg are ignored (other modalities,
+ * metadata), a .jpg without a .cls is an error naming the shard and the key.
+ * GNU long names ('L') and pax headers ('x': path, size) are honoured;
+ * directories, links and other members are skipped. A bad header checksum
+ * or a member running past the end of the shard is RF_E_SOURCE naming the
+ * shard and the offset.
+ *
+ * Per sample the index keeps the shard, the member's data offset and length
+ * (the reader reads just that range) and the member's name, for messages.
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ringfeed.h"
+#include "source_kinds.h"
+
+#define TAR_BLOCK 512
+#define TAR_MAX_NAME 65536    /* GNU long name / pax path */
+#define TAR_MAX_PAX (1 << 20) /* pax extended header */
+#define TAR_MAX_CLS 256       /* text of a .cls member */
+
+/* ---- header fields -------------------------------------------------------- */
+
+/* Octal field (leading spaces/NULs, digits, then NUL or space), or GNU
+ * base-256 (high bit of the first byte). 0, or -1 when malformed. */
+static int tar_number(const uint8_t *f, size_t n, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (f[0] & 0x80) {
+        if (f[0] & 0x40)
+            return -1; /* negative */
+        v = f[0] & 0x3f;
+        for (size_t i = 1; i < n; i++) {
+            if (v >> 55)
+                return -1;
+            v = (v << 8) | f[i];
+        }
+        *out = v;
+        return 0;
+    }
+    size_t i = 0;
+    while (i < n && (f[i] == ' ' || f[i] == '\0'))
+        i++;
+    if (i == n) {
+        *out = 0;
+        return 0;
+    }
+    for (; i < n && f[i] >= '0' && f[i] <= '7'; i++) {
+        if (v >> 60)
+            return -1;
+        v = v * 8 + (uint64_t)(f[i] - '0');
+    }
+    for (; i < n; i++)
+        if (f[i] != ' ' && f[i] != '\0')
+            return -1;
+    *out = v;
+    return 0;
+}
+
+static int tar_checksum_ok(const uint8_t *h)
+{
+    uint64_t want;
+    if (tar_number(h + 148, 8, &want) != 0)
+        return 0;
+    uint64_t usum = 0;
+    int64_t ssum = 0;
+    for (int i = 0; i < TAR_BLOCK; i++) {
+        int c = i >= 148 && i < 156 ? ' ' : h[i];
+        usum += (uint64_t)c;
+        ssum += i >= 148 && i < 156 ? ' ' : (int8_t)h[i]; /* old tars summed signed chars */
+    }
+    return usum == want || (uint64_t)ssum == want;
+}
+
+static int all_zero(const uint8_t *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (b[i])
+            return 0;
+    return 1;
+}
+
+/* Copies src[0..n) and a NUL into the growable string *dst. */
+static int set_str(char **dst, size_t *dcap, size_t *dlen, const char *src, size_t n)
+{
+    if (n + 1 > *dcap) {
+        size_t cap = *dcap ? *dcap : 256;
+        while (cap < n + 1)
+            cap *= 2;
+        char *p = realloc(*dst, cap);
+        if (!p)
+            return RF_E_NOMEM;
+        *dst = p;
+        *dcap = cap;
+    }
+    memcpy(*dst, src, n);
+    (*dst)[n] = '\0';
+    *dlen = n;
+    return 0;
+}
+
+/* Parses pax records "LEN key=value\n" for path and size. 0, -1 when
+ * malformed, or RF_E_NOMEM. */
+static int pax_parse(const char *p, size_t n, char **path, size_t *path_cap, size_t *path_len,
+                     int *have_path, uint64_t *size, int *have_size)
+{
+    size_t i = 0;
+    while (i < n) {
+        size_t j = i, len = 0;
+        while (j < n && p[j] >= '0' && p[j] <= '9' && len < (1u << 30))
+            len = len * 10 + (size_t)(p[j++] - '0');
+        if (j == i || j >= n || p[j] != ' ' || len <= j - i + 1 || i + len > n ||
+            p[i + len - 1] != '\n')
+            return -1;
+        const char *kv = p + j + 1, *end = p + i + len - 1;
+        const char *eq = memchr(kv, '=', (size_t)(end - kv));
+        if (!eq)
+            return -1;
+        size_t klen = (size_t)(eq - kv), vlen = (size_t)(end - eq - 1);
+        if (klen == 4 && !memcmp(kv, "path", 4)) {
+            if (set_str(path, path_cap, path_len, eq + 1, vlen) != 0)
+                return RF_E_NOMEM;
+            /* a NUL inside the value ends the name, as in a header field */
+            *path_len = strlen(*path);
+            *have_path = 1;
+        } else if (klen == 4 && !memcmp(kv, "size", 4)) {
+            uint64_t v = 0;
+            if (vlen == 0 || vlen > 19)
+                return -1;
+            for (size_t k = 0; k < vlen; k++) {
+                char c = eq[1 + k];
+                if (c < '0' || c > '9')
+                    return -1;
+                v = v * 10 + (uint64_t)(c - '0');
+            }
+            *size = v;
+            *have_size = 1;
+        }
+        i += len;
+    }
+    return 0;
+}
+
+/* Parses the text of a .cls member: an integer >= 0, blanks around it allowed. */
+static int parse_label(const char *t, size_t n, int64_t *out)
+{
+    size_t i = 0;
+    while (i < n && isspace((unsigned char)t[i]))
+        i++;
+    size_t j = i;
+    int64_t v = 0;
+    if (j < n && t[j] == '+')
+        j++;
+    size_t d = j;
+    while (j < n && isdigit((unsigned char)t[j]) && j - d < 18)
+        v = v * 10 + (t[j++] - '0');
+    if (j == d)
+        return -1;
+    while (j < n && isspace((unsigned char)t[j]))
+        j++;
+    if (j != n)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* ---- the walk over one shard --------------------------------------------- */
+
+/* The sample being gathered: consecutive members sharing a key. */
+typedef struct tar_group {
+    char *key;
+    size_t key_len, key_cap;
+    int active;
+    int has_img, has_cls;
+    uint64_t img_off, img_len, img_hdr;
+    char *img_name;
+    size_t img_name_len, img_name_cap;
+    int64_t label;
+} tar_group;
+
+/* One shard being walked, and what its extended headers said about the
+ * member that follows them. */
+typedef struct tar_walk {
+    int fd;
+    const char *shard;
+    uint32_t shard_id;
+    uint64_t fsize;
+    char *lname; /* GNU long name or pax path of the next member */
+    size_t lname_cap, lname_len;
+    int have_lname;
+    uint64_t pax_size; /* pax size of the next member */
+    int have_pax_size;
+    char *pax; /* body of the last extended header */
+    size_t pax_cap;
+    tar_group g;
+    int64_t *maxlabel;
+    char *err;
+    size_t errcap;
+} tar_walk;
+
+/* Reads exactly n bytes at off; RF_E_SOURCE with the reason in w->err (EIO
+ * when the file ends first). */
+static int tar_read(tar_walk *w, void *buf, size_t n, uint64_t off)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(w->fd, (char *)buf + got, n - got, (off_t)(off + got));
+        if (r < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (r <= 0) {
+            snprintf(w->err, w->errcap, "source: read %s at offset %llu: %s", w->shard,
+                     (unsigned long long)off, strerror(r == 0 ? EIO : errno));
+            return RF_E_SOURCE;
+        }
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+/* Adds the gathered sample, if it is one: an image with its label. */
+static int group_finish(rf_source *s, tar_walk *w)
+{
+    tar_group *g = &w->g;
+    if (!g->active || !g->has_img) {
+        g->active = 0;
+        return 0; /* no image: another modality or metadata, ignored */
+    }
+    g->active = 0;
+    if (!g->has_cls) {
+        snprintf(w->err, w->errcap,
+                 "source: %s: sample \"%s\" (%s at offset %llu) has no .cls member", w->shard,
+                 g->key, g->img_name, (unsigned long long)g->img_hdr);
+        return RF_E_SOURCE;
+    }
+    if (g->img_len > UINT32_MAX) {
+        snprintf(w->err, w->errcap, "source: %s: member %s at offset %llu is over 4 GiB", w->shard,
+                 g->img_name, (unsigned long long)g->img_hdr);
+        return RF_E_SOURCE;
+    }
+    if (g->label > *w->maxlabel)
+        *w->maxlabel = g->label;
+    uint64_t noff;
+    if (rf__source_reserve(s, 1) < 0 || rf__source_put(s, g->img_name, g->img_name_len, &noff) < 0)
+        return RF_E_NOMEM;
+    s->path_off[s->n] = noff;
+    s->labels[s->n] = g->label;
+    s->shard[s->n] = w->shard_id;
+    s->data_off[s->n] = g->img_off;
+    s->data_len[s->n] = (uint32_t)g->img_len;
+    s->n++;
+    return 0;
+}
+
+/* A GNU long name ('L') or pax header ('x') at pos, size bytes of data at
+ * data: what it says applies to the next member. */
+static int tar_extended(tar_walk *w, char type, uint64_t pos, uint64_t data, uint64_t size)
+{
+    size_t cap_max = type == 'L' ? TAR_MAX_NAME : TAR_MAX_PAX;
+    if (size > cap_max) {
+        snprintf(w->err, w->errcap,
+                 "source: %s: %s header at offset %llu is too large (%llu "
+                 "bytes)",
+                 w->shard, type == 'L' ? "long-name" : "pax", (unsigned long long)pos,
+                 (unsigned long long)size);
+        return RF_E_SOURCE;
+    }
+    if (size + 1 > w->pax_cap) {
+        char *np = realloc(w->pax, size + 1);
+        if (!np)
+            return RF_E_NOMEM;
+        w->pax = np;
+        w->pax_cap = size + 1;
+    }
+    int rc = tar_read(w, w->pax, size, data);
+    if (rc != 0)
+        return rc;
+    w->pax[size] = '\0';
+    if (type == 'L') {
+        w->have_lname = 1;
+        return set_str(&w->lname, &w->lname_cap, &w->lname_len, w->pax, strnlen(w->pax, size));
+    }
+    rc = pax_parse(w->pax, size, &w->lname, &w->lname_cap, &w->lname_len, &w->have_lname,
+                   &w->pax_size, &w->have_pax_size);
+    if (rc == -1) {
+        snprintf(w->err, w->errcap, "source: %s: malformed pax header at offset %llu", w->shard,
+                 (unsigned long long)pos);
+        rc = RF_E_SOURCE;
+    }
+    return rc;
+}
+
+/* A regular member named mname (header at hdr, size bytes of data at data):
+ * starts a new sample when its key changes, and is its image or label. */
+static int tar_member(rf_source *s, tar_walk *w, const char *mname, size_t mlen, uint64_t hdr,
+                      uint64_t data, uint64_t size)
+{
+    tar_group *g = &w->g;
+    /* key: up to the first '.' of the base name (webdataset's split) */
+    const char *base = strrchr(mname, '/');
+    base = base ? base + 1 : mname;
+    const char *dot = strchr(base, '.');
+    if (!dot || dot == base)
+        return 0; /* no key: skipped, as webdataset does */
+    size_t klen = (size_t)(dot - mname);
+    const char *ext = dot + 1;
+    int rc;
+    if (!g->active || g->key_len != klen || memcmp(g->key, mname, klen) != 0) {
+        if ((rc = group_finish(s, w)) != 0)
+            return rc;
+        if ((rc = set_str(&g->key, &g->key_cap, &g->key_len, mname, klen)) != 0)
+            return rc;
+        g->active = 1;
+        g->has_img = g->has_cls = 0;
+    }
+    if (!strcasecmp(ext, "jpg") || !strcasecmp(ext, "jpeg")) {
+        if (g->has_img)
+            return 0; /* the first image of a key is the sample */
+        g->has_img = 1;
+        g->img_off = data;
+        g->img_len = size;
+        g->img_hdr = hdr;
+        return set_str(&g->img_name, &g->img_name_cap, &g->img_name_len, mname, mlen);
+    }
+    if (strcasecmp(ext, "cls"))
+        return 0;
+    char text[TAR_MAX_CLS];
+    if (size >= TAR_MAX_CLS) {
+        snprintf(w->err, w->errcap,
+                 "source: %s: %s at offset %llu: a .cls member of %llu bytes "
+                 "(expected a small integer)",
+                 w->shard, mname, (unsigned long long)hdr, (unsigned long long)size);
+        return RF_E_SOURCE;
+    }
+    if ((rc = tar_read(w, text, size, data)) != 0)
+        return rc;
+    if (parse_label(text, size, &g->label) != 0) {
+        snprintf(w->err, w->errcap,
+                 "source: %s: %s at offset %llu: label \"%.*s\" is not an "
+                 "integer >= 0",
+                 w->shard, mname, (unsigned long long)hdr, (int)(size > 40 ? 40 : size), text);
+        return RF_E_SOURCE;
+    }
+    g->has_cls = 1;
+    return 0;
+}
+
+/* Reads and checks the header at *pos; *type and *size describe the member
+ * (size from a preceding pax header where there was one), *next is the
+ * header after it. Returns 1 at the end of the archive. */
+static int tar_header(tar_walk *w, uint64_t pos, uint8_t *h, char *type, uint64_t *size,
+                      uint64_t *next)
+{
+    if (w->fsize - pos < TAR_BLOCK) {
+        snprintf(w->err, w->errcap,
+                 "source: %s: truncated tar header at offset %llu (shard is %llu "
+                 "bytes)",
+                 w->shard, (unsigned long long)pos, (unsigned long long)w->fsize);
+        return RF_E_SOURCE;
+    }
+    int rc = tar_read(w, h, TAR_BLOCK, pos);
+    if (rc != 0)
+        return rc;
+    if (all_zero(h, TAR_BLOCK))
+        return 1; /* end of archive */
+    if (!tar_checksum_ok(h)) {
+        snprintf(w->err, w->errcap,
+                 "source: %s: bad tar header checksum at offset %llu (not a tar "
+                 "file, or corrupt)",
+                 w->shard, (unsigned long long)pos);
+        return RF_E_SOURCE;
+    }
+    if (tar_number(h + 124, 12, size) != 0) {
+        snprintf(w->err, w->errcap, "source: %s: bad size field in the tar header at offset %llu",
+                 w->shard, (unsigned long long)pos);
+        return RF_E_SOURCE;
+    }
+    *type = (char)h[156];
+    if (w->have_pax_size && *type != 'x' && *type != 'g' && *type != 'L' && *type != 'K')
+        *size = w->pax_size;
+    uint64_t data = pos + TAR_BLOCK;
+    if (*size > w->fsize - data) {
+        snprintf(w->err, w->errcap,
+                 "source: %s: truncated: the member at offset %llu needs %llu "
+                 "bytes, the shard ends after %llu",
+                 w->shard, (unsigned long long)pos, (unsigned long long)*size,
+                 (unsigned long long)(w->fsize - data));
+        return RF_E_SOURCE;
+    }
+    *next = data + (*size + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK;
+    return 0;
+}
+
+/* The member's name: the long name or pax path if one came before it, else
+ * ustar's prefix (155 bytes at 345) "/" name (100 bytes), into name. */
+static const char *tar_name(const tar_walk *w, const uint8_t *h, char name[TAR_BLOCK + 2],
+                            size_t *mlen)
+{
+    if (w->have_lname) {
+        *mlen = w->lname_len;
+        return w->lname;
+    }
+    size_t nlen = strnlen((const char *)h, 100), plen = 0;
+    if (!memcmp(h + 257, "ustar", 5))
+        plen = strnlen((const char *)h + 345, 155);
+    *mlen = 0;
+    if (plen) {
+        memcpy(name, h + 345, plen);
+        name[plen] = '/';
+        *mlen = plen + 1;
+    }
+    memcpy(name + *mlen, h, nlen);
+    *mlen += nlen;
+    name[*mlen] = '\0';
+    return name;
+}
+
+static int index_shard(rf_source *s, uint32_t shard_id, const char *shard, int64_t *maxlabel,
+                       char *err, size_t errcap)
+{
+    int fd = open(shard, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
+    if (fd < 0) {
+        snprintf(err, errcap, "source: open %s: %s", shard, strerror(errno));
+        return RF_E_SOURCE;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errcap, "source: %s: not a regular file", shard);
+        close(fd);
+        return RF_E_SOURCE;
+    }
+    tar_walk w = {.fd = fd,
+                  .shard = shard,
+                  .shard_id = shard_id,
+                  .fsize = (uint64_t)st.st_size,
+                  .maxlabel = maxlabel,
+                  .err = err,
+                  .errcap = errcap};
+    uint8_t h[TAR_BLOCK];
+    char name[TAR_BLOCK + 2];
+    int64_t before = s->n;
+    uint64_t pos = 0;
+    int rc = 0;
+    while (rc == 0 && pos < w.fsize) {
+        char type;
+        uint64_t size, next;
+        if ((rc = tar_header(&w, pos, h, &type, &size, &next)) != 0)
+            break;
+        uint64_t hdr = pos, data = pos + TAR_BLOCK;
+        pos = next;
+        if (type == 'L' || type == 'x') {
+            rc = tar_extended(&w, type, hdr, data, size);
+            continue;
+        }
+        if (type == 'K' || type == 'g') /* long link name, global pax: not ours */
+            continue;
+        size_t mlen;
+        const char *mname = tar_name(&w, h, name, &mlen);
+        w.have_lname = w.have_pax_size = 0;
+        if (type == '0' || type == '\0' || type == '7') /* not directories, links, ... */
+            rc = tar_member(s, &w, mname, mlen, hdr, data, size);
+    }
+    if (rc == 1) /* end of archive */
+        rc = 0;
+    if (rc == 0)
+        rc = group_finish(s, &w);
+    if (rc == 0 && s->n == before) {
+        snprintf(err, errcap, "source: %s: no samples (no .jpg/.jpeg members with a .cls label)",
+                 shard);
+        rc = RF_E_SOURCE;
+    }
+    free(w.g.key);
+    free(w.g.img_name);
+    free(w.lname);
+    free(w.pax);
+    close(fd);
+    return rc;
+}
+
+int rf__source_index_tar(rf_source *s, const rf_strlist *paths, const rf_source_opts *o, char *err,
+                         size_t errcap)
+{
+    (void)o;
+    s->kind = RF_SOURCE_TAR;
+    int rc = rf__source_put_files(s, paths);
+    int64_t maxlabel = -1;
+    for (uint32_t f = 0; rc == 0 && f < s->nfiles; f++) {
+        rc = index_shard(s, f, s->arena + s->file_off[f], &maxlabel, err, errcap);
+        if (rc == 0 && s->n > UINT32_MAX) {
+            snprintf(err, errcap, "source: more than %u samples", UINT32_MAX);
+            rc = RF_E_SOURCE;
+        }
+    }
+    s->nclasses = maxlabel + 1;
+    return rc;
+}

@@ -30,10 +30,10 @@ from ._lib import RF_E_STATE
 from ._options import MAX_FILE_BYTES, Options, _int
 from ._outputs import BatchForm, make_output
 
-# The state dict's layout. Version 1 dicts written before iterations
-# advanced the epoch on their own stay valid: at the end of an epoch they say
-# (epoch, len) where this version says (epoch + 1, 0); loading either gives
-# what that version's loader did next (see state_dict).
+# The state dict's layout; unchanged since iterations advance the epoch on
+# their own. At an epoch's end, dicts from before said (epoch, len(loader))
+# where state_dict now says (epoch + 1, 0): each loads as what the loader
+# that wrote it did next, and an older binding reads the new form right too.
 _STATE_VERSION = 1
 
 _NO_COPY = ("ringfeed.Loader cannot be copied/pickled: it owns native threads and memory; make "
@@ -77,6 +77,13 @@ class Loader:
     it pageable, for comparison); stats()["memory"]["mode"] and
     stats()["cuda"] say what is in use. copy_mode="ring" (default) or
     "direct": see _outputs._CudaOutput.
+
+    Epochs: each iteration runs one epoch. Iterating again runs the next
+    epoch, reshuffled, as a DataLoader(shuffle=True) does on every pass;
+    set_epoch(e) makes the next iteration epoch e instead (the
+    DistributedSampler idiom), and load_state_dict resumes a saved position.
+    A Loader cannot be copied or pickled (TypeError): make a new one with the
+    same arguments and carry the position with state_dict().
     """
 
     def __init__(self, source, batch_size=256, image_size=224, transform=None,

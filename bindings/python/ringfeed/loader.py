@@ -2,18 +2,26 @@
 
 It checks its arguments (_options), starts a native loader (_handle), and
 turns each lent batch into arrays or tensors (_outputs). What it adds itself
-is the position: an iteration starts where set_epoch or load_state_dict put
-the loader, or else at batch 0 of the current epoch; moving the position
-invalidates running iterators. When the library refuses to move while
-batches are still held, a fresh native loader on the same options takes
-over and the old one lives on until its last batch dies.
+is the position. An iteration starts where set_epoch or load_state_dict put
+the loader (or at epoch 0 after construction); any later iteration starts at
+batch 0 of the epoch after the previous iteration's, as a DataLoader with
+shuffle=True reshuffles on every pass. Every rank follows that rule, so
+ranks stay in step without set_epoch. Moving the position invalidates
+running iterators. When the library refuses to move while batches are still
+held, a fresh native loader on the same options takes over and the old one
+lives on until its last batch dies.
+
+A Loader owns native threads and memory: copying or pickling it is refused
+with a TypeError that says what to do instead.
 """
 
 import ctypes
 import gc
+import inspect
 import json
 import operator
 import os
+import weakref
 
 from . import _lib
 from ._errors import RingfeedError
@@ -22,7 +30,15 @@ from ._lib import RF_E_FORKED, RF_E_NO_DEVICE, RF_E_STATE, RF_E_STOPPED
 from ._options import MAX_FILE_BYTES, Options, _int
 from ._outputs import BatchForm, make_output
 
+# The state dict's layout; unchanged since iterations advance the epoch on
+# their own. At an epoch's end, dicts from before said (epoch, len(loader))
+# where state_dict now says (epoch + 1, 0): each loads as what the loader
+# that wrote it did next, and an older binding reads the new form right too.
 _STATE_VERSION = 1
+
+_NO_COPY = ("ringfeed.Loader cannot be copied/pickled: it owns native threads and memory; make "
+            "a new Loader with the same arguments, and use state_dict()/load_state_dict() to "
+            "carry its position")
 
 
 def _readonly(attr, doc):
@@ -61,6 +77,13 @@ class Loader:
     it pageable, for comparison); stats()["memory"]["mode"] and
     stats()["cuda"] say what is in use. copy_mode="ring" (default) or
     "direct": see _outputs._CudaOutput.
+
+    Epochs: each iteration runs one epoch. Iterating again runs the next
+    epoch, reshuffled, as a DataLoader(shuffle=True) does on every pass;
+    set_epoch(e) makes the next iteration epoch e instead (the
+    DistributedSampler idiom), and load_state_dict resumes a saved position.
+    A Loader cannot be copied or pickled (TypeError): make a new one with the
+    same arguments and carry the position with state_dict().
     """
 
     def __init__(self, source, batch_size=256, image_size=224, transform=None,
@@ -113,11 +136,14 @@ class Loader:
                                max(2, h.get(P.RF_P_PREFETCH)), self._num_batches)
 
         # _positioned: the next iteration starts where the loader stands
-        # (just started, set_epoch, load_state_dict); otherwise it restarts
-        # the current epoch at batch 0. _generation invalidates iterators
-        # whose position was moved under them.
+        # (just started, set_epoch, load_state_dict); otherwise it starts at
+        # batch 0 of epoch _last_epoch + 1. _generation invalidates iterators
+        # whose position was moved under them; _current is (generation, weak
+        # reference) of the latest iterator, to tell whether it still runs.
         self._positioned = True
+        self._last_epoch = -1
         self._generation = 0
+        self._current = None
 
     # -- native plumbing ---------------------------------------------------
 
@@ -185,18 +211,39 @@ class Loader:
             yield batch
 
     def _start_iteration(self, with_indices):
-        h = self._live()
+        self._live()
         if not self._positioned:
-            epoch, _ = h.tell()
-            self._reposition(epoch, 0)
+            # Like a new DataLoader pass: the next epoch, even when the last
+            # iteration was abandoned mid-epoch.
+            self._reposition(self._last_epoch + 1, 0)
+        self._last_epoch = self._handle.tell()[0]  # _reposition may have replaced the handle
         self._positioned = False
         self._generation += 1
-        return self._iterate(self._generation, with_indices)
+        it = self._iterate(self._generation, with_indices)
+        self._current = (self._generation, weakref.ref(it))
+        return it
+
+    def _iterating(self):
+        """True while the latest iterator can still yield: not invalidated,
+        not exhausted, closed (a `break` closes it) or dropped."""
+        if self._current is None:
+            return False
+        generation, ref = self._current
+        it = ref()
+        return (generation == self._generation and it is not None
+                and inspect.getgeneratorstate(it) != inspect.GEN_CLOSED)
 
     # -- public surface ----------------------------------------------------
 
     def __iter__(self):
-        """Batches of the current epoch: (images, labels); for records, data."""
+        """Batches of one epoch: (images, labels); for records, data.
+
+        The first iteration starts where the loader stands: epoch 0 after
+        construction, batch 0 of the epoch given to set_epoch, or the batch
+        that load_state_dict resumes at. Each later iteration starts at batch
+        0 of the next epoch (also after a `break`), unless set_epoch or
+        load_state_dict moved the loader in between. Starting an iteration
+        invalidates the previous iterator."""
         return self._start_iteration(False)
 
     def iter_with_indices(self):
@@ -210,7 +257,9 @@ class Loader:
         return self._num_batches
 
     def set_epoch(self, epoch):
-        """Positions the loader at batch 0 of `epoch`; the next iteration starts there."""
+        """Positions the loader at batch 0 of `epoch`; the next iteration starts
+        there. Optional: without it each iteration runs the next epoch. Calling
+        it with the same epoch repeats that epoch's batches exactly."""
         epoch = _int("epoch", epoch)
         if epoch < 0:
             raise ValueError("ringfeed: epoch must be >= 0, got %d" % epoch)
@@ -218,7 +267,13 @@ class Loader:
 
     @property
     def epoch(self):
-        return self._live().tell()[0]
+        """The epoch of the iteration in progress; when none is (before the
+        first, after one ended or was left with `break`), the epoch the next
+        iteration will run."""
+        h = self._live()
+        if self._positioned or self._iterating():
+            return h.tell()[0]
+        return self._last_epoch + 1
 
     num_samples = _readonly("_num_samples", "Samples in the source's index (all ranks).")
     batch_size = _readonly("_batch_size", "Samples per batch (the last may have fewer).")
@@ -258,8 +313,19 @@ class Loader:
             cap = n + 1
 
     def state_dict(self):
-        """Position and identity of the run: plain ints, JSON-serialisable."""
+        """Position and identity of the run: plain ints, JSON-serialisable.
+
+        "epoch" and "batch" name the next batch not yet delivered, which a
+        Loader given this dict by load_state_dict delivers first. Taken
+        mid-epoch (in the loop, or after leaving it with `break`), that is the
+        batch after the last one delivered; once an epoch's last batch was
+        delivered, it is batch 0 of the next epoch."""
         epoch, batch = self._live().tell()
+        if not self._positioned and batch >= self._num_batches:
+            # An iteration delivered the epoch's last batch: what follows is
+            # the next epoch. A loader *placed* at the end (a dict from before
+            # this rule) keeps its meaning: one empty iteration, then the next.
+            epoch, batch = epoch + 1, 0
         return {
             "version": _STATE_VERSION,
             "seed": self._seed,
@@ -272,7 +338,9 @@ class Loader:
         }
 
     def load_state_dict(self, state):
-        """Resumes exactly where state_dict() was taken (any num_workers)."""
+        """Resumes exactly where state_dict() was taken (any num_workers): the
+        next iteration starts at the dict's epoch and batch, and those after
+        it at the following epochs."""
         self._live()
         try:
             version = state["version"]
@@ -324,6 +392,23 @@ class Loader:
             self.close()
         except Exception:
             pass
+
+    # A copy would share (copy.copy) or duplicate (pickle) the native loader,
+    # whose threads and ring cannot travel; say what to do instead.
+    def __copy__(self):
+        raise TypeError(_NO_COPY)
+
+    def __deepcopy__(self, memo):
+        raise TypeError(_NO_COPY)
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError(_NO_COPY)
+
+    def __reduce__(self):
+        raise TypeError(_NO_COPY)
+
+    def __getstate__(self):
+        raise TypeError(_NO_COPY)
 
     def __repr__(self):
         return ("ringfeed.Loader(%r, batch_size=%d, image_size=%d, layout=%r, device=%r%s)"

@@ -316,10 +316,11 @@ static char task_state(pid_t tid)
     return paren && paren[1] == ' ' ? paren[2] : 0;
 }
 
-/* Returns once the waiter is asleep (the kernel says so 20 times in a row,
- * 1 ms apart; under valgrind a thread waiting for its turn sleeps too, but
- * not for 20 ms): it is then blocked inside rf_loader_next(_wait), the only
- * place it sleeps, on a batch that one worker needs far longer to make. */
+/* Returns once the waiter has been seen asleep 20 times, 1 ms apart, without
+ * having returned: it is then inside rf_loader_next(_wait), the only place it
+ * sleeps, on a batch that one worker needs far longer to make. The count is
+ * not of consecutive looks: rf_loader_next_wait wakes every 5 ms, and under
+ * valgrind on a loaded machine a wake-up can span a look. */
 static void wait_until_asleep(const waiter *w)
 {
     pid_t tid;
@@ -327,11 +328,13 @@ static void wait_until_asleep(const waiter *w)
         usleep(1000);
     int asleep = 0;
     for (int i = 0; i < 60000 && asleep < 20; i++) {
-        asleep = task_state(tid) == 'S' ? asleep + 1 : 0;
+        asleep += task_state(tid) == 'S';
         usleep(1000);
     }
     if (asleep < 20)
         fail_msg("the waiting thread never blocked");
+    if (__atomic_load_n(&w->t_return, __ATOMIC_ACQUIRE))
+        fail_msg("the waiting thread returned before the stop (rc %d)", w->rc);
 }
 
 static void *waiter_main(void *arg)
@@ -352,8 +355,8 @@ static void *waiter_main(void *arg)
         w->batches++;
         rf_batch_release(b);
     }
-    w->t_return = now_ns();
     w->rc = rc;
+    __atomic_store_n(&w->t_return, now_ns(), __ATOMIC_RELEASE);
     return NULL;
 }
 

@@ -136,6 +136,13 @@ int rf__options_resolve(const rf_options *o, rf_config *c, char *err, size_t err
                      (long long)c->record_size, (long long)itemsize[c->dtype]);
             return RF_E_INVALID;
         }
+        if (c->record_size > c->max_file_bytes) {
+            snprintf(err, errcap,
+                     "options: record_size %llu is more than max_file_bytes %llu (every "
+                     "record would be refused)",
+                     (unsigned long long)c->record_size, (unsigned long long)c->max_file_bytes);
+            return RF_E_INVALID;
+        }
         c->sample_bytes = (size_t)c->record_size;
     } else {
         c->sample_bytes = (size_t)c->image_size * (size_t)c->image_size * 3;

@@ -337,13 +337,14 @@ static int uring_setup(rf_reader *r)
     return 0;
 }
 
-/* Processes the completions already there; with wait, waits for one first. */
-static void uring_drain(rf_reader *r, int wait)
+/* Processes the completions already there; with wait, waits for one first.
+ * -1 when that wait failed. */
+static int uring_drain(rf_reader *r, int wait)
 {
     struct io_uring_cqe *cqe;
     io_uring_submit(&r->ring);
     if (wait && io_uring_wait_cqe(&r->ring, &cqe) < 0)
-        return;
+        return -1;
     unsigned head, seen = 0;
     io_uring_for_each_cqe(&r->ring, head, cqe)
     {
@@ -352,6 +353,7 @@ static void uring_drain(rf_reader *r, int wait)
     }
     io_uring_cq_advance(&r->ring, seen);
     io_uring_submit(&r->ring);
+    return 0;
 }
 
 static int uring_submit(rf_reader *r, rf_read *req)
@@ -489,17 +491,8 @@ void rf__reader_destroy(rf_reader *r)
     if (r->ring_ok) {
         /* Wait for what is in flight: the kernel writes into request buffers. */
         while (r->ops > 0) {
-            struct io_uring_cqe *cqe;
-            io_uring_submit(&r->ring);
-            if (io_uring_wait_cqe(&r->ring, &cqe) < 0)
+            if (uring_drain(r, 1) < 0)
                 break;
-            unsigned head, seen = 0;
-            io_uring_for_each_cqe(&r->ring, head, cqe)
-            {
-                on_cqe(r, io_uring_cqe_get_data64(cqe), cqe->res);
-                seen++;
-            }
-            io_uring_cq_advance(&r->ring, seen);
             r->nready = 0; /* finished requests are dropped */
         }
         io_uring_queue_exit(&r->ring);

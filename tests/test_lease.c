@@ -24,6 +24,7 @@
 
 #include "loader.h"
 #include "ringfeed.h"
+#include "testcheck.h"
 #include "testutil.h"
 
 static char *root;
@@ -45,21 +46,9 @@ static int teardown(void **state)
 
 static rf_loader *make(int workers, int batch, int prefetch)
 {
-    rf_loader *l = rf_loader_create(root);
-    assert_non_null(l);
-    assert_int_equal(rf_loader_set_param(l, RF_P_BATCH_SIZE, batch), 0);
-    assert_int_equal(rf_loader_set_param(l, RF_P_IMAGE_SIZE, 32), 0);
-    assert_int_equal(rf_loader_set_param(l, RF_P_NUM_WORKERS, workers), 0);
-    assert_int_equal(rf_loader_set_param(l, RF_P_PREFETCH, prefetch), 0);
-    assert_int_equal(rf_loader_set_param(l, RF_P_SEED, 7), 0);
-    assert_int_equal(rf_loader_set_param(l, RF_P_FLIP, 1), 0);
-    return l;
-}
-
-static void start(rf_loader *l)
-{
-    if (rf_loader_start(l) != RF_OK)
-        fail_msg("start: %s", rf_loader_errmsg(l));
+    return TU_LOADER(root, {RF_P_BATCH_SIZE, batch}, {RF_P_IMAGE_SIZE, 32},
+                     {RF_P_NUM_WORKERS, workers}, {RF_P_PREFETCH, prefetch}, {RF_P_SEED, 7},
+                     {RF_P_FLIP, 1});
 }
 
 static void next_ok(rf_loader *l, rf_batch **b)
@@ -75,7 +64,7 @@ static void test_stale_release_is_refused(void **state)
 {
     (void)state;
     rf_loader *l = make(1, 4, 2); /* two slots: the third batch reuses a slot */
-    start(l);
+    tu_start(l);
     rf_batch *a, *b, *c;
     next_ok(l, &a);
     int64_t a_index = rf_batch_index(a);
@@ -130,7 +119,7 @@ static void test_state_codes(void **state)
     assert_int_equal(rf_loader_seek(l, 0, 0), RF_E_NOT_STARTED);
     assert_int_equal(rf_loader_next_device(l, NULL, &b), RF_E_NOT_STARTED);
     assert_non_null(strstr(rf_loader_errmsg(l), "not started"));
-    start(l);
+    tu_start(l);
     assert_int_equal(rf_loader_start(l), RF_E_STATE); /* already started */
     assert_int_equal(rf_loader_set_param(l, RF_P_BATCH_SIZE, 8), RF_E_STATE);
     /* a CPU loader (RF_P_DEVICE = -1) */
@@ -169,14 +158,14 @@ static void test_workers_read_back(void **state)
     (void)state;
     rf_loader *l = make(0, 4, 2);
     assert_int_equal(rf_loader_active_workers(l), 0); /* not started */
-    start(l);
+    tu_start(l);
     int64_t v = -1;
     assert_int_equal(rf_loader_get_param(l, RF_P_NUM_WORKERS, &v), RF_OK);
     assert_int_equal(v, 0);
     assert_true(rf_loader_active_workers(l) >= 1);
     rf_loader_destroy(l);
     l = make(3, 4, 2);
-    start(l);
+    tu_start(l);
     assert_int_equal(rf_loader_get_param(l, RF_P_NUM_WORKERS, &v), RF_OK);
     assert_int_equal(v, 3);
     assert_int_equal(rf_loader_active_workers(l), 3);
@@ -211,6 +200,11 @@ static void test_options_cross_checks(void **state)
     rf_loader_set_param(l, RF_P_DTYPE, RF_DTYPE_INT32);
     expect_start_error(l, "not a multiple of the dtype's size 4");
     l = make(1, 4, 2);
+    rf_loader_set_param(l, RF_P_RECORD_SIZE, 4096);
+    rf_loader_set_param(l, RF_P_TRANSFORM, RF_TRANSFORM_NONE);
+    rf_loader_set_param(l, RF_P_MAX_FILE_BYTES, 4095);
+    expect_start_error(l, "record_size 4096 is more than max_file_bytes 4095");
+    l = make(1, 4, 2);
     assert_int_equal(rf_loader_set_param(l, RF_P_PREFETCH, 1), RF_E_INVALID);
     assert_non_null(strstr(rf_loader_errmsg(l), "options: option 10 = 1 is outside [2, 1024]"));
     assert_int_equal(rf_loader_set_param(l, 0, 1), RF_E_INVALID);
@@ -218,27 +212,12 @@ static void test_options_cross_checks(void **state)
     rf_loader_destroy(l);
 }
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ULL;
-    return h;
-}
-
-static uint64_t batch_hash(const rf_batch *b)
-{
-    uint64_t h = fnv(0xcbf29ce484222325ULL, rf_batch_data(b), rf_batch_nbytes(b));
-    h = fnv(h, rf_batch_labels(b), (size_t)rf_batch_count(b) * 8);
-    return fnv(h, rf_batch_samples(b), (size_t)rf_batch_count(b) * 8);
-}
-
 static int64_t prefetch_of(rf_loader *l)
 {
-    char js[1 << 14];
-    rf_loader_stats_json(l, js, sizeof js);
-    const char *p = strstr(js, "\"prefetch\": ");
-    return p ? atoll(p + 12) : -1;
+    char *js = tu_stats(l);
+    int64_t k = tu_stats_int(js, "prefetch");
+    free(js);
+    return k;
 }
 
 /* The tuner's wish for more prefetch is carried out by the dispatcher (here
@@ -247,8 +226,8 @@ static void test_ring_grows_on_dispatcher(void **state)
 {
     (void)state;
     rf_loader *ref = make(2, 3, 2), *l = make(2, 3, 2);
-    start(ref);
-    start(l);
+    tu_start(ref);
+    tu_start(l);
     for (int epoch = 0; epoch < 2; epoch++) {
         assert_int_equal(rf_loader_set_epoch(ref, epoch), RF_OK);
         assert_int_equal(rf_loader_set_epoch(l, epoch), RF_OK);
@@ -256,7 +235,7 @@ static void test_ring_grows_on_dispatcher(void **state)
         int n = 0, rc;
         while ((rc = rf_loader_next(ref, &a)) == RF_OK) {
             next_ok(l, &b);
-            assert_int_equal(batch_hash(a), batch_hash(b));
+            assert_int_equal(tu_batch_hash(TU_FNV_INIT, a), tu_batch_hash(TU_FNV_INIT, b));
             rf_batch_release(a);
             rf_batch_release(b);
             if (epoch == 0 && ++n == 2) {
@@ -296,7 +275,7 @@ static void test_errmsg_from_other_threads(void **state)
 {
     (void)state;
     rf_loader *l = make(1, 4, 2);
-    start(l);
+    tu_start(l);
     rf_batch *a;
     next_ok(l, &a);
     assert_int_equal(rf_batch_release(a), RF_OK);

@@ -9,6 +9,7 @@
 #include "ring.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,16 +49,18 @@ int rf__ring_init(rf_ring *r, int k, int64_t batch_size, size_t sample_bytes, in
     return 0;
 }
 
-uint8_t *rf__ring_grow_alloc(const rf_ring *r, int *pinned)
+uint8_t *rf__ring_grow_alloc(const rf_ring *r, int *pinned, char *note, size_t notecap)
 {
     size_t bytes = (size_t)r->batch_size * r->sample_bytes;
-    char note[160] = "";
+    note[0] = '\0';
     *pinned = 0;
-    return rf__host_alloc(bytes, r->pin, pinned, note, sizeof note);
+    return rf__host_alloc(bytes, r->pin, pinned, note, notecap);
 }
 
-void rf__ring_grow_commit(rf_ring *r, uint8_t *mem, int pinned)
+void rf__ring_grow_commit(rf_ring *r, uint8_t *mem, int pinned, const char *note)
 {
+    if (r->pin && r->pinned && !pinned && !r->note[0])
+        snprintf(r->note, sizeof r->note, "slot %d pageable: %s", r->k, note);
     assert(r->k < r->cap && r->ngrown < RF_RING_MAX_GROW);
     r->grown[r->ngrown] = mem;
     r->grown_pinned[r->ngrown] = pinned;
@@ -72,10 +75,11 @@ int rf__ring_grow(rf_ring *r)
     if (r->k >= r->cap)
         return RF_E_LIMIT;
     int pinned;
-    uint8_t *p = rf__ring_grow_alloc(r, &pinned);
+    char note[160];
+    uint8_t *p = rf__ring_grow_alloc(r, &pinned, note, sizeof note);
     if (!p)
         return RF_E_NOMEM;
-    rf__ring_grow_commit(r, p, pinned);
+    rf__ring_grow_commit(r, p, pinned, note);
     return 0;
 }
 

@@ -122,8 +122,8 @@ void rf__ring_free(rf_ring *r);
  * the loader's mutex); rf__ring_grow_commit adds the slot (under the mutex).
  * One thread grows a ring (the dispatcher), so nothing commits in between. */
 int rf__ring_grow(rf_ring *r);
-uint8_t *rf__ring_grow_alloc(const rf_ring *r, int *pinned);
-void rf__ring_grow_commit(rf_ring *r, uint8_t *mem, int pinned);
+uint8_t *rf__ring_grow_alloc(const rf_ring *r, int *pinned, char *note, size_t notecap);
+void rf__ring_grow_commit(rf_ring *r, uint8_t *mem, int pinned, const char *note);
 
 /* FREE -> FILLING for batch `batch` of generation gen with count samples.
  * Returns the slot, or NULL when no slot is free. A FREE slot whose copy is

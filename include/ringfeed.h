@@ -123,6 +123,12 @@ enum rf_param {
     RF_P_VERIFY = 26,          /* enum rf_verify; default RF_VERIFY_ONCE. Fixed. */
     RF_P_MAX_FILE_BYTES = 27,  /* largest sample file (or ranged member) read; larger ones are errors,
                                   refused before allocation; default 536870912 (512 MiB). Fixed. */
+    RF_P_SAMPLER_DROP_LAST = 33, /* 1: split as DistributedSampler(drop_last=True): the epoch's
+                                  order is cut to floor(n / world_size) * world_size samples
+                                  and each rank takes floor(n / world_size) of them, none
+                                  shared (validation); 0: pad by wrapping so every sample is
+                                  seen, some twice. Independent of RF_P_DROP_LAST; default 0.
+                                  Fixed. */
 };
 
 /* How much of a JPEG is decoded beyond the rows its crop needs (RF_P_VERIFY).

@@ -314,7 +314,7 @@ int rf_loader_start(rf_loader *l)
         return rc;
     }
     rc = rf__sampler_init(&l->sampler, l->src.n, c->batch_size, c->shuffle, c->drop_last,
-                          c->seed, c->rank, c->world_size);
+                          c->sampler_drop_last, c->seed, c->rank, c->world_size);
     if (rc < 0) {
         rf__loader_err(l, "sampler: cannot order %lld samples", (long long)l->src.n);
         return start_failed(l, rc);

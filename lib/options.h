@@ -19,7 +19,7 @@
 /* The highest enum rf_param value: raise it when appending an option (the
  * table in options.c must then have an entry for it; a static assertion
  * there says so). */
-#define RF__PARAM_LAST RF_P_MAX_FILE_BYTES
+#define RF__PARAM_LAST RF_P_SAMPLER_DROP_LAST
 #define RF__NPARAMS (RF__PARAM_LAST + 1)
 
 typedef struct rf_options {
@@ -53,6 +53,7 @@ typedef struct rf_config {
     int dtype; /* enum rf_dtype */
     int verify; /* enum rf_verify */
     uint64_t max_file_bytes; /* larger sample files are refused before allocation */
+    int sampler_drop_last;   /* trim the global order to a multiple of world_size */
     /* derived */
     int is_records;      /* record_size > 0: bytes passed through, no decode */
     size_t sample_bytes; /* bytes of one sample in a slot */

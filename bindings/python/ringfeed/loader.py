@@ -7,16 +7,14 @@ the loader (or at epoch 0 after construction); any later iteration starts at
 batch 0 of the epoch after the previous iteration's, as a DataLoader with
 shuffle=True reshuffles on every pass. Every rank follows that rule, so
 ranks stay in step without set_epoch. Moving the position invalidates
-running iterators. When the library refuses to move while batches are still
-held, a fresh native loader on the same options takes over and the old one
-lives on until its last batch dies.
+running iterators; batches still held stay valid (the native loader moves
+while they are lent).
 
 A Loader owns native threads and memory: copying or pickling it is refused
 with a TypeError that says what to do instead.
 """
 
 import ctypes
-import gc
 import inspect
 import json
 import operator
@@ -171,33 +169,15 @@ class Loader:
             raise RingfeedError("ringfeed: the loader is closed", RF_E_STOPPED)
         return h
 
-    def _respawn(self):
-        """Replaces the native loader with a fresh one on the same options.
-
-        Used when the position must move while batches are still held: the
-        old loader is stopped (its lent batches stay readable) and destroyed
-        when its last batch dies."""
-        old = self._handle
-        new = self._new_handle()
-        self._handle = new
-        old.stop()
-        return new
-
     def _reposition(self, epoch, batch):
         h = self._live()
         self._generation += 1
         self._positioned = False
+        # The seek moves the native loader while batches are lent: they stay
+        # valid until released (rf_loader_set_epoch's contract), so the
+        # caller's views stay intact. It fails only on a position outside the
+        # epoch (RF_E_INVALID); _live() already refused a forked child.
         rc = self._lib.rf_loader_seek(h.ptr, epoch, batch)
-        # A lent batch stays valid until released (rf_loader_next's contract),
-        # so a seek that succeeds leaves the caller's views intact. A library
-        # that refuses to move while batches are lent says RF_E_STATE: free
-        # what reference cycles hold, then fall back to a fresh native loader.
-        if rc == RF_E_STATE and h.outstanding():
-            gc.collect()
-            rc = self._lib.rf_loader_seek(h.ptr, epoch, batch)
-        if rc == RF_E_STATE:
-            h = self._respawn()
-            rc = self._lib.rf_loader_seek(h.ptr, epoch, batch)
         if rc < 0:
             raise h.error(rc, "seek to epoch %d batch %d" % (epoch, batch))
         self._positioned = True

@@ -56,8 +56,9 @@ DEB_PACKAGES := build-essential cmake pkg-config liburing-dev libturbojpeg0-dev 
 	libclang-rt-14-dev
 
 # Test-only packages from PyPI (not in Debian 12, or too old there), installed
-# into $(TEST_VENV). scikit-build-core: pyproject.toml's build backend.
-TEST_PIP_PACKAGES := scikit-build-core>=0.10
+# into $(TEST_VENV). scikit-build-core: pyproject.toml's build backend; webdataset:
+# the tar-shard tests write shards with its ShardWriter and compare with its reader.
+TEST_PIP_PACKAGES := scikit-build-core>=0.10 webdataset
 
 .PHONY: all deps deps-debian deps-venv build test bench sanitize memcheck fuzz format clean
 

@@ -148,13 +148,14 @@ static void grow(rf_dispatch *d)
         }
         pthread_mutex_unlock(d->mu);
         int pinned;
-        uint8_t *mem = rf__ring_grow_alloc(d->ring, &pinned);
+        uint8_t *extras;
+        uint8_t *mem = rf__ring_grow_alloc(d->ring, &pinned, &extras);
         pthread_mutex_lock(d->mu);
         if (!mem) {
             d->target_k = d->ring->k;
             break;
         }
-        rf__ring_grow_commit(d->ring, mem, pinned);
+        rf__ring_grow_commit(d->ring, mem, pinned, extras);
     }
 }
 

@@ -34,24 +34,35 @@ int rf__image_ext(const char *ext)
     return 0;
 }
 
-/* Name endings of compressed tars, with what compressed them. */
+/* Name endings of compressed tars: what compressed them, and the command
+ * that leaves a plain .tar beside (NULL: none does it by the name). */
 static const struct {
-    const char *suffix, *how;
+    const char *suffix, *how, *tool;
 } compressed_suffixes[] = {
-    {".tar.gz", "gzip"},   {".tgz", "gzip"},      {".tar.zst", "zstd"}, {".tar.zstd", "zstd"},
-    {".tzst", "zstd"},     {".tar.bz2", "bzip2"}, {".tbz2", "bzip2"},   {".tbz", "bzip2"},
-    {".tar.xz", "xz"},     {".txz", "xz"},
+    {".tar.gz", "gzip", "gunzip"},    {".tgz", "gzip", "gunzip"},
+    {".tar.zst", "zstd", "zstd -d"},  {".tzst", "zstd", "zstd -d"},
+    {".tar.zstd", "zstd", NULL},      {".tar.bz2", "bzip2", "bunzip2"},
+    {".tbz2", "bzip2", "bunzip2"},    {".tbz", "bzip2", "bunzip2"},
+    {".tar.xz", "xz", "unxz"},        {".txz", "xz", "unxz"},
 };
+enum { NSUFFIXES = sizeof compressed_suffixes / sizeof compressed_suffixes[0] };
+
+/* Index in compressed_suffixes of path's ending, or -1. */
+static int compressed_suffix(const char *path)
+{
+    size_t n = strlen(path);
+    for (int i = 0; i < NSUFFIXES; i++) {
+        size_t k = strlen(compressed_suffixes[i].suffix);
+        if (n > k && !strcasecmp(path + n - k, compressed_suffixes[i].suffix))
+            return i;
+    }
+    return -1;
+}
 
 const char *rf__compressed_name(const char *path)
 {
-    size_t n = strlen(path);
-    for (size_t i = 0; i < sizeof compressed_suffixes / sizeof compressed_suffixes[0]; i++) {
-        size_t k = strlen(compressed_suffixes[i].suffix);
-        if (n > k && !strcasecmp(path + n - k, compressed_suffixes[i].suffix))
-            return compressed_suffixes[i].how;
-    }
-    return NULL;
+    int i = compressed_suffix(path);
+    return i < 0 ? NULL : compressed_suffixes[i].how;
 }
 
 const char *rf__compressed_magic(const uint8_t *b, size_t n)
@@ -69,13 +80,22 @@ const char *rf__compressed_magic(const uint8_t *b, size_t n)
 
 int rf__compressed_error(const char *path, const char *how, char *err, size_t errcap)
 {
-    const char *tool = !strcmp(how, "gzip")    ? "gunzip"
-                       : !strcmp(how, "zstd")  ? "zstd -d"
-                       : !strcmp(how, "bzip2") ? "bunzip2"
-                                               : "unxz";
+    int i = compressed_suffix(path);
+    char how_to[300];
+    if (i >= 0 && compressed_suffixes[i].tool && !strcmp(compressed_suffixes[i].how, how)) {
+        snprintf(how_to, sizeof how_to, "%s %s", compressed_suffixes[i].tool, path);
+    } else {
+        /* the name says nothing (or nothing a tool knows): decompress to a
+         * new .tar by hand */
+        size_t n = strlen(path), cut = i >= 0 ? strlen(compressed_suffixes[i].suffix) : 0;
+        if (i < 0 && n > 4 && !strcasecmp(path + n - 4, ".tar"))
+            cut = 4;
+        snprintf(how_to, sizeof how_to, "%s -dc %s > %.*s%s.tar", how, path, (int)(n - cut), path,
+                 i >= 0 ? "" : ".plain");
+    }
     snprintf(err, errcap,
              "source: %s is compressed (%s): compressed shards cannot be read at offsets; "
-             "write plain .tar shards (e.g. `%s %s`, or `tar -cf` without compression)",
-             path, how, tool, path);
+             "write plain .tar shards (e.g. `%s`, or `tar -cf` without compression)",
+             path, how, how_to);
     return RF_E_SOURCE;
 }

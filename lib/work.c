@@ -120,10 +120,11 @@ static int copy_extras(const rf_work *k, const rf_read *rd, int64_t sample, uint
             char key[160]; /* a longer key is cut: the message also names the picture */
             rf__source_key(src, sample, key, sizeof key);
             snprintf(reason, cap,
-                     "extras: member %s.%s is %u bytes; the extras of one sample may hold "
-                     "extras_bytes=%llu (%llu already taken)",
+                     "extras: member %s.%s is %u bytes, more than the %llu left of "
+                     "extras_bytes=%llu for this sample's extras",
                      key, k->cfg->names.extras[e], len,
-                     (unsigned long long)k->cfg->extras_bytes, (unsigned long long)used);
+                     (unsigned long long)(k->cfg->extras_bytes - used),
+                     (unsigned long long)k->cfg->extras_bytes);
             return RF_E_LIMIT;
         }
         if (rel + len > rd->len) { /* the reader delivered the whole span: never */

@@ -517,7 +517,8 @@ int64_t rf_loader_stats_json(rf_loader *l, char *buf, size_t cap)
                                                                       : "pread",
         .io_note = l->reader ? rf__reader_note(l->reader) : "",
         .pinned = l->ring.pinned,
-        .ring_bytes = l->ring.mem_bytes,
+        .ring_bytes = l->ring.mem_bytes + (size_t)l->ring.k * (size_t)l->ring.batch_size *
+                                              l->ring.extras_bytes, /* tar extras */
         .index_bytes = rf__source_bytes(&l->src) + (size_t)l->src.n * 12 + l->work.verified_bytes,
         .prefetch = l->ring.k,
         .started = l->started,

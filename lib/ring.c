@@ -39,8 +39,8 @@ int rf__ring_init_extras(rf_ring *r, int nextras, size_t extras_bytes)
     size_t per_slot = (size_t)r->batch_size * extras_bytes;
     r->nextras = nextras;
     r->extras_bytes = extras_bytes;
-    r->extras_len = calloc((size_t)r->cap * (size_t)r->batch_size * (size_t)nextras,
-                           sizeof *r->extras_len);
+    r->extras_len =
+        calloc((size_t)r->cap * (size_t)r->batch_size * (size_t)nextras, sizeof *r->extras_len);
     r->extras_mem = malloc((size_t)r->k * per_slot);
     if (!r->extras_len || !r->extras_mem) {
         rf__ring_free(r);

@@ -157,14 +157,14 @@ static int has_tar_ext(const char *path)
 
 /* Labels other than "cls", label-less sources and extras are tar shards'
  * alone: any other kind refuses them (what = the kind, for the message). */
-static int tar_options_only(const rf_source_opts *o, const char *spec, const char *what,
-                            char *err, size_t errcap)
+static int tar_options_only(const rf_source_opts *o, const char *spec, const char *what, char *err,
+                            size_t errcap)
 {
     if (!o->unlabeled && o->nextras == 0 && (!o->label || !strcmp(o->label, "cls")))
         return 0;
     snprintf(err, errcap,
-             "source: %s: label and extras name members of WebDataset tar shards; %s %s",
-             spec, what, o->nextras ? "has no extra members" : "has labels of its own");
+             "source: %s: label and extras name members of WebDataset tar shards; %s %s", spec,
+             what, o->nextras ? "has no extra members" : "has labels of its own");
     return RF_E_INVALID;
 }
 

@@ -21,8 +21,8 @@
 #include "source_kinds.h"
 
 /* torchvision 0.14 datasets/folder.py, IMG_EXTENSIONS, in its order. */
-static const char *const image_exts[] = {"jpg", "jpeg", "png", "ppm", "bmp",
-                                         "pgm", "tif", "tiff", "webp"};
+static const char *const image_exts[] = {"jpg", "jpeg", "png",  "ppm", "bmp",
+                                         "pgm", "tif",  "tiff", "webp"};
 
 const char rf__image_exts_text[] = ".jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp";
 
@@ -39,11 +39,10 @@ int rf__image_ext(const char *ext)
 static const struct {
     const char *suffix, *how, *tool;
 } compressed_suffixes[] = {
-    {".tar.gz", "gzip", "gunzip"},    {".tgz", "gzip", "gunzip"},
-    {".tar.zst", "zstd", "zstd -d"},  {".tzst", "zstd", "zstd -d"},
-    {".tar.zstd", "zstd", NULL},      {".tar.bz2", "bzip2", "bunzip2"},
-    {".tbz2", "bzip2", "bunzip2"},    {".tbz", "bzip2", "bunzip2"},
-    {".tar.xz", "xz", "unxz"},        {".txz", "xz", "unxz"},
+    {".tar.gz", "gzip", "gunzip"}, {".tgz", "gzip", "gunzip"},   {".tar.zst", "zstd", "zstd -d"},
+    {".tzst", "zstd", "zstd -d"},  {".tar.zstd", "zstd", NULL},  {".tar.bz2", "bzip2", "bunzip2"},
+    {".tbz2", "bzip2", "bunzip2"}, {".tbz", "bzip2", "bunzip2"}, {".tar.xz", "xz", "unxz"},
+    {".txz", "xz", "unxz"},
 };
 enum { NSUFFIXES = sizeof compressed_suffixes / sizeof compressed_suffixes[0] };
 

@@ -224,7 +224,7 @@ typedef struct tar_walk {
     uint64_t fsize;
     const rf_source_opts *o;
     const char *label_ext; /* NULL: unlabeled */
-    char *lname; /* GNU long name or pax path of the next member */
+    char *lname;           /* GNU long name or pax path of the next member */
     size_t lname_cap, lname_len;
     int have_lname;
     uint64_t pax_size; /* pax size of the next member */
@@ -548,8 +548,8 @@ static const char *tar_name(const tar_walk *w, const uint8_t *h, char name[TAR_B
     return name;
 }
 
-static int index_shard(rf_source *s, uint32_t shard_id, const char *shard,
-                       const rf_source_opts *o, int64_t *maxlabel, char *err, size_t errcap)
+static int index_shard(rf_source *s, uint32_t shard_id, const char *shard, const rf_source_opts *o,
+                       int64_t *maxlabel, char *err, size_t errcap)
 {
     int fd = open(shard, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
     if (fd < 0) {
@@ -578,7 +578,9 @@ static int index_shard(rf_source *s, uint32_t shard_id, const char *shard,
                   .shard_id = shard_id,
                   .fsize = (uint64_t)st.st_size,
                   .o = o,
-                  .label_ext = o->unlabeled ? NULL : o->label ? o->label : "cls",
+                  .label_ext = o->unlabeled ? NULL
+                               : o->label   ? o->label
+                                            : "cls",
                   .maxlabel = maxlabel,
                   .err = err,
                   .errcap = errcap};
@@ -611,8 +613,9 @@ static int index_shard(rf_source *s, uint32_t shard_id, const char *shard,
     if (rc == 0)
         rc = group_finish(s, &w);
     if (rc == 0 && s->n == before) {
-        snprintf(err, errcap, "source: %s: no samples (no members named <key>.<picture extension>: %s)",
-                 shard, rf__image_exts_text);
+        snprintf(err, errcap,
+                 "source: %s: no samples (no members named <key>.<picture extension>: %s)", shard,
+                 rf__image_exts_text);
         rc = RF_E_SOURCE;
     }
     free(w.g.key);

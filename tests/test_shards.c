@@ -215,8 +215,8 @@ static void test_tar_members_indexed_as_ranges(void **state)
     assert_int_equal(tw_file(&t, "k4.jpeg", c, 0), 0);             /* empty member */
     assert_int_equal(tw_file(&t, "k4.cls", "12", 2), 0);
     assert_int_equal(tw_file(&t, "k5.cls", "1", 1), 0);
-    assert_int_equal(tw_file(&t, "k5.PNG", a, 300), 0);            /* any ImageFolder format */
-    assert_int_equal(tw_file(&t, "k5.seg.png", c, 2), 0);          /* ext "seg.png": other */
+    assert_int_equal(tw_file(&t, "k5.PNG", a, 300), 0);   /* any ImageFolder format */
+    assert_int_equal(tw_file(&t, "k5.seg.png", c, 2), 0); /* ext "seg.png": other */
     assert_int_equal(tw_close(&t), 0);
 
     rf_source s;

@@ -178,8 +178,7 @@ static void test_key_errors_name_shard_and_key(void **state)
     /* two pictures under one key: ambiguous */
     write_members(p, "a.jpg", "x", "a.cls", "1", "k2.JPEG", "x", "k2.jpg", "y", "k2.cls", "0",
                   NULL);
-    tu_source_open_fails(p, NULL, p, "\"k2\"", "two image members", "offsets 2048 and 3072",
-                         NULL);
+    tu_source_open_fails(p, NULL, p, "\"k2\"", "two image members", "offsets 2048 and 3072", NULL);
     /* a key without a picture (a stray file): an error, not a silent gap */
     write_members(p, "a.jpg", "x", "a.cls", "1", "meta.txt", "x", NULL);
     tu_source_open_fails(p, NULL, p, "\"meta\"", "no image member", ".webp", NULL);
@@ -298,9 +297,10 @@ static void test_compressed_shards_refused(void **state)
 {
     (void)state;
     /* by name: a single file (not read as a list file), a pattern, a list */
-    static const char *names[] = {"s.tar.gz", "s.tgz", "s.tar.zst", "s.tar.bz2", "s.tar.xz",
-                                  "s.TAR.GZ"};
-    static const char *tools[] = {"`gunzip ", "`gunzip ", "`zstd -d ", "`bunzip2 ", "`unxz ", "`gunzip "};
+    static const char *names[] = {"s.tar.gz",  "s.tgz",    "s.tar.zst",
+                                  "s.tar.bz2", "s.tar.xz", "s.TAR.GZ"};
+    static const char *tools[] = {"`gunzip ",  "`gunzip ", "`zstd -d ",
+                                  "`bunzip2 ", "`unxz ",   "`gunzip "};
     for (int i = 0; i < 6; i++) {
         char *p = tmp_path("%s", names[i]);
         assert_int_equal(tu_write_file(p, "path\t1\n", 7), 0);
@@ -358,14 +358,15 @@ static void test_label_and_extras_options(void **state)
     char *shard = tmp_path("opts.tar");
     write_caption_shard(shard, 0, 4, 1);
     rf_loader *l = rf_loader_create(shard);
-    static const char *bad_labels[] = {"a/b", "a,b", ".", "  ", "x\ty",
-                                       "0123456789012345678901234567890123456789012345678901234567890123"};
+    static const char *bad_labels[] = {
+        "a/b", "a,b",  ".",
+        "  ",  "x\ty", "0123456789012345678901234567890123456789012345678901234567890123"};
     for (size_t i = 0; i < sizeof bad_labels / sizeof bad_labels[0]; i++) {
         assert_int_equal(rf_loader_set_label(l, bad_labels[i]), RF_E_INVALID);
         assert_non_null(strstr(rf_loader_errmsg(l), "label"));
     }
-    static const char *bad_extras[] = {"txt,", ",txt", "txt,,json", "txt,TXT", "a/b",
-                                       "a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q"};
+    static const char *bad_extras[] = {"txt,",    ",txt", "txt,,json",
+                                       "txt,TXT", "a/b",  "a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q"};
     for (size_t i = 0; i < sizeof bad_extras / sizeof bad_extras[0]; i++) {
         assert_int_equal(rf_loader_set_extras(l, bad_extras[i]), RF_E_INVALID);
         assert_non_null(strstr(rf_loader_errmsg(l), "extras"));
@@ -418,10 +419,10 @@ static void test_label_and_extras_options(void **state)
 
 static rf_loader *caption_loader(const char *src, const char *extras, int workers, int skip)
 {
-    rf_loader *l = TU_LOADER(src, {RF_P_BATCH_SIZE, 4}, {RF_P_IMAGE_SIZE, 24},
-                             {RF_P_NUM_WORKERS, workers}, {RF_P_SEED, 11},
-                             {RF_P_TRANSFORM, RF_TRANSFORM_RANDOM_RESIZED_CROP}, {RF_P_FLIP, 1},
-                             {RF_P_ON_ERROR, skip ? RF_ON_ERROR_SKIP : RF_ON_ERROR_RAISE});
+    rf_loader *l =
+        TU_LOADER(src, {RF_P_BATCH_SIZE, 4}, {RF_P_IMAGE_SIZE, 24}, {RF_P_NUM_WORKERS, workers},
+                  {RF_P_SEED, 11}, {RF_P_TRANSFORM, RF_TRANSFORM_RANDOM_RESIZED_CROP},
+                  {RF_P_FLIP, 1}, {RF_P_ON_ERROR, skip ? RF_ON_ERROR_SKIP : RF_ON_ERROR_RAISE});
     if (extras)
         assert_int_equal(rf_loader_set_extras(l, extras), RF_OK);
     return l;
@@ -663,7 +664,8 @@ static void test_folder_of_mixed_files(void **state)
     uint8_t *jpg;
     size_t len;
     assert_int_equal(tu_make_jpeg(&gray, &jpg, &len), 0);
-    static const char *files[] = {"gray.jpg", "y.JPG", "p.webp", "x.png", "z.tif", "a.txt", "b.gif"};
+    static const char *files[] = {"gray.jpg", "y.JPG", "p.webp", "x.png",
+                                  "z.tif",    "a.txt", "b.gif"};
     for (int i = 0; i < 7; i++) {
         char *f = tmp_path("mixedfolder/c/%s", files[i]);
         if (i < 2)
@@ -675,9 +677,9 @@ static void test_folder_of_mixed_files(void **state)
         free(f);
     }
     free(jpg);
-    rf_loader *l = TU_LOADER(root, {RF_P_BATCH_SIZE, 5}, {RF_P_IMAGE_SIZE, 16},
-                             {RF_P_SHUFFLE, 0}, {RF_P_NUM_WORKERS, 1},
-                             {RF_P_ON_ERROR, RF_ON_ERROR_SKIP}, {RF_P_MAX_ERRORS, -1});
+    rf_loader *l =
+        TU_LOADER(root, {RF_P_BATCH_SIZE, 5}, {RF_P_IMAGE_SIZE, 16}, {RF_P_SHUFFLE, 0},
+                  {RF_P_NUM_WORKERS, 1}, {RF_P_ON_ERROR, RF_ON_ERROR_SKIP}, {RF_P_MAX_ERRORS, -1});
     tu_start(l);
     /* sorted: gray.jpg p.webp x.png y.JPG z.tif */
     assert_int_equal(rf_loader_num_samples(l), 5);

@@ -319,6 +319,7 @@ static int build_stages(rf_loader *l)
         rf__loader_err(l, "loader: out of memory");
         return RF_E_NOMEM;
     }
+    l->disp.copier = l->copier;
     return 0;
 }
 

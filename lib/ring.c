@@ -9,6 +9,7 @@
 #include "ring.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,13 +75,14 @@ int rf__ring_init(rf_ring *r, int k, int64_t batch_size, size_t sample_bytes, in
     return 0;
 }
 
-uint8_t *rf__ring_grow_alloc(const rf_ring *r, int *pinned, uint8_t **extras)
+uint8_t *rf__ring_grow_alloc(const rf_ring *r, int *pinned, char *note, size_t notecap,
+                             uint8_t **extras)
 {
     size_t bytes = (size_t)r->batch_size * r->sample_bytes;
-    char note[160] = "";
+    note[0] = '\0';
     *pinned = 0;
     *extras = NULL;
-    uint8_t *mem = rf__host_alloc(bytes, r->pin, pinned, note, sizeof note);
+    uint8_t *mem = rf__host_alloc(bytes, r->pin, pinned, note, notecap);
     if (mem && r->nextras > 0 && !(*extras = malloc((size_t)r->batch_size * r->extras_bytes))) {
         rf__host_free(mem, *pinned);
         return NULL;
@@ -88,8 +90,10 @@ uint8_t *rf__ring_grow_alloc(const rf_ring *r, int *pinned, uint8_t **extras)
     return mem;
 }
 
-void rf__ring_grow_commit(rf_ring *r, uint8_t *mem, int pinned, uint8_t *extras)
+void rf__ring_grow_commit(rf_ring *r, uint8_t *mem, int pinned, const char *note, uint8_t *extras)
 {
+    if (r->pin && r->pinned && !pinned && !r->note[0])
+        snprintf(r->note, sizeof r->note, "slot %d pageable: %s", r->k, note);
     assert(r->k < r->cap && r->ngrown < RF_RING_MAX_GROW);
     assert((extras != NULL) == (r->nextras > 0));
     r->grown[r->ngrown] = mem;
@@ -108,11 +112,12 @@ int rf__ring_grow(rf_ring *r)
     if (r->k >= r->cap)
         return RF_E_LIMIT;
     int pinned;
+    char note[160];
     uint8_t *extras;
-    uint8_t *p = rf__ring_grow_alloc(r, &pinned, &extras);
+    uint8_t *p = rf__ring_grow_alloc(r, &pinned, note, sizeof note, &extras);
     if (!p)
         return RF_E_NOMEM;
-    rf__ring_grow_commit(r, p, pinned, extras);
+    rf__ring_grow_commit(r, p, pinned, note, extras);
     return 0;
 }
 

@@ -137,13 +137,15 @@ int rf__ring_init_extras(rf_ring *r, int nextras, size_t extras_bytes);
 /* Adds one FREE slot (prefetch grows). 0, RF_E_LIMIT at the cap, RF_E_NOMEM.
  * The two halves: rf__ring_grow_alloc reads only what rf__ring_init fixed
  * (no lock needed: the slow, possibly page-locking allocation runs outside
- * the loader's mutex) and returns the images' block, with *extras the
- * extras' block (NULL without extras); rf__ring_grow_commit adds the slot
- * (under the mutex). One thread grows a ring (the dispatcher), so nothing
- * commits in between. */
+ * the loader's mutex) and returns the images' block (note: why it is not
+ * page-locked, if it was asked to be), with *extras the extras' block (NULL
+ * without extras); rf__ring_grow_commit adds the slot (under the mutex). One
+ * thread grows a ring (the dispatcher), so nothing commits in between. */
 int rf__ring_grow(rf_ring *r);
-uint8_t *rf__ring_grow_alloc(const rf_ring *r, int *pinned, uint8_t **extras);
-void rf__ring_grow_commit(rf_ring *r, uint8_t *mem, int pinned, uint8_t *extras);
+uint8_t *rf__ring_grow_alloc(const rf_ring *r, int *pinned, char *note, size_t notecap,
+                             uint8_t **extras);
+void rf__ring_grow_commit(rf_ring *r, uint8_t *mem, int pinned, const char *note,
+                          uint8_t *extras);
 
 /* FREE -> FILLING for batch `batch` of generation gen with count samples.
  * Returns the slot, or NULL when no slot is free. A FREE slot whose copy is

@@ -340,8 +340,10 @@ static int twice(tar_walk *w, const char *what, const tar_place *first, uint64_t
 {
     snprintf(w->err, w->errcap,
              "source: %s: sample \"%s\" has two %s members (at offsets %llu and %llu); a sample "
-             "must have one",
-             w->shard, w->g.key, what, (unsigned long long)first->hdr, (unsigned long long)hdr);
+             "must have one%s",
+             w->shard, w->g.key, what, (unsigned long long)first->hdr, (unsigned long long)hdr,
+             strcmp(what, "image") ? ""
+                                   : " (a picture member named in extras is read as an extra)");
     return RF_E_SOURCE;
 }
 

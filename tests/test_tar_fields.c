@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "ring.h"
 #include "ringfeed.h"
 #include "source.h"
 #include "tarwrite.h"
@@ -759,6 +760,33 @@ static void test_sample_names(void **state)
     free(p);
 }
 
+/* The ring keeps room for the extras of every slot, grown ones too. */
+static void test_ring_extras_room(void **state)
+{
+    (void)state;
+    rf_ring r;
+    assert_int_equal(rf__ring_init(&r, 2, 3, 12, 0), 0);
+    assert_int_equal(rf__ring_init_extras(&r, 2, 40), 0);
+    assert_int_equal(rf__ring_grow(&r), 0);
+    assert_int_equal(r.k, 3);
+    for (int i = 0; i < 3; i++) {
+        rf_slot *s = &r.slots[i];
+        assert_non_null(s->view.extras);
+        assert_true(s->view.extras_len == r.extras_len + (size_t)i * 3 * 2);
+        memset(s->view.extras, i, 3 * 40); /* the whole block is the slot's */
+        for (int j = 0; j < 3 * 2; j++)
+            s->view.extras_len[j] = RF_SOURCE_ABSENT;
+    }
+    assert_true(r.slots[2].view.extras == r.extras_grown[0]);
+    rf__ring_free(&r);
+    /* without extras, nothing is kept for them */
+    assert_int_equal(rf__ring_init(&r, 2, 3, 12, 0), 0);
+    assert_int_equal(rf__ring_grow(&r), 0);
+    assert_null(r.slots[2].view.extras);
+    assert_null(r.extras_grown[0]);
+    rf__ring_free(&r);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -789,6 +817,7 @@ int main(void)
         cmocka_unit_test(test_undecodable_member_reported),
         cmocka_unit_test(test_folder_of_mixed_files),
         cmocka_unit_test(test_sample_names),
+        cmocka_unit_test(test_ring_extras_room),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

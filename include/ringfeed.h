@@ -32,7 +32,8 @@
  * Errors: functions returning int give RF_OK (0) on success, a positive value
  * for an outcome that is not an error (RF_END_OF_EPOCH, RF_AGAIN) and a
  * negative RF_E_* value on error. The detail of the last error (component,
- * path, cause) is kept per loader: rf_loader_errmsg().
+ * path, cause) is kept per loader: rf_loader_errmsg(), whose comment says
+ * which calls write it.
  */
 #ifndef RINGFEED_H
 #define RINGFEED_H
@@ -123,7 +124,13 @@ enum rf_param {
     RF_P_VERIFY = 26,          /* enum rf_verify; default RF_VERIFY_ONCE. Fixed. */
     RF_P_MAX_FILE_BYTES = 27,  /* largest sample file (or ranged member) read; larger ones are errors,
                                   refused before allocation; default 536870912 (512 MiB). Fixed. */
-    /* 28..34: reserved. */
+    RF_P_SAMPLER_DROP_LAST = 33, /* 1: split as DistributedSampler(drop_last=True): the epoch's
+                                  order is cut to floor(n / world_size) * world_size samples
+                                  and each rank takes floor(n / world_size) of them, none
+                                  shared (validation); 0: pad by wrapping so every sample is
+                                  seen, some twice. Independent of RF_P_DROP_LAST; default 0.
+                                  Fixed. */
+    /* 34: not used (the label member is a name: rf_loader_set_label). */
     RF_P_EXTRAS_BYTES = 35,    /* tar extras (rf_loader_set_extras): bytes of all extra members of one
                                   sample; each ring slot holds batch_size times this; a sample whose
                                   extras need more is an error (under RF_P_ON_ERROR) naming the shard,
@@ -289,7 +296,8 @@ RF_API void rf_loader_stop(rf_loader *l);
  * it never returns a batch lent later to another caller. This is guaranteed
  * while the handle's ring slot was lent fewer than 16 times since the handle
  * was released; older handles must not be used. RF_E_FORKED in a forked
- * child (the batch stays with the parent).
+ * child (the batch stays with the parent). A failure's message does not
+ * replace an error of the consumer's calls not yet read (rf_loader_errmsg).
  * Thread-safety: any thread. */
 RF_API int rf_batch_release(rf_batch *b);
 
@@ -390,17 +398,34 @@ RF_API const int64_t *rf_batch_device_labels(const rf_batch *b);
  * its device buffer, any other through the loader's copy stream from host
  * memory. The batch may be released right after the call: its host slot is
  * reused only once the copy completed. Returns 0, RF_E_INVALID, RF_E_RELEASED
- * (the batch was released), RF_E_NO_DEVICE or RF_E_CUDA.
+ * (the batch was released), RF_E_NO_DEVICE, RF_E_CUDA, or RF_E_FORKED in a
+ * forked child (nothing is copied). A failure's message does not replace an
+ * error of the consumer's calls not yet read (rf_loader_errmsg).
  * Thread-safety: any thread holding the batch, one call at a time per batch. */
 RF_API int rf_batch_copy_to(rf_batch *b, void *dst_images, void *dst_labels, void *stream);
 
 /* Detail of the last error on this loader ("" if none): component, path and
  * cause, e.g. "decode: cls1/x.jpg (sample 12): Premature end of JPEG file".
- * A copy taken for the consumer: valid until its next call to
- * rf_loader_errmsg (errors from other threads, such as a stale
- * rf_batch_release, are recorded under a lock and appear in the next copy).
- * Thread-safety: the consumer thread. */
+ * Who writes it: every failing call records its message, with one rule for
+ * the two calls that may run on any thread, rf_batch_release and
+ * rf_batch_copy_to: their message does not replace an error of the consumer's
+ * calls (create, set_param, start, next, next_device, seek, ...) that this
+ * function has not returned yet. So after a failed rf_loader_next the
+ * consumer reads that failure's detail, even while another thread's stale
+ * releases fail; once read, the next error of any call replaces it (the
+ * status code always says what failed). A copy taken for the consumer: valid
+ * until its next call to rf_loader_errmsg.
+ * Thread-safety: the consumer thread (other threads: rf_loader_errmsg_copy). */
 RF_API const char *rf_loader_errmsg(const rf_loader *l);
+
+/* The message rf_loader_errmsg would return, copied into buf (at most cap
+ * bytes, NUL-terminated; buf may be NULL when cap is 0). Returns the length
+ * of the whole message, not counting the NUL (as snprintf): a value >= cap
+ * means it was cut. Unlike rf_loader_errmsg it does not count as reading the
+ * message: a consumer error stays protected as said there. NULL loader: "no
+ * loader".
+ * Thread-safety: any thread. */
+RF_API int64_t rf_loader_errmsg_copy(const rf_loader *l, char *buf, size_t cap);
 
 /* Writes the loader's statistics as one JSON object into buf (at most cap
  * bytes, NUL-terminated) and returns the length the full text needs, not

@@ -171,22 +171,29 @@ int rf_batch_release(rf_batch *b)
 {
     if (!b)
         return RF_OK;
+    /* Read before mu, which it names: within the stale-handle bound
+     * (ringfeed.h) the handle's memory is not lent again, so nothing writes
+     * it (and every lease it serves has the same loader). What the error
+     * message needs is read under mu, where a lend of a newer lease through
+     * the same handle memory writes it. */
     rf_loader *l = b->loader;
     if (!l)
         return RF_E_INVALID;
     if (getpid() != l->pid) {
-        rf__loader_err(l, "loader: rf_batch_release in a forked child process; the batch "
-                          "belongs to the parent's loader");
+        rf__loader_err_any(l, "loader: rf_batch_release in a forked child process; the batch "
+                              "belongs to the parent's loader");
         return RF_E_FORKED;
     }
     pthread_mutex_lock(&l->mu);
     rf_slot *s = b->slot;
     if (!rf__ring_lease_live(b) || s->state != RF_SLOT_LENT) {
+        long long index = b->index, epoch = b->epoch;
+        unsigned long long lease = b->lease;
         pthread_mutex_unlock(&l->mu);
-        rf__loader_err(l,
-                       "loader: rf_batch_release: batch %lld of epoch %lld (lease %llu) was "
-                       "already released",
-                       (long long)b->index, (long long)b->epoch, (unsigned long long)b->lease);
+        rf__loader_err_any(l,
+                           "loader: rf_batch_release: batch %lld of epoch %lld (lease %llu) was "
+                           "already released",
+                           index, epoch, lease);
         return RF_E_RELEASED;
     }
     if (b->dev_data && l->copier) {
@@ -283,9 +290,11 @@ int rf_cuda_device_count(void)
     return rf__cuda_devices(note, sizeof note);
 }
 
+#define NO_DEVICE_FMT "copier: this loader has no CUDA device: %s"
+
 static int no_device(rf_loader *l)
 {
-    rf__loader_err(l, "copier: this loader has no CUDA device: %s", l->cuda_note);
+    rf__loader_err(l, NO_DEVICE_FMT, l->cuda_note);
     return RF_E_NO_DEVICE;
 }
 
@@ -331,21 +340,29 @@ int rf_batch_copy_to(rf_batch *b, void *dst_images, void *dst_labels, void *stre
 {
     if (!b || !b->loader || !b->slot)
         return RF_E_INVALID;
-    rf_loader *l = b->loader;
+    rf_loader *l = b->loader; /* before mu: see rf_batch_release */
+    if (getpid() != l->pid) {
+        /* The parent's CUDA context and copy stream are not the child's. */
+        rf__loader_err_any(l, "copier: rf_batch_copy_to in a forked child process; the batch "
+                              "belongs to the parent's loader");
+        return RF_E_FORKED;
+    }
     pthread_mutex_lock(&l->mu);
     int lent = rf__ring_lease_live(b) && b->slot->state == RF_SLOT_LENT;
     pthread_mutex_unlock(&l->mu);
     if (!lent) {
-        rf__loader_err(l, "copier: rf_batch_copy_to: the batch was released");
+        rf__loader_err_any(l, "copier: rf_batch_copy_to: the batch was released");
         return RF_E_RELEASED;
     }
-    if (!l->copier)
-        return no_device(l);
+    if (!l->copier) {
+        rf__loader_err_any(l, NO_DEVICE_FMT, l->cuda_note);
+        return RF_E_NO_DEVICE;
+    }
     char err[300];
     int rc = rf__copier_copy_to(l->copier, b->slot->id, b->data, b->nbytes, b->labels, b->count,
                                 dst_images, dst_labels, stream, err, sizeof err);
     if (rc < 0)
-        rf__loader_err(l, "%s", err);
+        rf__loader_err_any(l, "%s", err);
     if (rc != RF_E_INVALID) {
         pthread_mutex_lock(&l->mu);
         rf__ring_mark_copy(b->slot);

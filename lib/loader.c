@@ -22,19 +22,36 @@
 
 #include "clock.h"
 
-void rf__loader_err(rf_loader *l, const char *fmt, ...)
+/* Formats into errmsg, under err_mu but in a forked child: there the lock may
+ * be held by a thread of the parent that is not there, and the child is alone
+ * with its copy. consumer: 1 for rf__loader_err, 0 for rf__loader_err_any. */
+static void record(rf_loader *l, int consumer, const char *fmt, va_list ap)
 {
-    /* In a forked child the lock may be held by a thread of the parent that
-     * is not there; the child is alone with its copy. */
     int locked = getpid() == l->pid;
     if (locked)
         pthread_mutex_lock(&l->err_mu);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(l->errmsg, sizeof l->errmsg, fmt, ap);
-    va_end(ap);
+    if (consumer || !l->err_unread) {
+        vsnprintf(l->errmsg, sizeof l->errmsg, fmt, ap);
+        l->err_unread = consumer;
+    }
     if (locked)
         pthread_mutex_unlock(&l->err_mu);
+}
+
+void rf__loader_err(rf_loader *l, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    record(l, 1, fmt, ap);
+    va_end(ap);
+}
+
+void rf__loader_err_any(rf_loader *l, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    record(l, 0, fmt, ap);
+    va_end(ap);
 }
 
 const char *rf_loader_errmsg(const rf_loader *l)
@@ -46,9 +63,24 @@ const char *rf_loader_errmsg(const rf_loader *l)
     if (locked)
         pthread_mutex_lock(&m->err_mu);
     memcpy(m->errmsg_out, m->errmsg, sizeof m->errmsg_out);
+    m->err_unread = 0; /* read: errors from any thread may replace it now */
     if (locked)
         pthread_mutex_unlock(&m->err_mu);
     return m->errmsg_out;
+}
+
+int64_t rf_loader_errmsg_copy(const rf_loader *l, char *buf, size_t cap)
+{
+    if (!l)
+        return (int64_t)snprintf(buf, cap, "no loader");
+    rf_loader *m = (rf_loader *)l;
+    int locked = getpid() == l->pid;
+    if (locked)
+        pthread_mutex_lock(&m->err_mu);
+    int n = snprintf(buf, cap, "%s", m->errmsg); /* a look: err_unread stays */
+    if (locked)
+        pthread_mutex_unlock(&m->err_mu);
+    return n;
 }
 
 int rf_version(void)
@@ -354,7 +386,7 @@ int rf_loader_start(rf_loader *l)
         return rc;
     }
     rc = rf__sampler_init(&l->sampler, l->src.n, c->batch_size, c->shuffle, c->drop_last,
-                          c->seed, c->rank, c->world_size);
+                          c->sampler_drop_last, c->seed, c->rank, c->world_size);
     if (rc < 0) {
         rf__loader_err(l, "sampler: cannot order %lld samples", (long long)l->src.n);
         return start_failed(l, rc);

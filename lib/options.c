@@ -43,6 +43,7 @@ static const param_def params_table[] = {
     [RF_P_DTYPE] = {0, 3, RF_DTYPE_UINT8},
     [RF_P_VERIFY] = {0, 2, RF_VERIFY_ONCE},
     [RF_P_MAX_FILE_BYTES] = {1, INT64_C(1) << 40, INT64_C(512) << 20},
+    [RF_P_SAMPLER_DROP_LAST] = {0, 1, 0},
     [RF_P_EXTRAS_BYTES] = {1, INT64_C(1) << 30, 65536},
 };
 
@@ -120,6 +121,7 @@ int rf__options_resolve(const rf_options *o, rf_config *c, char *err, size_t err
     c->dtype = (int)p[RF_P_DTYPE];
     c->verify = (int)p[RF_P_VERIFY];
     c->max_file_bytes = (uint64_t)p[RF_P_MAX_FILE_BYTES];
+    c->sampler_drop_last = (int)p[RF_P_SAMPLER_DROP_LAST];
     c->extras_bytes = (uint64_t)p[RF_P_EXTRAS_BYTES];
     c->names = o->names;
 

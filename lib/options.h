@@ -66,6 +66,7 @@ typedef struct rf_config {
     int dtype; /* enum rf_dtype */
     int verify; /* enum rf_verify */
     uint64_t max_file_bytes; /* larger sample files are refused before allocation */
+    int sampler_drop_last;   /* trim the global order to a multiple of world_size */
     uint64_t extras_bytes;   /* all extras of one sample (with nextras > 0) */
     rf_member_names names;   /* tar: label member, extras */
     /* derived */

@@ -3,7 +3,7 @@
 A _Handle owns one rf_loader: it creates, configures and starts it, asks it
 for batches, and destroys it. Each lent rf_batch is a _Lease that holds a
 reference to its _Handle, so rf_loader_destroy runs only after the Loader let
-go of the handle (close, or a respawn) *and* every lease died: memory handed
+go of the handle (close) *and* every lease died: memory handed
 out is never recycled under the caller.
 
 Fork safety: a handle remembers the process that made it. In a forked child

@@ -68,6 +68,7 @@ RF_P_HEADER_SIZE = 24
 RF_P_DTYPE = 25
 RF_P_VERIFY = 26
 RF_P_MAX_FILE_BYTES = 27
+RF_P_SAMPLER_DROP_LAST = 33
 RF_P_EXTRAS_BYTES = 35
 
 PARAM_NAMES = {
@@ -98,6 +99,7 @@ PARAM_NAMES = {
     RF_P_DTYPE: "dtype",
     RF_P_VERIFY: "verify",
     RF_P_MAX_FILE_BYTES: "max_file_bytes",
+    RF_P_SAMPLER_DROP_LAST: "sampler_drop_last",
     RF_P_EXTRAS_BYTES: "extras_bytes",
 }
 

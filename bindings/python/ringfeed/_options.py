@@ -177,6 +177,7 @@ class Options:
         self.copy_mode = extra.pop("copy_mode", "ring")
         io_backend = extra.pop("io_backend", "auto")
         verify = extra.pop("verify", "once")
+        self.sampler_drop_last = bool(extra.pop("sampler_drop_last", False))
         label, extras = _member_names(extra.pop("label", DEFAULT_LABEL), extra.pop("extras", ()))
         if self.records and (label != DEFAULT_LABEL or extras):
             raise ValueError("ringfeed: label and extras name members of WebDataset tar shards; "
@@ -240,6 +241,8 @@ class Options:
             self.params.append((P.RF_P_VERIFY, verify_v))
         if max_file_bytes != MAX_FILE_BYTES:
             self.params.append((P.RF_P_MAX_FILE_BYTES, max_file_bytes))
+        if self.sampler_drop_last:  # libraries before it lack RF_P_SAMPLER_DROP_LAST
+            self.params.append((P.RF_P_SAMPLER_DROP_LAST, 1))
         self.params += ints
         # Any record option that is not 0 goes to the library, which refuses
         # negative sizes; the dtype matters for records only.

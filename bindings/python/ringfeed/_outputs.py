@@ -18,7 +18,7 @@ import ctypes
 import numpy as np
 
 from ._errors import RingfeedError
-from ._lib import RF_E_STATE, RF_OK
+from ._lib import RF_E_NO_DEVICE, RF_OK
 
 _torch_mod = None
 _torch_tried = False
@@ -198,7 +198,7 @@ class _CudaOutput(_Output):
                 "ringfeed: device=%r but torch.cuda.is_available() is False (torch %s%s): use "
                 "device='cpu'" % (where, torch.__version__,
                                   ", a build without CUDA" if not torch.version.cuda else
-                                  ", no usable GPU or driver"), RF_E_STATE)
+                                  ", no usable GPU or driver"), RF_E_NO_DEVICE)
         n = torch.cuda.device_count()
         if not 0 <= index < n:
             raise ValueError("ringfeed: device=%r but torch sees %d CUDA device%s"

@@ -11,7 +11,7 @@
 #   make sanitize  deps + address,undefined build in build-asan and thread build in build-tsan,
 #                  ctest in both (the python test is not registered under sanitizers)
 #   make memcheck  deps + build + the valgrind memcheck tests (ctest -L memcheck: test_loader,
-#                  test_faults, test_lifecycle; pread backend, JSIMD_FORCENONE=1)
+#                  test_faults, test_lifecycle, test_tar_fields; pread backend, JSIMD_FORCENONE=1)
 #   make fuzz      deps + clang libFuzzer+ASan+UBSan build of tests/fuzz_decode.c in build-fuzz,
 #                  its seed corpus and a short run (ctest -L fuzz); FUZZ_TIME=600 fuzzes
 #                  600 s more, keeping the corpus in build-fuzz/test-tmp/fuzz/corpus
@@ -56,8 +56,9 @@ DEB_PACKAGES := build-essential cmake pkg-config liburing-dev libturbojpeg0-dev 
 	libclang-rt-14-dev
 
 # Test-only packages from PyPI (not in Debian 12, or too old there), installed
-# into $(TEST_VENV). scikit-build-core: pyproject.toml's build backend.
-TEST_PIP_PACKAGES := scikit-build-core>=0.10
+# into $(TEST_VENV). scikit-build-core: pyproject.toml's build backend; webdataset:
+# the tar-shard tests write shards with its ShardWriter and compare with its reader.
+TEST_PIP_PACKAGES := scikit-build-core>=0.10 webdataset
 
 .PHONY: all deps deps-debian deps-venv build test bench sanitize memcheck fuzz format clean
 

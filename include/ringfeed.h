@@ -130,6 +130,11 @@ enum rf_param {
                                   shared (validation); 0: pad by wrapping so every sample is
                                   seen, some twice. Independent of RF_P_DROP_LAST; default 0.
                                   Fixed. */
+    /* 34: not used (the label member is a name: rf_loader_set_label). */
+    RF_P_EXTRAS_BYTES = 35,    /* tar extras (rf_loader_set_extras): bytes of all extra members of one
+                                  sample; each ring slot holds batch_size times this; a sample whose
+                                  extras need more is an error (under RF_P_ON_ERROR) naming the shard,
+                                  the key and the member; default 65536. Fixed. */
 };
 
 /* How much of a JPEG is decoded beyond the rows its crop needs (RF_P_VERIFY).
@@ -171,14 +176,20 @@ RF_API const char *rf_strerror(int status);
  * Thread-safety: any thread. */
 RF_API int rf_param_bounds(int param, int64_t *lo, int64_t *hi);
 
-/* New loader over `source`: an image folder (root/<class>/<file>.jpg), a
- * list file ("path<TAB>label" lines), WebDataset tar shards (a .tar path, a
- * brace pattern "shards/train-{0000..0099}.tar", a glob "shards/train-*.tar" whose
+/* New loader over `source`: an image folder (root/<class>/<file>: exactly
+ * the files torchvision's ImageFolder indexes, names ending in .jpg .jpeg
+ * .png .ppm .bmp .pgm .tif .tiff .webp in any case, in its order; each is
+ * decoded or reported as an error with its path), a list file
+ * ("path<TAB>label" lines), WebDataset tar shards (a .tar path, a brace
+ * pattern "shards/train-{0000..0099}.tar", a glob "shards/train-*.tar" whose
  * matches are sorted, or several of these separated by '\n'; a sample is a
- * key's .jpg/.jpeg member, its label the integer text of the key's .cls
- * member), or record files (with RF_P_RECORD_SIZE). The string is copied.
- * Nothing is read until rf_loader_start. Returns NULL only when memory is
- * exhausted or source is NULL.
+ * key's one picture member, of any of the extensions above, its label the
+ * integer text of the key's .cls member: see rf_loader_set_label and
+ * rf_loader_set_extras), or record files (with RF_P_RECORD_SIZE).
+ * Compressed shards (.tar.gz, .tgz, .tar.zst, .tar.bz2, .tar.xz) cannot be
+ * read at offsets: rf_loader_start refuses them (RF_E_SOURCE). The string is
+ * copied. Nothing is read until rf_loader_start. Returns NULL only when
+ * memory is exhausted or source is NULL.
  * Thread-safety: any thread. */
 RF_API rf_loader *rf_loader_create(const char *source);
 
@@ -194,6 +205,31 @@ RF_API void rf_loader_destroy(rf_loader *l);
  * Thread-safety: one thread at a time per loader. */
 RF_API int rf_loader_set_param(rf_loader *l, int param, int64_t value);
 RF_API int rf_loader_get_param(const rf_loader *l, int param, int64_t *out);
+
+/* Tar shards: the extension of the member holding each sample's label, the
+ * integer text webdataset's ".cls" holds (default "cls"; any case; a leading
+ * '.' is ignored). NULL or "" reads unlabeled shards: no label member is
+ * looked for and every label is -1 (rf_batch_labels, rf_loader_sample_label).
+ * A labeled source whose sample lacks the member fails rf_loader_start,
+ * naming the shard and the key. Other sources refuse a label other than
+ * "cls" at rf_loader_start (RF_E_INVALID). The string is copied. Returns
+ * RF_OK, RF_E_INVALID (a name longer than 63 bytes or holding '/', ','), or
+ * RF_E_STATE after rf_loader_start. Fixed.
+ * Thread-safety: one thread at a time per loader. */
+RF_API int rf_loader_set_label(rf_loader *l, const char *ext);
+
+/* Tar shards: extra members returned with each sample, as raw bytes:
+ * extensions separated by ',' ("txt,json"; any case, blanks and a leading
+ * '.' ignored; at most 16, distinct). NULL or "" returns none (the default).
+ * With extras, one read fetches a sample's picture and extras together
+ * (webdataset writes a key's members back to back), and rf_batch_field gives
+ * them; a member named here is never taken as the sample's picture. All
+ * extras of one sample must fit RF_P_EXTRAS_BYTES. Other sources refuse
+ * extras at rf_loader_start (RF_E_INVALID). The string is copied. Returns
+ * RF_OK, RF_E_INVALID (a malformed list) or RF_E_STATE after
+ * rf_loader_start. Fixed.
+ * Thread-safety: one thread at a time per loader. */
+RF_API int rf_loader_set_extras(rf_loader *l, const char *exts);
 
 /* Indexes the source, allocates the ring, starts the reader and the decode
  * threads, and positions the loader at batch 0 of epoch 0.
@@ -274,9 +310,20 @@ RF_API int rf_batch_release(rf_batch *b);
  * Thread-safety: any thread holding the batch. */
 RF_API void *rf_batch_data(const rf_batch *b);
 
-/* The batch's labels: count int64 values. Valid until rf_batch_release.
+/* The batch's labels: count int64 values (-1 for unlabeled tar shards, 0
+ * for records). Valid until rf_batch_release.
  * Thread-safety: any thread holding the batch. */
 RF_API const int64_t *rf_batch_labels(const rf_batch *b);
+
+/* The raw bytes of extra member `ext` (one of rf_loader_set_extras's, any
+ * case, a leading '.' ignored) of sample i (0 <= i < count) of the batch,
+ * with their length in *len (may be NULL). NULL, with *len = 0, when the
+ * sample has no such member, ext was not asked for, i is out of range, or
+ * the handle is released (as the accessors below); a member present but
+ * empty gives a non-NULL pointer and 0. Under on_error = skip a replaced
+ * sample shows its substitute's members. Valid until rf_batch_release.
+ * Thread-safety: any thread holding the batch. */
+RF_API const void *rf_batch_field(const rf_batch *b, int64_t i, const char *ext, size_t *len);
 
 /* Samples in the batch (batch_size but for a short last batch).
  * Thread-safety: any thread holding the batch. */
@@ -396,9 +443,19 @@ RF_API int64_t rf_loader_stats_json(rf_loader *l, char *buf, size_t cap);
  * Thread-safety: any thread after rf_loader_start. */
 RF_API const char *rf_loader_sample_path(const rf_loader *l, int64_t sample);
 
-/* Label of the sample with global index `sample` (0 for records), or -1.
+/* Label of the sample with global index `sample` (0 for records, -1 for
+ * unlabeled tar shards), or -1.
  * Thread-safety: any thread after rf_loader_start. */
 RF_API int64_t rf_loader_sample_label(const rf_loader *l, int64_t sample);
+
+/* Name of the sample with global index `sample`, as snprintf writes it
+ * into buf (at most cap bytes, NUL-terminated; buf may be NULL when cap is
+ * 0): its path (image folder, list file), "shard.tar:key" (tar shards:
+ * webdataset's __url__ and __key__) or "file.bin@offset" (records: the file
+ * and the record's byte offset). Returns the length the full name needs, not
+ * counting the NUL, or -1 (no such sample, not started).
+ * Thread-safety: any thread after rf_loader_start. */
+RF_API int64_t rf_loader_sample_name(const rf_loader *l, int64_t sample, char *buf, size_t cap);
 
 #ifdef __cplusplus
 }

@@ -225,6 +225,28 @@ const int64_t *rf_batch_labels(const rf_batch *b)
     return live(b) ? b->labels : NULL;
 }
 
+const void *rf_batch_field(const rf_batch *b, int64_t i, const char *ext, size_t *len)
+{
+    if (len)
+        *len = 0;
+    if (!live(b) || !b->extras || !ext || i < 0 || i >= b->count)
+        return NULL;
+    const rf_loader *l = b->loader;
+    int e = rf__member_extra_index(&l->cfg.names, ext);
+    if (e < 0)
+        return NULL;
+    int n = l->ring.nextras;
+    const uint32_t *lens = b->extras_len + (size_t)i * (size_t)n;
+    if (lens[e] == RF_SOURCE_ABSENT)
+        return NULL;
+    size_t off = 0; /* the sample's extras lie back to back, in the order asked */
+    for (int f = 0; f < e; f++)
+        off += lens[f] == RF_SOURCE_ABSENT ? 0 : lens[f];
+    if (len)
+        *len = lens[e];
+    return b->extras + (size_t)i * l->ring.extras_bytes + off;
+}
+
 int64_t rf_batch_count(const rf_batch *b)
 {
     return live(b) ? b->count : 0;

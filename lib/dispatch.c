@@ -149,13 +149,14 @@ static void grow(rf_dispatch *d)
         pthread_mutex_unlock(d->mu);
         int pinned;
         char note[160];
-        uint8_t *mem = rf__ring_grow_alloc(d->ring, &pinned, note, sizeof note);
+        uint8_t *extras;
+        uint8_t *mem = rf__ring_grow_alloc(d->ring, &pinned, note, sizeof note, &extras);
         pthread_mutex_lock(d->mu);
         if (!mem) {
             d->target_k = d->ring->k;
             break;
         }
-        rf__ring_grow_commit(d->ring, mem, pinned, note);
+        rf__ring_grow_commit(d->ring, mem, pinned, note, extras);
     }
 }
 

@@ -28,7 +28,11 @@ _EXTRA_INT_OPTIONS = {
     "read_depth": _lib.RF_P_READ_DEPTH,
     "read_timeout_ms": _lib.RF_P_READ_TIMEOUT_MS,
     "max_errors": _lib.RF_P_MAX_ERRORS,
+    "extras_bytes": _lib.RF_P_EXTRAS_BYTES,
 }
+
+# The label member's default extension (webdataset's ".cls").
+DEFAULT_LABEL = "cls"
 
 
 def _choice(name, value, table, fold=str.lower):
@@ -92,6 +96,44 @@ def _dtype_value(dtype):
     return _lib.DTYPES[name], np.dtype(name)
 
 
+def _ext_name(what, value):
+    """A member extension as the library stores it: blanks and a leading '.'
+    dropped, lowercase (the library checks the rest)."""
+    if not isinstance(value, str):
+        raise TypeError("ringfeed: %s must be a string (a member extension such as 'txt'), "
+                        "not %r" % (what, value))
+    name = value.strip()
+    if name.startswith("."):
+        name = name[1:]
+    if not name or "," in name:
+        raise ValueError("ringfeed: %s: %r is not a member extension" % (what, value))
+    return name.lower()
+
+
+def _member_names(label, extras):
+    """(label or None, extras tuple), checked: label None or "" reads
+    unlabeled shards; extras is a sequence of extensions or one string
+    ("txt" or "txt,json")."""
+    if label is not None and label != "":
+        label = _ext_name("label", label)
+    else:
+        label = None
+    if extras is None:
+        extras = ()
+    elif isinstance(extras, str):
+        extras = tuple(e for e in extras.split(",")) if extras.strip() else ()
+    else:
+        try:
+            extras = tuple(extras)
+        except TypeError:
+            raise TypeError("ringfeed: extras must be a sequence of member extensions such as "
+                            "('txt', 'json'), not %r" % (extras,)) from None
+    names = tuple(_ext_name("extras", e) for e in extras)
+    if len(set(names)) != len(names):
+        raise ValueError("ringfeed: extras name a member twice: %r" % (extras,))
+    return label, names
+
+
 def _parse_device(device):
     """('cpu', -1) or ('cuda', index)."""
     s = "cpu" if device is None else str(device)
@@ -109,9 +151,12 @@ def _parse_device(device):
 
 
 class Options:
-    """Loader's arguments, checked: the source, the output's kind, and
-    `params`, the (RF_P_*, value) pairs to set before rf_loader_start.
-    `extra` holds the keyword options beyond Loader's named arguments."""
+    """Loader's arguments, checked: the source, the output's kind,
+    `params`, the (RF_P_*, value) pairs to set before rf_loader_start, and
+    `strings`, the (setter, bytes or None) calls for the tar member names
+    (rf_loader_set_label, rf_loader_set_extras; only what differs from the
+    defaults). `extra` holds the keyword options beyond Loader's named
+    arguments."""
 
     def __init__(self, source, batch_size, image_size, transform, flip, layout, shuffle, seed,
                  drop_last, num_workers, device, pin_memory, prefetch, on_error, rank,
@@ -133,6 +178,18 @@ class Options:
         io_backend = extra.pop("io_backend", "auto")
         verify = extra.pop("verify", "once")
         self.sampler_drop_last = bool(extra.pop("sampler_drop_last", False))
+        label, extras = _member_names(extra.pop("label", DEFAULT_LABEL), extra.pop("extras", ()))
+        if self.records and (label != DEFAULT_LABEL or extras):
+            raise ValueError("ringfeed: label and extras name members of WebDataset tar shards; "
+                             "record files have neither (leave label='cls' and extras=())")
+        self.labeled = label is not None and not self.records  # batches carry labels
+        self.extras = extras
+        self.strings = []
+        if label != DEFAULT_LABEL:
+            self.strings.append(("rf_loader_set_label",
+                                 None if label is None else label.encode("utf-8")))
+        if extras:
+            self.strings.append(("rf_loader_set_extras", ",".join(extras).encode("utf-8")))
         ints = [(_EXTRA_INT_OPTIONS[k], _int(k, extra.pop(k)))
                 for k in list(extra) if k in _EXTRA_INT_OPTIONS]
         if extra:

@@ -50,7 +50,22 @@ class Loader:
 
     source: a folder, a list file, a .tar shard, a brace pattern
     ("shards/train-{0000..0099}.tar"), a glob ("shards/*.tar"), or a list of
-    these. record_size > 0 reads fixed-size records instead (token shards):
+    these. A folder holds exactly the samples torchvision's ImageFolder
+    indexes (.jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp, any case); a
+    tar sample is a key's one picture member of those formats. Compressed
+    shards (.tar.gz, ...) are refused: they cannot be read at offsets.
+
+    Tar shards only: label="cls" names the member holding each sample's
+    integer label; label=None reads unlabeled shards, whose batches are the
+    images alone. extras=("txt", "json") returns those members' raw bytes:
+    each batch gains a last element, a list (one per sample) of dicts
+    {ext: bytes} keyed by the extension as given, lowercase and without a
+    leading '.'; a member the sample lacks is absent from its dict.
+    extras_bytes (default 65536) bounds all extras of one sample; a sample
+    over it is an error under on_error. So a batch is (images, labels),
+    (images, labels, extras), images or (images, extras).
+
+    record_size > 0 reads fixed-size records instead (token shards):
     header_size bytes are skipped at the start of each file, dtype ("uint8",
     "uint16", "int32", "int64") types the output, transform must be "none"
     (the default for records); each batch is the data array alone, shape
@@ -140,7 +155,8 @@ class Loader:
         else:
             shape, nbytes = (3, s, s) if self._layout == "NCHW" else (s, s, 3), 3 * s * s
         self._form = BatchForm(opts.dtype, shape, nbytes, self._records,
-                               max(2, h.get(P.RF_P_PREFETCH)), self._num_batches)
+                               max(2, h.get(P.RF_P_PREFETCH)), self._num_batches,
+                               labeled=opts.labeled, extras=opts.extras)
 
         # _positioned: the next iteration starts where the loader stands
         # (just started, set_epoch, load_state_dict); otherwise it starts at
@@ -155,7 +171,8 @@ class Loader:
     # -- native plumbing ---------------------------------------------------
 
     def _new_handle(self):
-        return _Handle.open(self._lib, self._opts.source, self._opts.params, self._source_str)
+        return _Handle.open(self._lib, self._opts.source, self._opts.params, self._source_str,
+                            self._opts.strings)
 
     def _live(self):
         """The native handle, after checking that this process may use it."""
@@ -236,9 +253,11 @@ class Loader:
         return self._start_iteration(False)
 
     def iter_with_indices(self):
-        """As iter(loader), yielding (images, labels, sample_indices) (for
-        records, (data, sample_indices)); the indices (int64 [B]) point into
-        the source's index (sample_path)."""
+        """As iter(loader), with the sample indices (int64 [B]) added last:
+        (images, labels, sample_indices), (images, labels, extras,
+        sample_indices), (images, sample_indices) when unlabeled, and for
+        records (data, sample_indices). The indices point into the source's
+        index (sample_path)."""
         return self._start_iteration(True)
 
     def __len__(self):
@@ -273,12 +292,22 @@ class Loader:
     device = _readonly("_device", "'cpu' or 'cuda:N'.")
 
     def sample_path(self, index):
-        """Path of the sample with global index `index`."""
+        """Where the sample with global index `index` is: its file (image
+        folder, list file), "shard.tar:key" (tar shards: webdataset's
+        __url__ and __key__), or for records the record file."""
         h = self._live()
-        p = self._lib.rf_loader_sample_path(h.ptr, _int("index", index))
-        if p is None:
+        index = _int("index", index)
+        if self._records:
+            p = self._lib.rf_loader_sample_path(h.ptr, index)
+            if p is None:
+                raise IndexError("ringfeed: no sample %d" % index)
+            return os.fsdecode(p)
+        n = self._lib.rf_loader_sample_name(h.ptr, index, None, 0)
+        if n < 0:
             raise IndexError("ringfeed: no sample %d" % index)
-        return os.fsdecode(p)
+        buf = ctypes.create_string_buffer(n + 1)
+        self._lib.rf_loader_sample_name(h.ptr, index, buf, n + 1)
+        return os.fsdecode(buf.raw[:n])
 
     def sample_label(self, index):
         """Label of the sample with global index `index`."""

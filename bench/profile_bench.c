@@ -4,8 +4,10 @@
  *
  *   rf-profile DATA [--image-size S] [--batch-size B] [--workers N]
  *              [--transform center|random_resized_crop] [--epochs E]
- *              [--verify once|always|none] [--repeats R] [--json FILE]
+ *              [--verify once|always|none] [--exact] [--repeats R] [--json FILE]
  *
+ * --exact sets RF_P_EXACT (full-resolution decode, no DCT scaling), to
+ * measure what torchvision-identical pixels cost.
  * The ceiling: one thread decodes whole pictures (libjpeg-turbo, RGB, the
  * same settings the loader uses) from memory, with the files already read;
  * images/s of that thread times the usable cores is what a CPU loader that
@@ -96,14 +98,15 @@ static void usage(void)
 {
     fprintf(stderr, "usage: rf-profile DATA [--image-size S] [--batch-size B] [--workers N]\n"
                     "                  [--transform center|random_resized_crop] [--epochs E]\n"
-                    "                  [--verify once|always|none] [--repeats R] [--json FILE]\n");
+                    "                  [--verify once|always|none] [--exact] [--repeats R]\n"
+                    "                  [--json FILE]\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
     const char *data = NULL, *json = NULL, *transform = "center", *verify = "once";
-    int size = 224, batch = 64, workers = 0, epochs = 2, repeats = 3;
+    int size = 224, batch = 64, workers = 0, epochs = 2, repeats = 3, exact = 0;
     const bu_opt opts[] = {
         {"--image-size", 'i', &size, 1, 1 << 14},
         {"--batch-size", 'i', &batch, 1, 1 << 20},
@@ -113,6 +116,7 @@ int main(int argc, char **argv)
         {"--repeats", 'i', &repeats, 1, 100},
         {"--json", 's', &json, 0, 0},
         {"--verify", 's', &verify, 0, 0},
+        {"--exact", 'f', &exact, 0, 0},
     };
     if (bu_parse_args("rf-profile", argc, argv, opts, sizeof opts / sizeof opts[0], &data, 1) ||
         !data)
@@ -169,6 +173,8 @@ int main(int argc, char **argv)
         rf_loader_set_param(l, RF_P_NUM_WORKERS, workers);
         rf_loader_set_param(l, RF_P_SEED, r);
         rf_loader_set_param(l, RF_P_VERIFY, verify_v);
+        if (exact)
+            rf_loader_set_param(l, RF_P_EXACT, 1);
         if (rf_loader_start(l) < 0) {
             fprintf(stderr, "rf-profile: %s\n", rf_loader_errmsg(l));
             return 1;
@@ -217,8 +223,9 @@ int main(int argc, char **argv)
     double ms[5];
     for (int k = 0; k < 5; k++)
         ms[k] = bu_median(stage[k], repeats);
-    printf("data %s: %d pictures, transform %s, %dx%d, batch %d, %d workers, %d usable cores\n",
-           data, nread, transform, size, size, batch, used_workers, cores);
+    printf("data %s: %d pictures, transform %s%s, %dx%d, batch %d, %d workers, %d usable "
+           "cores\n",
+           data, nread, transform, exact ? " (exact)" : "", size, size, batch, used_workers, cores);
     printf("per image (ms, summed over workers): read %.3f  header %.3f  decode %.3f  resize "
            "%.3f  | consumer wait %.3f\n",
            ms[0], ms[1], ms[2], ms[3], ms[4]);
@@ -240,13 +247,13 @@ int main(int argc, char **argv)
                     ", \"images\": %d, \"transform\": "
                     "\"%s\", \"image_size\": %d, \"batch_size\": %d, \"workers\": %d, "
                     "\"cores\": %d, \"repeats\": %d, \"epochs\": %d, "
-                    "\"verify\": \"%s\", "
+                    "\"verify\": \"%s\", \"exact\": %d, "
                     "\"per_image_ms\": {\"read\": %.4f, \"header\": %.4f, \"decode\": %.4f, "
                     "\"resize\": %.4f, \"wait\": %.4f}, \"ceiling_one_core\": %.1f, "
                     "\"ceiling\": %.1f, \"loader_images_per_sec\": %.1f, \"ratio\": %.3f, "
                     "\"first_epoch_images_per_sec\": %.1f, \"first_epoch_ratio\": %.3f, "
                     "\"later_epochs_images_per_sec\": %.1f, \"later_epochs_ratio\": %.3f}\n",
-                    nread, transform, size, batch, used_workers, cores, repeats, epochs, verify,
+                    nread, transform, size, batch, used_workers, cores, repeats, epochs, verify, exact,
                     ms[0], ms[1], ms[2], ms[3], ms[4], one, ceiling, rate, rate / ceiling, first,
                     first / ceiling, later, later / ceiling);
             fclose(f);

@@ -19,7 +19,7 @@
 /* The highest enum rf_param value: raise it when appending an option (the
  * table in options.c must then have an entry for it; a static assertion
  * there says so). */
-#define RF__PARAM_LAST RF_P_MAX_FILE_BYTES
+#define RF__PARAM_LAST RF_P_RATIO_MAX
 #define RF__NPARAMS (RF__PARAM_LAST + 1)
 
 typedef struct rf_options {
@@ -53,6 +53,9 @@ typedef struct rf_config {
     int dtype; /* enum rf_dtype */
     int verify; /* enum rf_verify */
     uint64_t max_file_bytes; /* larger sample files are refused before allocation */
+    int exact;               /* full-resolution decode (no DCT scaling) */
+    /* RandomResizedCrop's scale and ratio ranges, defaults filled in */
+    double scale_min, scale_max, ratio_min, ratio_max;
     /* derived */
     int is_records;      /* record_size > 0: bytes passed through, no decode */
     size_t sample_bytes; /* bytes of one sample in a slot */

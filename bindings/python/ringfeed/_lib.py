@@ -68,6 +68,11 @@ RF_P_HEADER_SIZE = 24
 RF_P_DTYPE = 25
 RF_P_VERIFY = 26
 RF_P_MAX_FILE_BYTES = 27
+RF_P_EXACT = 28
+RF_P_SCALE_MIN = 29   # RandomResizedCrop's scale and ratio, in millionths; 0: default
+RF_P_SCALE_MAX = 30
+RF_P_RATIO_MIN = 31
+RF_P_RATIO_MAX = 32
 
 PARAM_NAMES = {
     RF_P_BATCH_SIZE: "batch_size",
@@ -97,6 +102,11 @@ PARAM_NAMES = {
     RF_P_DTYPE: "dtype",
     RF_P_VERIFY: "verify",
     RF_P_MAX_FILE_BYTES: "max_file_bytes",
+    RF_P_EXACT: "exact",
+    RF_P_SCALE_MIN: "scale[0] (millionths)",
+    RF_P_SCALE_MAX: "scale[1] (millionths)",
+    RF_P_RATIO_MIN: "ratio[0] (millionths)",
+    RF_P_RATIO_MAX: "ratio[1] (millionths)",
 }
 
 TRANSFORMS = {"none": 0, "center": 1, "random_resized_crop": 2}

@@ -174,7 +174,7 @@ int main(int argc, char **argv)
     double *rate_v = calloc((size_t)repeats, sizeof *rate_v);   /* all epochs */
     double *first_v = calloc((size_t)repeats, sizeof *first_v); /* epoch 0 */
     double *later_v = calloc((size_t)repeats, sizeof *later_v); /* epochs 1.. */
-    double *cpu_v = calloc((size_t)repeats, sizeof *cpu_v);    /* loader CPU ms per image */
+    double *cpu_v = calloc((size_t)repeats, sizeof *cpu_v);     /* loader CPU ms per image */
     double stage[5][100] = {{0}}; /* read, header, decode, resize, wait (ms per image) */
     char *stats = malloc(1 << 20);
     int used_workers = 0, decoded = 0;
@@ -273,9 +273,9 @@ int main(int argc, char **argv)
                     "\"first_epoch_images_per_sec\": %.1f, \"first_epoch_ratio\": %.3f, "
                     "\"later_epochs_images_per_sec\": %.1f, \"later_epochs_ratio\": %.3f, "
                     "\"cpu_ms_per_image\": %.4f}\n",
-                    nread, transform, size, batch, used_workers, cores, repeats, epochs, verify, exact,
-                    ms[0], ms[1], ms[2], ms[3], ms[4], one, ceiling, rate, rate / ceiling, first,
-                    first / ceiling, later, later / ceiling, cpu_ms);
+                    nread, transform, size, batch, used_workers, cores, repeats, epochs, verify,
+                    exact, ms[0], ms[1], ms[2], ms[3], ms[4], one, ceiling, rate, rate / ceiling,
+                    first, first / ceiling, later, later / ceiling, cpu_ms);
             fclose(f);
         }
     }

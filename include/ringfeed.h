@@ -127,8 +127,8 @@ enum rf_param {
                                   equals torchvision's on PIL's decode byte for byte (center:
                                   Resize + CenterCrop + PILToTensor); 0: a picture much larger
                                   than the output is decoded at 1/2, 1/4 or 1/8 scale (libjpeg's
-                                  DCT scaling), faster and close (PSNR > 30 dB) but not equal;
-                                  default 0. Fixed. */
+                                  DCT scaling), faster and close but not byte-equal; default 0.
+                                  Fixed. */
     /* RandomResizedCrop's ranges, torchvision's scale=(min, max) (the crop's area as
      * a fraction of the picture's) and ratio=(min, max) (its width / height), in
      * millionths: 500000 is 0.5. 0, the default, is torchvision's default exactly

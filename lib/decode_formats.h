@@ -53,8 +53,8 @@ typedef struct rf_format {
      * format that never scales ignores it. With check_tail, data past the
      * region is decoded too, to find damage there. 0, or RF_E_DECODE /
      * RF_E_LIMIT / RF_E_NOMEM with the reason in err. */
-    int (*region)(void *state, rf_geom *g, int max_denom, int check_tail, rf_region *r,
-                  char *err, size_t errcap);
+    int (*region)(void *state, rf_geom *g, int max_denom, int check_tail, rf_region *r, char *err,
+                  size_t errcap);
     /* Abandons the picture whose header was read (decode.c refused it). */
     void (*abandon)(void *state);
 } rf_format;

@@ -4,9 +4,9 @@
  * After the header (decode.c checks the size limit and draws the geometry
  * in between), jpg_region picks the largest DCT scaling (1/2, 1/4, 1/8)
  * that keeps the source box at least as large as the output (none when
- * max_denom is 1: RF_P_EXACT), and decodes
- * only the rows and the iMCU columns the resampler reads
- * (jpeg_skip_scanlines, jpeg_crop_scanline); CMYK / YCCK pictures are
+ * max_denom is 1: RF_P_EXACT), and decodes only the rows and the iMCU
+ * columns the resampler reads (jpeg_skip_scanlines, jpeg_crop_scanline),
+ * which gives the same pixels as a full decode; CMYK / YCCK pictures are
  * turned into RGB as PIL does. Unless told otherwise the rows below the
  * region are still entropy-decoded, so that damage there is found.
  *

@@ -109,18 +109,16 @@ static int check_rrc_ranges(const int64_t *p, const rf_config *c, char *err, siz
 {
     if (c->transform != RF_TRANSFORM_RANDOM_RESIZED_CROP &&
         (p[RF_P_SCALE_MIN] || p[RF_P_SCALE_MAX] || p[RF_P_RATIO_MIN] || p[RF_P_RATIO_MAX])) {
-        snprintf(err, errcap, "options: scale and ratio apply to transform random_resized_crop "
-                              "only");
+        snprintf(err, errcap,
+                 "options: scale and ratio apply to transform random_resized_crop only");
         return RF_E_INVALID;
     }
     if (c->scale_min > c->scale_max) {
-        snprintf(err, errcap, "options: scale (%g, %g) has min > max", c->scale_min,
-                 c->scale_max);
+        snprintf(err, errcap, "options: scale (%g, %g) has min > max", c->scale_min, c->scale_max);
         return RF_E_INVALID;
     }
     if (c->ratio_min > c->ratio_max) {
-        snprintf(err, errcap, "options: ratio (%g, %g) has min > max", c->ratio_min,
-                 c->ratio_max);
+        snprintf(err, errcap, "options: ratio (%g, %g) has min > max", c->ratio_min, c->ratio_max);
         return RF_E_INVALID;
     }
     return RF_OK;

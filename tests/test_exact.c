@@ -60,8 +60,7 @@ static void test_options_defaults_and_bounds(void **state)
     /* Other values are millionths. */
     assert_int_equal(RESOLVE(&c, err, {RF_P_TRANSFORM, RF_TRANSFORM_RANDOM_RESIZED_CROP},
                              {RF_P_SCALE_MIN, 500000}, {RF_P_SCALE_MAX, 500000},
-                             {RF_P_RATIO_MIN, 1500000}, {RF_P_RATIO_MAX, 2000000},
-                             {RF_P_EXACT, 1}),
+                             {RF_P_RATIO_MIN, 1500000}, {RF_P_RATIO_MAX, 2000000}, {RF_P_EXACT, 1}),
                      RF_OK);
     assert_true(c.scale_min == 0.5 && c.scale_max == 0.5);
     assert_true(c.ratio_min == 1.5 && c.ratio_max == 2.0);
@@ -104,9 +103,9 @@ static void test_options_cross_checks(void **state)
                              {RF_P_RATIO_MIN, 1000000}, {RF_P_RATIO_MAX, 1000000}),
                      RF_OK);
     /* The ranges belong to random_resized_crop; exact goes with any transform. */
-    assert_int_equal(RESOLVE(&c, err, {RF_P_TRANSFORM, RF_TRANSFORM_CENTER},
-                             {RF_P_SCALE_MIN, 500000}),
-                     RF_E_INVALID);
+    assert_int_equal(
+        RESOLVE(&c, err, {RF_P_TRANSFORM, RF_TRANSFORM_CENTER}, {RF_P_SCALE_MIN, 500000}),
+        RF_E_INVALID);
     assert_non_null(strstr(err, "options: scale and ratio apply to transform "
                                 "random_resized_crop only"));
     assert_int_equal(RESOLVE(&c, err, {RF_P_TRANSFORM, RF_TRANSFORM_CENTER}, {RF_P_EXACT, 1}),
@@ -197,8 +196,7 @@ static void test_rrc_fixed_ranges(void **state)
 static void test_exact_decodes_full_resolution(void **state)
 {
     (void)state;
-    tu_jpeg_opts jo = {.width = 1200, .height = 900, .quality = 90, .subsamp = TU_420,
-                       .seed = 5};
+    tu_jpeg_opts jo = {.width = 1200, .height = 900, .quality = 90, .subsamp = TU_420, .seed = 5};
     uint8_t *jpg, *full;
     size_t len;
     int w, h;
@@ -214,10 +212,16 @@ static void test_exact_decodes_full_resolution(void **state)
     for (int tr = RF_TRANSFORM_CENTER; tr <= RF_TRANSFORM_RANDOM_RESIZED_CROP; tr++)
         for (int exact = 0; exact <= 1; exact++)
             for (int64_t sample = 0; sample < 4; sample++) {
-                rf_decode_opts o = {.transform = tr, .size = S, .flip = 1,
-                                    .layout = RF_LAYOUT_NHWC, .max_pixels = 178956970,
-                                    .max_scans = 1000, .seed = 3, .sample = sample,
-                                    .check_tail = (int)(sample & 1), .exact = exact};
+                rf_decode_opts o = {.transform = tr,
+                                    .size = S,
+                                    .flip = 1,
+                                    .layout = RF_LAYOUT_NHWC,
+                                    .max_pixels = 178956970,
+                                    .max_scans = 1000,
+                                    .seed = 3,
+                                    .sample = sample,
+                                    .check_tail = (int)(sample & 1),
+                                    .exact = exact};
                 rf_rng rng = rf__rng_make(o.seed, 0, (uint64_t)sample);
                 rf_geom g;
                 if (tr == RF_TRANSFORM_CENTER)
@@ -251,8 +255,8 @@ static void test_exact_decodes_full_resolution(void **state)
 static uint64_t epoch_hash(const char *dir, const tu_param *extra, size_t nextra,
                            int64_t *dct_scaled)
 {
-    tu_param ps[12] = {{RF_P_BATCH_SIZE, 4},  {RF_P_IMAGE_SIZE, 48}, {RF_P_NUM_WORKERS, 2},
-                       {RF_P_SEED, 11},       {RF_P_SHUFFLE, 1},     {RF_P_FLIP, 1}};
+    tu_param ps[12] = {{RF_P_BATCH_SIZE, 4}, {RF_P_IMAGE_SIZE, 48}, {RF_P_NUM_WORKERS, 2},
+                       {RF_P_SEED, 11},      {RF_P_SHUFFLE, 1},     {RF_P_FLIP, 1}};
     size_t n = 6;
     for (size_t i = 0; i < nextra && n < 12; i++)
         ps[n++] = extra[i];
@@ -288,18 +292,17 @@ static void test_loader_exact_and_ranges(void **state)
     /* center at 48 from ~400x300: DCT-scaled unless exact. */
     uint64_t c0 = EPOCH_HASH(dir, &scaled, {RF_P_TRANSFORM, RF_TRANSFORM_CENTER});
     assert_true(scaled > 0);
-    uint64_t c1 = EPOCH_HASH(dir, &scaled, {RF_P_TRANSFORM, RF_TRANSFORM_CENTER},
-                             {RF_P_EXACT, 1});
+    uint64_t c1 = EPOCH_HASH(dir, &scaled, {RF_P_TRANSFORM, RF_TRANSFORM_CENTER}, {RF_P_EXACT, 1});
     assert_int_equal(scaled, 0);
     assert_true(c0 != c1);
-    assert_true(c1 == EPOCH_HASH(dir, &scaled, {RF_P_TRANSFORM, RF_TRANSFORM_CENTER},
-                                 {RF_P_EXACT, 1}));
+    assert_true(c1 ==
+                EPOCH_HASH(dir, &scaled, {RF_P_TRANSFORM, RF_TRANSFORM_CENTER}, {RF_P_EXACT, 1}));
 
     /* The defaults spelled out in millionths are the defaults. */
     uint64_t r0 = EPOCH_HASH(dir, &scaled, {RF_P_TRANSFORM, RRC});
-    uint64_t r1 = EPOCH_HASH(dir, &scaled, {RF_P_TRANSFORM, RRC}, {RF_P_SCALE_MIN, 80000},
-                             {RF_P_SCALE_MAX, 1000000}, {RF_P_RATIO_MIN, 750000},
-                             {RF_P_RATIO_MAX, 1333333});
+    uint64_t r1 =
+        EPOCH_HASH(dir, &scaled, {RF_P_TRANSFORM, RRC}, {RF_P_SCALE_MIN, 80000},
+                   {RF_P_SCALE_MAX, 1000000}, {RF_P_RATIO_MIN, 750000}, {RF_P_RATIO_MAX, 1333333});
     assert_true(r0 == r1);
     /* Another range: other crops, the same for the same seed. */
     uint64_t r2 = EPOCH_HASH(dir, &scaled, {RF_P_TRANSFORM, RRC}, {RF_P_SCALE_MIN, 500000},

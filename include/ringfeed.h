@@ -124,6 +124,23 @@ enum rf_param {
     RF_P_VERIFY = 26,          /* enum rf_verify; default RF_VERIFY_ONCE. Fixed. */
     RF_P_MAX_FILE_BYTES = 27,  /* largest sample file (or ranged member) read; larger ones are errors,
                                   refused before allocation; default 536870912 (512 MiB). Fixed. */
+    RF_P_EXACT = 28,           /* 1: decode every picture at full resolution, so that the output
+                                  equals torchvision's on PIL's decode byte for byte (center:
+                                  Resize + CenterCrop + PILToTensor); 0: a picture much larger
+                                  than the output is decoded at 1/2, 1/4 or 1/8 scale (libjpeg's
+                                  DCT scaling), faster and close but not byte-equal; default 0.
+                                  Fixed. */
+    /* RandomResizedCrop's ranges, torchvision's scale=(min, max) (the crop's area as
+     * a fraction of the picture's) and ratio=(min, max) (its width / height), in
+     * millionths: 500000 is 0.5. 0, the default, is torchvision's default exactly
+     * (0.08, 1.0, 3/4, 4/3 as doubles), and so is a value equal to that default
+     * rounded to millionths (80000, 1000000, 750000, 1333333). rf_loader_start
+     * refuses min > max (torchvision only warns) and any of them set to a value
+     * other than 0 unless RF_P_TRANSFORM is RF_TRANSFORM_RANDOM_RESIZED_CROP. */
+    RF_P_SCALE_MIN = 29,       /* 0 or 1..1000000 (area fraction in (0, 1]); default 0 (0.08). Fixed. */
+    RF_P_SCALE_MAX = 30,       /* 0 or 1..1000000; default 0 (1.0). Fixed. */
+    RF_P_RATIO_MIN = 31,       /* 0 or 1..1000000000 (width / height in (0, 1000]); default 0 (3/4). Fixed. */
+    RF_P_RATIO_MAX = 32,       /* 0 or 1..1000000000; default 0 (4/3). Fixed. */
     RF_P_SAMPLER_DROP_LAST = 33, /* 1: split as DistributedSampler(drop_last=True): the epoch's
                                   order is cut to floor(n / world_size) * world_size samples
                                   and each rank takes floor(n / world_size) of them, none
@@ -153,8 +170,11 @@ enum rf_dtype { RF_DTYPE_UINT8 = 0, RF_DTYPE_UINT16 = 1, RF_DTYPE_INT32 = 2, RF_
 
 enum rf_transform {
     RF_TRANSFORM_NONE = 0,                /* decode only: image must already be image_size x image_size */
-    RF_TRANSFORM_CENTER = 1,              /* Resize(round(S/0.875)) + CenterCrop(S), as torchvision */
-    RF_TRANSFORM_RANDOM_RESIZED_CROP = 2, /* RandomResizedCrop(S), scale (0.08,1), ratio (3/4,4/3) */
+    RF_TRANSFORM_CENTER = 1,              /* Resize(round(S/0.875)) + CenterCrop(S), as torchvision
+                                             (byte for byte with RF_P_EXACT) */
+    RF_TRANSFORM_RANDOM_RESIZED_CROP = 2, /* RandomResizedCrop(S, scale, ratio): scale and ratio from
+                                             RF_P_SCALE_* / RF_P_RATIO_*, by default (0.08, 1) and
+                                             (3/4, 4/3) */
 };
 
 enum rf_layout { RF_LAYOUT_NHWC = 0, RF_LAYOUT_NCHW = 1 };

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "transform.h" /* rf__rrc_default */
+
 typedef struct param_def {
     int64_t lo, hi, def;
 } param_def;
@@ -43,6 +45,12 @@ static const param_def params_table[] = {
     [RF_P_DTYPE] = {0, 3, RF_DTYPE_UINT8},
     [RF_P_VERIFY] = {0, 2, RF_VERIFY_ONCE},
     [RF_P_MAX_FILE_BYTES] = {1, INT64_C(1) << 40, INT64_C(512) << 20},
+    [RF_P_EXACT] = {0, 1, 0},
+    /* In millionths; 0: torchvision's default (ppm_range). */
+    [RF_P_SCALE_MIN] = {0, 1000000, 0},
+    [RF_P_SCALE_MAX] = {0, 1000000, 0},
+    [RF_P_RATIO_MIN] = {0, 1000000000, 0},
+    [RF_P_RATIO_MAX] = {0, 1000000000, 0},
     [RF_P_SAMPLER_DROP_LAST] = {0, 1, 0},
     [RF_P_EXTRAS_BYTES] = {1, INT64_C(1) << 30, 65536},
 };
@@ -89,6 +97,38 @@ int rf__option_check(int param, int64_t value, char *err, size_t errcap)
     return RF_OK;
 }
 
+/* A RandomResizedCrop bound given in millionths: 0, or the default rounded
+ * to millionths, is the default double itself (0.08 or 4/3 have no exact
+ * millionths form), so that spelling the defaults out changes nothing. */
+static double ppm_range(int64_t v, double def)
+{
+    if (v == 0 || v == (int64_t)(def * 1e6 + 0.5))
+        return def;
+    return (double)v / 1e6;
+}
+
+/* The scale / ratio cross-checks: min <= max (torchvision only warns, and
+ * then draws from the reversed range), and set only for the transform that
+ * reads them. */
+static int check_rrc_ranges(const int64_t *p, const rf_config *c, char *err, size_t errcap)
+{
+    if (c->transform != RF_TRANSFORM_RANDOM_RESIZED_CROP &&
+        (p[RF_P_SCALE_MIN] || p[RF_P_SCALE_MAX] || p[RF_P_RATIO_MIN] || p[RF_P_RATIO_MAX])) {
+        snprintf(err, errcap,
+                 "options: scale and ratio apply to transform random_resized_crop only");
+        return RF_E_INVALID;
+    }
+    if (c->scale_min > c->scale_max) {
+        snprintf(err, errcap, "options: scale (%g, %g) has min > max", c->scale_min, c->scale_max);
+        return RF_E_INVALID;
+    }
+    if (c->ratio_min > c->ratio_max) {
+        snprintf(err, errcap, "options: ratio (%g, %g) has min > max", c->ratio_min, c->ratio_max);
+        return RF_E_INVALID;
+    }
+    return RF_OK;
+}
+
 int rf__options_resolve(const rf_options *o, rf_config *c, char *err, size_t errcap)
 {
     const int64_t *p = o->v;
@@ -121,6 +161,11 @@ int rf__options_resolve(const rf_options *o, rf_config *c, char *err, size_t err
     c->dtype = (int)p[RF_P_DTYPE];
     c->verify = (int)p[RF_P_VERIFY];
     c->max_file_bytes = (uint64_t)p[RF_P_MAX_FILE_BYTES];
+    c->exact = (int)p[RF_P_EXACT];
+    c->scale_min = ppm_range(p[RF_P_SCALE_MIN], rf__rrc_default.scale_lo);
+    c->scale_max = ppm_range(p[RF_P_SCALE_MAX], rf__rrc_default.scale_hi);
+    c->ratio_min = ppm_range(p[RF_P_RATIO_MIN], rf__rrc_default.ratio_lo);
+    c->ratio_max = ppm_range(p[RF_P_RATIO_MAX], rf__rrc_default.ratio_hi);
     c->sampler_drop_last = (int)p[RF_P_SAMPLER_DROP_LAST];
     c->extras_bytes = (uint64_t)p[RF_P_EXTRAS_BYTES];
     c->names = o->names;
@@ -130,6 +175,9 @@ int rf__options_resolve(const rf_options *o, rf_config *c, char *err, size_t err
                  (long long)c->rank, (long long)c->world_size);
         return RF_E_INVALID;
     }
+    int rc = check_rrc_ranges(p, c, err, errcap);
+    if (rc != RF_OK)
+        return rc;
     c->is_records = c->record_size > 0;
     if (c->is_records) {
         static const uint64_t itemsize[] = {1, 2, 4, 8}; /* enum rf_dtype */

@@ -66,6 +66,9 @@ typedef struct rf_config {
     int dtype; /* enum rf_dtype */
     int verify; /* enum rf_verify */
     uint64_t max_file_bytes; /* larger sample files are refused before allocation */
+    int exact;               /* full-resolution decode (no DCT scaling) */
+    /* RandomResizedCrop's scale and ratio ranges, defaults filled in */
+    double scale_min, scale_max, ratio_min, ratio_max;
     int sampler_drop_last;   /* trim the global order to a multiple of world_size */
     uint64_t extras_bytes;   /* all extras of one sample (with nextras > 0) */
     rf_member_names names;   /* tar: label member, extras */

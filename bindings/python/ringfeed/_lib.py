@@ -68,6 +68,11 @@ RF_P_HEADER_SIZE = 24
 RF_P_DTYPE = 25
 RF_P_VERIFY = 26
 RF_P_MAX_FILE_BYTES = 27
+RF_P_EXACT = 28
+RF_P_SCALE_MIN = 29   # RandomResizedCrop's scale and ratio, in millionths; 0: default
+RF_P_SCALE_MAX = 30
+RF_P_RATIO_MIN = 31
+RF_P_RATIO_MAX = 32
 RF_P_SAMPLER_DROP_LAST = 33
 RF_P_EXTRAS_BYTES = 35
 
@@ -99,6 +104,11 @@ PARAM_NAMES = {
     RF_P_DTYPE: "dtype",
     RF_P_VERIFY: "verify",
     RF_P_MAX_FILE_BYTES: "max_file_bytes",
+    RF_P_EXACT: "exact",
+    RF_P_SCALE_MIN: "scale[0] (millionths)",
+    RF_P_SCALE_MAX: "scale[1] (millionths)",
+    RF_P_RATIO_MIN: "ratio[0] (millionths)",
+    RF_P_RATIO_MAX: "ratio[1] (millionths)",
     RF_P_SAMPLER_DROP_LAST: "sampler_drop_last",
     RF_P_EXTRAS_BYTES: "extras_bytes",
 }

@@ -35,6 +35,37 @@ _EXTRA_INT_OPTIONS = {
 DEFAULT_LABEL = "cls"
 
 
+# RandomResizedCrop's defaults, torchvision's: scale (0.08, 1.0), ratio (3/4, 4/3).
+SCALE = (0.08, 1.0)
+RATIO = (3.0 / 4.0, 4.0 / 3.0)
+
+
+def _ppm(x):
+    return int(round(x * 1e6))
+
+
+def _range_params(name, value, default, params):
+    """(RF_P_*, millionths) pairs for a (min, max) pair of floats, only for
+    the bounds that differ from the default once rounded to millionths (the
+    library reads 0, and the default so rounded, as the default itself).
+    A bound below 1e-6 is refused here (it would round to 0, which means
+    "default" to the library). The rest (min > max, scale above 1, transform) is the
+    library's to check."""
+    try:
+        lo, hi = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise TypeError("ringfeed: %s must be a pair of numbers (min, max), not %r"
+                        % (name, value)) from None
+    out = []
+    for v, d, p in zip((lo, hi), default, params):
+        if not 0.5e-6 <= v <= 1e12:  # also NaN; larger ones the library refuses anyway
+            raise ValueError("ringfeed: %s=(%r, %r): each bound must be a number from 1e-6 on"
+                             % (name, lo, hi))
+        if _ppm(v) != _ppm(d):
+            out.append((p, _ppm(v)))
+    return out
+
+
 def _choice(name, value, table, fold=str.lower):
     if isinstance(value, str):
         key = fold(value)
@@ -190,6 +221,9 @@ class Options:
                                  None if label is None else label.encode("utf-8")))
         if extras:
             self.strings.append(("rf_loader_set_extras", ",".join(extras).encode("utf-8")))
+        exact = extra.pop("exact", False)
+        scale = extra.pop("scale", SCALE)
+        ratio = extra.pop("ratio", RATIO)
         ints = [(_EXTRA_INT_OPTIONS[k], _int(k, extra.pop(k)))
                 for k in list(extra) if k in _EXTRA_INT_OPTIONS]
         if extra:
@@ -243,6 +277,11 @@ class Options:
             self.params.append((P.RF_P_MAX_FILE_BYTES, max_file_bytes))
         if self.sampler_drop_last:  # libraries before it lack RF_P_SAMPLER_DROP_LAST
             self.params.append((P.RF_P_SAMPLER_DROP_LAST, 1))
+        # Sent only when set, for libraries before RF_P_EXACT and the ranges.
+        if exact:
+            self.params.append((P.RF_P_EXACT, 1))
+        self.params += _range_params("scale", scale, SCALE, (P.RF_P_SCALE_MIN, P.RF_P_SCALE_MAX))
+        self.params += _range_params("ratio", ratio, RATIO, (P.RF_P_RATIO_MIN, P.RF_P_RATIO_MAX))
         self.params += ints
         # Any record option that is not 0 goes to the library, which refuses
         # negative sizes; the dtype matters for records only.

@@ -84,6 +84,13 @@ class Loader:
     and some twice. drop_last drops each rank's short last batch, as
     DataLoader's; the two combine as in torch, and len(loader) counts both.
     Extra keyword options:
+    exact (False by default; True decodes every picture at full resolution,
+    so that transform="center" gives torchvision's Resize + CenterCrop +
+    PILToTensor on PIL's decode byte for byte; False lets a picture much
+    larger than the output be decoded at 1/2, 1/4 or 1/8 scale, faster and
+    close but not equal; see RF_P_EXACT in ringfeed.h), scale and ratio
+    (random_resized_crop's ranges as torchvision's RandomResizedCrop takes
+    them, by default (0.08, 1.0) and (3/4, 4/3); used to 1e-6),
     io_backend ("auto", "io_uring", "pread"), verify ("once", the default:
     each JPEG is decoded to its end the first time, to find damage below its
     crop, and only as far as its crop needs after it passed; "always";

@@ -28,6 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "simd.h"
+
 typedef struct rf_geom {
     double x0, y0, x1, y1; /* source box, in decoded-picture pixels */
     int out_w, out_h;      /* size of the whole resampled picture */
@@ -53,11 +55,7 @@ typedef struct rf_resampler rf_resampler;
 rf_resampler *rf__resampler_create(void);
 void rf__resampler_destroy(rf_resampler *r);
 
-/* Instruction sets the resampler may use: portable C only; SSE2 intrinsics
- * for the byte transposes; the passes' loops compiled for AVX2 as well. All
- * give the same bytes. A new resampler uses the best that the build and the
- * machine have. */
-enum { RF__SIMD_NONE = 0, RF__SIMD_SSE2 = 1, RF__SIMD_AVX2 = 2 };
+/* The instruction-set levels RF__SIMD_*: simd.h. */
 
 /* Caps r at the RF__SIMD_* level `level` (lowered to the best available);
  * returns the level r now uses. For tests and benchmarks.

@@ -24,7 +24,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "resample.h"
+#include "simd.h"
 
 static inline uint8_t clip8(int32_t v)
 {

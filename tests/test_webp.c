@@ -25,6 +25,7 @@
 #include "resample.h"
 #include "ringfeed.h"
 #include "rng.h"
+#include "testcheck.h"
 #include "testutil.h"
 #include "transform.h"
 
@@ -388,6 +389,82 @@ static void test_huge_header_is_a_limit(void **state)
     rf__decoder_destroy(d);
 }
 
+/* Through the loader: a list file of WebP pictures of every kind and two
+ * broken ones, three decode workers, on_error skip. Every delivered sample is
+ * what rf__decode_sample makes of its file, and the broken ones are the
+ * recorded errors. (The pool path for sanitizers and memcheck_test_webp.) */
+static void test_loader_list_of_webp(void **state)
+{
+    (void)state;
+    char *dir = tu_tempdir("webp");
+    assert_non_null(dir);
+    enum { N = 14, S = 40 };
+    char path[N][512];
+    uint8_t *file[N];
+    size_t flen[N];
+    char lst[600];
+    snprintf(lst, sizeof lst, "%s/list.txt", dir);
+    FILE *lf = fopen(lst, "w");
+    assert_non_null(lf);
+    for (int i = 0; i < N; i++) {
+        if (i == N - 1)
+            file[i] = wg_animation(80, 60, 50, 40, 12, 8, WG_LOSSLESS_RGB, 3, &flen[i]);
+        else
+            file[i] = wg_encode(i % 4, 60 + 7 * i, 90 - 3 * i, (uint32_t)i, 80, &flen[i]);
+        assert_non_null(file[i]);
+        if (i == 5)
+            flen[i] /= 2; /* truncated */
+        if (i == 10)
+            wg_set_size(file[i], flen[i], 16383, 16383); /* over the limit */
+        snprintf(path[i], sizeof path[i], "%s/p%02d.webp", dir, i);
+        assert_int_equal(tu_write_file(path[i], file[i], flen[i]), 0);
+        fprintf(lf, "%s\t%d\n", path[i], i);
+    }
+    fclose(lf);
+    rf_loader *l = TU_LOADER(lst, {RF_P_BATCH_SIZE, 4}, {RF_P_IMAGE_SIZE, S},
+                             {RF_P_NUM_WORKERS, 3}, {RF_P_TRANSFORM, RF_TRANSFORM_CENTER},
+                             {RF_P_SHUFFLE, 0}, {RF_P_ON_ERROR, RF_ON_ERROR_SKIP});
+    tu_start(l);
+    rf_decoder *d = rf__decoder_create();
+    assert_non_null(d);
+    uint8_t want[S * S * 3];
+    int delivered = 0;
+    rf_batch *b;
+    int rc;
+    while ((rc = rf_loader_next(l, &b)) == RF_OK) {
+        const uint8_t *px = rf_batch_data(b);
+        const int64_t *smp = rf_batch_samples(b), *lab = rf_batch_labels(b);
+        for (int64_t k = 0; k < rf_batch_count(b); k++) {
+            int i = (int)smp[k];
+            assert_true(i >= 0 && i < N && i != 5 && i != 10);
+            assert_int_equal(lab[k], i);
+            rf_decode_opts o = opts(RF_TRANSFORM_CENTER, S);
+            char err[256];
+            rf_decode_times t;
+            assert_int_equal(rf__decode_sample(d, file[i], flen[i], &o, want, err, sizeof err, &t),
+                             0);
+            assert_memory_equal(px + (size_t)k * sizeof want, want, sizeof want);
+            delivered++;
+        }
+        rf_batch_release(b);
+    }
+    if (rc != RF_END_OF_EPOCH)
+        fail_msg("next: %d %s", rc, rf_loader_errmsg(l));
+    assert_int_equal(delivered, N);
+    char *js = tu_stats(l);
+    assert_int_equal(tu_stats_int(js, "errors_count"), 2);
+    assert_non_null(strstr(js, "p05.webp"));
+    assert_non_null(strstr(js, "truncated"));
+    assert_non_null(strstr(js, "p10.webp"));
+    assert_non_null(strstr(js, "exceeds the limit"));
+    free(js);
+    rf_loader_destroy(l);
+    rf__decoder_destroy(d);
+    for (int i = 0; i < N; i++)
+        free(file[i]);
+    tu_tempdir_remove(&dir);
+}
+
 #else /* !RF_HAVE_WEBP */
 
 static void test_refused_without_libwebp(void **state)
@@ -421,6 +498,7 @@ int main(void)
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_corrupt),
         cmocka_unit_test(test_huge_header_is_a_limit),
+        cmocka_unit_test(test_loader_list_of_webp),
 #else
         cmocka_unit_test(test_refused_without_libwebp),
 #endif

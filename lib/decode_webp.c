@@ -123,11 +123,13 @@ static int webp_header(void *state, const uint8_t *data, size_t len, int max_sca
  * chunk's size against the bytes present tells a cut file from a bad one. */
 static void demux_error(const uint8_t *p, size_t len, char *err, size_t errcap)
 {
-    uint32_t riff = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 |
-                    (uint32_t)p[7] << 24;
+    uint32_t riff =
+        (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
     if ((uint64_t)riff + 8 > len)
-        snprintf(err, errcap, "WebP container truncated: the RIFF header announces %llu bytes, "
-                 "the file has %zu", (unsigned long long)riff + 8, len);
+        snprintf(err, errcap,
+                 "WebP container truncated: the RIFF header announces %llu bytes, "
+                 "the file has %zu",
+                 (unsigned long long)riff + 8, len);
     else
         snprintf(err, errcap, "WebP container: invalid chunk layout");
 }
@@ -194,7 +196,8 @@ static int webp_region(void *state, rf_geom *g, int check_tail, rf_region *r, ch
         } else {
             cfg.output.colorspace = MODE_RGB;
             cfg.output.is_external_memory = 1;
-            cfg.output.u.RGBA.rgba = w->rgb + (size_t)it.y_offset * stride + (size_t)it.x_offset * 3;
+            cfg.output.u.RGBA.rgba =
+                w->rgb + (size_t)it.y_offset * stride + (size_t)it.x_offset * 3;
             cfg.output.u.RGBA.stride = (int)stride;
             cfg.output.u.RGBA.size = stride * (size_t)(it.height - 1) + (size_t)it.width * 3;
             VP8StatusCode s = WebPDecode(it.fragment.bytes, it.fragment.size, &cfg);

@@ -158,8 +158,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int ref_ok = is_webp && reference(file, len, &ref_rgb, &rw, &rh) == 0;
     if (rc == 0 && is_webp && !ref_ok)
         finding("decoded a WebP file PIL's decoder refuses", rc, "");
-    if (ref_ok && rc != 0 &&
-        !(o.transform == RF_TRANSFORM_NONE && (rw != o.size || rh != o.size)))
+    if (ref_ok && rc != 0 && !(o.transform == RF_TRANSFORM_NONE && (rw != o.size || rh != o.size)))
         finding("refused a WebP file PIL's decoder decodes", rc, err);
     if (rc == 0 && ref_ok) {
         rf_geom g;
@@ -228,8 +227,7 @@ static void add(corpus *c, const char *name, uint8_t ctl, const uint8_t *file, s
 static uint8_t ctl_of(int t, int k, int flip, int own)
 {
     for (int c = 0; c < 256; c++)
-        if (c % 3 == t && (c >> 5) == k && ((c >> 2) & 1) == flip &&
-            (((c & 0x18) == 0x18) == own))
+        if (c % 3 == t && (c >> 5) == k && ((c >> 2) & 1) == flip && (((c & 0x18) == 0x18) == own))
             return (uint8_t)c;
     abort();
 }

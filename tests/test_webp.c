@@ -133,8 +133,7 @@ static void check_same(rf_decoder *d, const uint8_t *f, size_t len, const rf_dec
     free(out);
 }
 
-static const char *const kind_name[] = {"lossy RGB", "lossy RGBA", "lossless RGB",
-                                        "lossless RGBA"};
+static const char *const kind_name[] = {"lossy RGB", "lossy RGBA", "lossless RGB", "lossless RGBA"};
 
 /* Transform "none" is a plain decode: PIL's pixels exactly; lossless RGB is
  * the encoded picture itself. */
@@ -187,15 +186,14 @@ static void test_center_and_rrc_match_pil(void **state)
             assert_non_null(f);
             for (int t = 0; t < 2; t++)
                 for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
-                    rf_decode_opts o = opts(t ? RF_TRANSFORM_RANDOM_RESIZED_CROP
-                                              : RF_TRANSFORM_CENTER,
-                                            sizes[s]);
+                    rf_decode_opts o =
+                        opts(t ? RF_TRANSFORM_RANDOM_RESIZED_CROP : RF_TRANSFORM_CENTER, sizes[s]);
                     o.flip = t;
                     o.sample = (int64_t)(i * 3 + s);
                     o.layout = (int)(s % 2 ? RF_LAYOUT_NCHW : RF_LAYOUT_NHWC);
                     char what[96];
-                    snprintf(what, sizeof what, "%s %dx%d %s %d", kind_name[k], sz[i].w,
-                             sz[i].h, t ? "rrc" : "center", sizes[s]);
+                    snprintf(what, sizeof what, "%s %dx%d %s %d", kind_name[k], sz[i].w, sz[i].h,
+                             t ? "rrc" : "center", sizes[s]);
                     check_same(d, f, len, &o, what);
                 }
             free(f);
@@ -338,8 +336,8 @@ static void test_corrupt(void **state)
     assert_true(failures > 0);
 
     /* RIFF files of other kinds are not WebP; WebP with an unknown first chunk is bad. */
-    check_fails(d, (const uint8_t *)"RIFF\x24\x00\x00\x00WAVEfmt \x10\x00\x00\x00", 20,
-                178956970, RF_E_DECODE, NULL, "WAVE");
+    check_fails(d, (const uint8_t *)"RIFF\x24\x00\x00\x00WAVEfmt \x10\x00\x00\x00", 20, 178956970,
+                RF_E_DECODE, NULL, "WAVE");
     check_fails(d, (const uint8_t *)"RIFF\x0c\x00\x00\x00WEBPJUNK\x00\x00\x00\x00", 20, 178956970,
                 RF_E_DECODE, "VP8_STATUS_", "unknown chunk");
     check_fails(d, (const uint8_t *)"RIFF\x64\x00\x00\x00WEBP", 12, 178956970, RF_E_DECODE,
@@ -421,9 +419,9 @@ static void test_loader_list_of_webp(void **state)
         fprintf(lf, "%s\t%d\n", path[i], i);
     }
     fclose(lf);
-    rf_loader *l = TU_LOADER(lst, {RF_P_BATCH_SIZE, 4}, {RF_P_IMAGE_SIZE, S},
-                             {RF_P_NUM_WORKERS, 3}, {RF_P_TRANSFORM, RF_TRANSFORM_CENTER},
-                             {RF_P_SHUFFLE, 0}, {RF_P_ON_ERROR, RF_ON_ERROR_SKIP});
+    rf_loader *l = TU_LOADER(lst, {RF_P_BATCH_SIZE, 4}, {RF_P_IMAGE_SIZE, S}, {RF_P_NUM_WORKERS, 3},
+                             {RF_P_TRANSFORM, RF_TRANSFORM_CENTER}, {RF_P_SHUFFLE, 0},
+                             {RF_P_ON_ERROR, RF_ON_ERROR_SKIP});
     tu_start(l);
     rf_decoder *d = rf__decoder_create();
     assert_non_null(d);
@@ -471,8 +469,8 @@ static void test_refused_without_libwebp(void **state)
 {
     (void)state;
     /* A 1x1 lossless WebP (VP8L), written out by hand. */
-    static const uint8_t f[] = {'R', 'I', 'F', 'F', 0x1a, 0,    0,    0,    'W', 'E', 'B', 'P',
-                                'V', 'P', '8', 'L', 0x0d, 0,    0,    0,    0x2f, 0,   0,   0,
+    static const uint8_t f[] = {'R',  'I',  'F',  'F',  0x1a, 0,    0,    0,    'W',  'E', 'B', 'P',
+                                'V',  'P',  '8',  'L',  0x0d, 0,    0,    0,    0x2f, 0,   0,   0,
                                 0x10, 0x07, 0x10, 0x11, 0x11, 0x88, 0x88, 0xfe, 0x07, 0};
     rf_decoder *d = rf__decoder_create();
     assert_non_null(d);
@@ -480,8 +478,7 @@ static void test_refused_without_libwebp(void **state)
     uint8_t out[16 * 16 * 3];
     char err[256] = "";
     rf_decode_times t;
-    assert_int_equal(rf__decode_sample(d, f, sizeof f, &o, out, err, sizeof err, &t),
-                     RF_E_DECODE);
+    assert_int_equal(rf__decode_sample(d, f, sizeof f, &o, out, err, sizeof err, &t), RF_E_DECODE);
     assert_string_equal(err, "unsupported format: WebP (this build has no libwebp)");
     rf__decoder_destroy(d);
 }

@@ -107,8 +107,8 @@ static inline uint8_t *wg_animation(int cw, int ch, int fw, int fh, int x, int y
                                     uint32_t seed, size_t *len)
 {
     size_t l1, l2, n1, n2;
-    uint8_t *f1 = wg_encode(k1 == WG_LOSSLESS_RGB ? WG_LOSSLESS_RGB : WG_LOSSY_RGB, fw, fh, seed,
-                            85, &l1);
+    uint8_t *f1 =
+        wg_encode(k1 == WG_LOSSLESS_RGB ? WG_LOSSLESS_RGB : WG_LOSSY_RGB, fw, fh, seed, 85, &l1);
     uint8_t *f2 = wg_encode(WG_LOSSY_RGB, cw, ch, seed + 1, 70, &l2);
     if (!f1 || !f2) {
         free(f1);
@@ -190,8 +190,8 @@ static inline int wg_set_size(uint8_t *f, size_t len, int w, int h)
     c = wg_chunk(f, len, "VP8L");
     if (c && c + 8 + 5 <= len) {
         uint8_t *p = f + c + 8 + 1; /* after the signature byte 0x2f */
-        uint32_t bits = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                        (uint32_t)p[3] << 24;
+        uint32_t bits =
+            (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
         bits = (bits & ~0x0fffffffu) | ((uint32_t)(w - 1) & 0x3fff) |
                (((uint32_t)(h - 1) & 0x3fff) << 14);
         wg_le32(p, bits);

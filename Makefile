@@ -11,9 +11,11 @@
 #   make sanitize  deps + address,undefined build in build-asan and thread build in build-tsan,
 #                  ctest in both (the python test is not registered under sanitizers)
 #   make memcheck  deps + build + the valgrind memcheck tests (ctest -L memcheck: test_loader,
-#                  test_faults, test_lifecycle; pread backend, JSIMD_FORCENONE=1)
-#   make fuzz      deps + clang libFuzzer+ASan+UBSan build of tests/fuzz_decode.c in build-fuzz,
-#                  its seed corpus and a short run (ctest -L fuzz); FUZZ_TIME=600 fuzzes
+#                  test_faults, test_lifecycle, test_tar_fields, test_webp; pread backend,
+#                  JSIMD_FORCENONE=1)
+#   make fuzz      deps + clang libFuzzer+ASan+UBSan build of tests/fuzz_decode.c and
+#                  tests/fuzz_webp.c in build-fuzz, their seed corpora and short runs
+#                  (ctest -L fuzz); FUZZ_TIME=600 fuzzes fuzz_decode
 #                  600 s more, keeping the corpus in build-fuzz/test-tmp/fuzz/corpus
 #   make format    clang-format the C sources in place
 #   make clean     remove build/, build-asan/, build-tsan/, build-fuzz/
@@ -56,8 +58,9 @@ DEB_PACKAGES := build-essential cmake pkg-config liburing-dev libturbojpeg0-dev 
 	libclang-rt-14-dev
 
 # Test-only packages from PyPI (not in Debian 12, or too old there), installed
-# into $(TEST_VENV). scikit-build-core: pyproject.toml's build backend.
-TEST_PIP_PACKAGES := scikit-build-core>=0.10
+# into $(TEST_VENV). scikit-build-core: pyproject.toml's build backend; webdataset:
+# the tar-shard tests write shards with its ShardWriter and compare with its reader.
+TEST_PIP_PACKAGES := scikit-build-core>=0.10 webdataset
 
 .PHONY: all deps deps-debian deps-venv build test bench sanitize memcheck fuzz format clean
 
@@ -146,7 +149,8 @@ memcheck: deps
 fuzz: deps
 	CC=$(FUZZ_CC) $(CMAKE) -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Release -DRF_FUZZ=ON \
 		-DRF_SANITIZE=address,undefined -DRF_WITH_CUDA=OFF $(CMAKE_ARGS)
-	$(CMAKE) --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_decode fuzz_decode_seeds
+	$(CMAKE) --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_decode fuzz_decode_seeds \
+		fuzz_webp fuzz_webp_seeds
 	$(CTEST) --test-dir $(FUZZ_BUILD) --output-on-failure -L fuzz $(CTEST_ARGS)
 ifneq ($(FUZZ_TIME),)
 	cd $(FUZZ_BUILD)/test-tmp/fuzz && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

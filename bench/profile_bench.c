@@ -4,7 +4,10 @@
  *
  *   rf-profile DATA [--image-size S] [--batch-size B] [--workers N]
  *              [--transform center|random_resized_crop] [--epochs E]
- *              [--verify once|always|none] [--repeats R] [--json FILE]
+ *              [--verify once|always|none] [--exact] [--repeats R] [--json FILE]
+ *
+ * --exact sets RF_P_EXACT (full-resolution decode, no DCT scaling), to
+ * measure what torchvision-identical pixels cost.
  *
  * The ceiling: one thread decodes whole pictures (libjpeg-turbo, RGB, the
  * same settings the loader uses) from memory, with the files already read;
@@ -16,7 +19,10 @@
  * Each repeat is one loader reading E epochs (default 2), timed one by one:
  * the first epoch decodes every file to its end (RF_VERIFY_ONCE checks it
  * for damage below the crop), later ones only the rows their crops need, as
- * in the rest of a training run. Both rates are reported.
+ * in the rest of a training run. Both rates are reported, and the CPU time
+ * the process spent per image while the loader ran (every thread: reader,
+ * dispatcher, workers), which contention on a shared machine distorts less
+ * than images/s.
  *
  * --json appends one JSON line: the machine, the git revision, the
  * parameters and the medians.
@@ -27,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <jpeglib.h>
 
@@ -41,6 +48,15 @@ typedef struct jerr {
 static void on_error(j_common_ptr c)
 {
     longjmp(((jerr *)c->err)->jump, 1);
+}
+
+/* CPU seconds of the whole process (every thread), user + system. */
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
 }
 
 /* Whole-picture decode of every file, one thread: images/s. */
@@ -96,14 +112,15 @@ static void usage(void)
 {
     fprintf(stderr, "usage: rf-profile DATA [--image-size S] [--batch-size B] [--workers N]\n"
                     "                  [--transform center|random_resized_crop] [--epochs E]\n"
-                    "                  [--verify once|always|none] [--repeats R] [--json FILE]\n");
+                    "                  [--verify once|always|none] [--exact] [--repeats R]\n"
+                    "                  [--json FILE]\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
     const char *data = NULL, *json = NULL, *transform = "center", *verify = "once";
-    int size = 224, batch = 64, workers = 0, epochs = 2, repeats = 3;
+    int size = 224, batch = 64, workers = 0, epochs = 2, repeats = 3, exact = 0;
     const bu_opt opts[] = {
         {"--image-size", 'i', &size, 1, 1 << 14},
         {"--batch-size", 'i', &batch, 1, 1 << 20},
@@ -113,6 +130,7 @@ int main(int argc, char **argv)
         {"--repeats", 'i', &repeats, 1, 100},
         {"--json", 's', &json, 0, 0},
         {"--verify", 's', &verify, 0, 0},
+        {"--exact", 'f', &exact, 0, 0},
     };
     if (bu_parse_args("rf-profile", argc, argv, opts, sizeof opts / sizeof opts[0], &data, 1) ||
         !data)
@@ -156,11 +174,13 @@ int main(int argc, char **argv)
     double *rate_v = calloc((size_t)repeats, sizeof *rate_v);   /* all epochs */
     double *first_v = calloc((size_t)repeats, sizeof *first_v); /* epoch 0 */
     double *later_v = calloc((size_t)repeats, sizeof *later_v); /* epochs 1.. */
+    double *cpu_v = calloc((size_t)repeats, sizeof *cpu_v);     /* loader CPU ms per image */
     double stage[5][100] = {{0}}; /* read, header, decode, resize, wait (ms per image) */
     char *stats = malloc(1 << 20);
     int used_workers = 0, decoded = 0;
     for (int r = 0; r < repeats; r++) {
         ceil_v[r] = decode_ceiling_one_core(bufs, lens, nread, &decoded);
+        double c0 = cpu_s(); /* the loader's threads alone from here to its destroy */
         rf_loader *l = rf_loader_create(data);
         rf_loader_set_param(l, RF_P_BATCH_SIZE, batch);
         rf_loader_set_param(l, RF_P_IMAGE_SIZE, size);
@@ -169,6 +189,8 @@ int main(int argc, char **argv)
         rf_loader_set_param(l, RF_P_NUM_WORKERS, workers);
         rf_loader_set_param(l, RF_P_SEED, r);
         rf_loader_set_param(l, RF_P_VERIFY, verify_v);
+        if (exact)
+            rf_loader_set_param(l, RF_P_EXACT, 1);
         if (rf_loader_start(l) < 0) {
             fprintf(stderr, "rf-profile: %s\n", rf_loader_errmsg(l));
             return 1;
@@ -205,6 +227,7 @@ int main(int argc, char **argv)
         stage[4][r] = json_num(stats, "stall_seconds") * 1e3 / (double)(images ? images : 1);
         used_workers = (int)json_num(stats, "num_workers");
         rf_loader_destroy(l);
+        cpu_v[r] = (cpu_s() - c0) * 1e3 / (double)(images ? images : 1);
         fprintf(stderr,
                 "\rrepeat %d/%d: ceiling %.0f img/s/core, loader %.0f img/s (first "
                 "epoch %.0f, later %.0f)   ",
@@ -214,11 +237,13 @@ int main(int argc, char **argv)
     double one = bu_median(ceil_v, repeats), rate = bu_median(rate_v, repeats);
     double first = bu_median(first_v, repeats), later = bu_median(later_v, repeats);
     double ceiling = one * cores;
+    double cpu_ms = bu_median(cpu_v, repeats);
     double ms[5];
     for (int k = 0; k < 5; k++)
         ms[k] = bu_median(stage[k], repeats);
-    printf("data %s: %d pictures, transform %s, %dx%d, batch %d, %d workers, %d usable cores\n",
-           data, nread, transform, size, size, batch, used_workers, cores);
+    printf("data %s: %d pictures, transform %s%s, %dx%d, batch %d, %d workers, %d usable "
+           "cores\n",
+           data, nread, transform, exact ? " (exact)" : "", size, size, batch, used_workers, cores);
     printf("per image (ms, summed over workers): read %.3f  header %.3f  decode %.3f  resize "
            "%.3f  | consumer wait %.3f\n",
            ms[0], ms[1], ms[2], ms[3], ms[4]);
@@ -228,6 +253,7 @@ int main(int argc, char **argv)
     if (epochs > 1)
         printf("  first epoch %.0f img/s = %.2f x; later epochs %.0f img/s = %.2f x\n", first,
                first / ceiling, later, later / ceiling);
+    printf("loader CPU time (all threads, user + system): %.3f ms per image\n", cpu_ms);
     if (json) {
         FILE *f = fopen(json, "a");
         if (f) {
@@ -240,15 +266,16 @@ int main(int argc, char **argv)
                     ", \"images\": %d, \"transform\": "
                     "\"%s\", \"image_size\": %d, \"batch_size\": %d, \"workers\": %d, "
                     "\"cores\": %d, \"repeats\": %d, \"epochs\": %d, "
-                    "\"verify\": \"%s\", "
+                    "\"verify\": \"%s\", \"exact\": %d, "
                     "\"per_image_ms\": {\"read\": %.4f, \"header\": %.4f, \"decode\": %.4f, "
                     "\"resize\": %.4f, \"wait\": %.4f}, \"ceiling_one_core\": %.1f, "
                     "\"ceiling\": %.1f, \"loader_images_per_sec\": %.1f, \"ratio\": %.3f, "
                     "\"first_epoch_images_per_sec\": %.1f, \"first_epoch_ratio\": %.3f, "
-                    "\"later_epochs_images_per_sec\": %.1f, \"later_epochs_ratio\": %.3f}\n",
+                    "\"later_epochs_images_per_sec\": %.1f, \"later_epochs_ratio\": %.3f, "
+                    "\"cpu_ms_per_image\": %.4f}\n",
                     nread, transform, size, batch, used_workers, cores, repeats, epochs, verify,
-                    ms[0], ms[1], ms[2], ms[3], ms[4], one, ceiling, rate, rate / ceiling, first,
-                    first / ceiling, later, later / ceiling);
+                    exact, ms[0], ms[1], ms[2], ms[3], ms[4], one, ceiling, rate, rate / ceiling,
+                    first, first / ceiling, later, later / ceiling, cpu_ms);
             fclose(f);
         }
     }
@@ -260,6 +287,7 @@ int main(int argc, char **argv)
     free(rate_v);
     free(first_v);
     free(later_v);
+    free(cpu_v);
     free(stats);
     return 0;
 }

@@ -6,7 +6,9 @@
 Each process reads its rank's share of every epoch: ringfeed takes RANK,
 WORLD_SIZE and LOCAL_WORLD_SIZE from torchrun's environment, every rank draws
 the same global order from the seed, and the ranks split it as
-DistributedSampler does (so they all see the same number of batches). The
+DistributedSampler does (so they all see the same number of batches; a
+validation loader would pass sampler_drop_last=True, as
+DistributedSampler(drop_last=True), so that no image counts twice). The
 checkpoint holds the loader's state_dict (epoch and next batch): a job that
 is killed and started again continues on exactly the batches it would have
 seen, whatever num_workers it runs with. Works on CPU (gloo) and on GPUs

@@ -32,7 +32,8 @@
  * Errors: functions returning int give RF_OK (0) on success, a positive value
  * for an outcome that is not an error (RF_END_OF_EPOCH, RF_AGAIN) and a
  * negative RF_E_* value on error. The detail of the last error (component,
- * path, cause) is kept per loader: rf_loader_errmsg().
+ * path, cause) is kept per loader: rf_loader_errmsg(), whose comment says
+ * which calls write it.
  */
 #ifndef RINGFEED_H
 #define RINGFEED_H
@@ -123,6 +124,34 @@ enum rf_param {
     RF_P_VERIFY = 26,          /* enum rf_verify; default RF_VERIFY_ONCE. Fixed. */
     RF_P_MAX_FILE_BYTES = 27,  /* largest sample file (or ranged member) read; larger ones are errors,
                                   refused before allocation; default 536870912 (512 MiB). Fixed. */
+    RF_P_EXACT = 28,           /* 1: decode every picture at full resolution, so that the output
+                                  equals torchvision's on PIL's decode byte for byte (center:
+                                  Resize + CenterCrop + PILToTensor); 0: a picture much larger
+                                  than the output is decoded at 1/2, 1/4 or 1/8 scale (libjpeg's
+                                  DCT scaling), faster and close but not byte-equal; default 0.
+                                  Fixed. */
+    /* RandomResizedCrop's ranges, torchvision's scale=(min, max) (the crop's area as
+     * a fraction of the picture's) and ratio=(min, max) (its width / height), in
+     * millionths: 500000 is 0.5. 0, the default, is torchvision's default exactly
+     * (0.08, 1.0, 3/4, 4/3 as doubles), and so is a value equal to that default
+     * rounded to millionths (80000, 1000000, 750000, 1333333). rf_loader_start
+     * refuses min > max (torchvision only warns) and any of them set to a value
+     * other than 0 unless RF_P_TRANSFORM is RF_TRANSFORM_RANDOM_RESIZED_CROP. */
+    RF_P_SCALE_MIN = 29,       /* 0 or 1..1000000 (area fraction in (0, 1]); default 0 (0.08). Fixed. */
+    RF_P_SCALE_MAX = 30,       /* 0 or 1..1000000; default 0 (1.0). Fixed. */
+    RF_P_RATIO_MIN = 31,       /* 0 or 1..1000000000 (width / height in (0, 1000]); default 0 (3/4). Fixed. */
+    RF_P_RATIO_MAX = 32,       /* 0 or 1..1000000000; default 0 (4/3). Fixed. */
+    RF_P_SAMPLER_DROP_LAST = 33, /* 1: split as DistributedSampler(drop_last=True): the epoch's
+                                  order is cut to floor(n / world_size) * world_size samples
+                                  and each rank takes floor(n / world_size) of them, none
+                                  shared (validation); 0: pad by wrapping so every sample is
+                                  seen, some twice. Independent of RF_P_DROP_LAST; default 0.
+                                  Fixed. */
+    /* 34: not used (the label member is a name: rf_loader_set_label). */
+    RF_P_EXTRAS_BYTES = 35,    /* tar extras (rf_loader_set_extras): bytes of all extra members of one
+                                  sample; each ring slot holds batch_size times this; a sample whose
+                                  extras need more is an error (under RF_P_ON_ERROR) naming the shard,
+                                  the key and the member; default 65536. Fixed. */
 };
 
 /* How much of a JPEG is decoded beyond the rows its crop needs (RF_P_VERIFY).
@@ -141,8 +170,11 @@ enum rf_dtype { RF_DTYPE_UINT8 = 0, RF_DTYPE_UINT16 = 1, RF_DTYPE_INT32 = 2, RF_
 
 enum rf_transform {
     RF_TRANSFORM_NONE = 0,                /* decode only: image must already be image_size x image_size */
-    RF_TRANSFORM_CENTER = 1,              /* Resize(round(S/0.875)) + CenterCrop(S), as torchvision */
-    RF_TRANSFORM_RANDOM_RESIZED_CROP = 2, /* RandomResizedCrop(S), scale (0.08,1), ratio (3/4,4/3) */
+    RF_TRANSFORM_CENTER = 1,              /* Resize(round(S/0.875)) + CenterCrop(S), as torchvision
+                                             (byte for byte with RF_P_EXACT) */
+    RF_TRANSFORM_RANDOM_RESIZED_CROP = 2, /* RandomResizedCrop(S, scale, ratio): scale and ratio from
+                                             RF_P_SCALE_* / RF_P_RATIO_*, by default (0.08, 1) and
+                                             (3/4, 4/3) */
 };
 
 enum rf_layout { RF_LAYOUT_NHWC = 0, RF_LAYOUT_NCHW = 1 };
@@ -164,14 +196,20 @@ RF_API const char *rf_strerror(int status);
  * Thread-safety: any thread. */
 RF_API int rf_param_bounds(int param, int64_t *lo, int64_t *hi);
 
-/* New loader over `source`: an image folder (root/<class>/<file>.jpg), a
- * list file ("path<TAB>label" lines), WebDataset tar shards (a .tar path, a
- * brace pattern "shards/train-{0000..0099}.tar", a glob "shards/train-*.tar" whose
+/* New loader over `source`: an image folder (root/<class>/<file>: exactly
+ * the files torchvision's ImageFolder indexes, names ending in .jpg .jpeg
+ * .png .ppm .bmp .pgm .tif .tiff .webp in any case, in its order; each is
+ * decoded or reported as an error with its path), a list file
+ * ("path<TAB>label" lines), WebDataset tar shards (a .tar path, a brace
+ * pattern "shards/train-{0000..0099}.tar", a glob "shards/train-*.tar" whose
  * matches are sorted, or several of these separated by '\n'; a sample is a
- * key's .jpg/.jpeg member, its label the integer text of the key's .cls
- * member), or record files (with RF_P_RECORD_SIZE). The string is copied.
- * Nothing is read until rf_loader_start. Returns NULL only when memory is
- * exhausted or source is NULL.
+ * key's one picture member, of any of the extensions above, its label the
+ * integer text of the key's .cls member: see rf_loader_set_label and
+ * rf_loader_set_extras), or record files (with RF_P_RECORD_SIZE).
+ * Compressed shards (.tar.gz, .tgz, .tar.zst, .tar.bz2, .tar.xz) cannot be
+ * read at offsets: rf_loader_start refuses them (RF_E_SOURCE). The string is
+ * copied. Nothing is read until rf_loader_start. Returns NULL only when
+ * memory is exhausted or source is NULL.
  * Thread-safety: any thread. */
 RF_API rf_loader *rf_loader_create(const char *source);
 
@@ -187,6 +225,31 @@ RF_API void rf_loader_destroy(rf_loader *l);
  * Thread-safety: one thread at a time per loader. */
 RF_API int rf_loader_set_param(rf_loader *l, int param, int64_t value);
 RF_API int rf_loader_get_param(const rf_loader *l, int param, int64_t *out);
+
+/* Tar shards: the extension of the member holding each sample's label, the
+ * integer text webdataset's ".cls" holds (default "cls"; any case; a leading
+ * '.' is ignored). NULL or "" reads unlabeled shards: no label member is
+ * looked for and every label is -1 (rf_batch_labels, rf_loader_sample_label).
+ * A labeled source whose sample lacks the member fails rf_loader_start,
+ * naming the shard and the key. Other sources refuse a label other than
+ * "cls" at rf_loader_start (RF_E_INVALID). The string is copied. Returns
+ * RF_OK, RF_E_INVALID (a name longer than 63 bytes or holding '/', ','), or
+ * RF_E_STATE after rf_loader_start. Fixed.
+ * Thread-safety: one thread at a time per loader. */
+RF_API int rf_loader_set_label(rf_loader *l, const char *ext);
+
+/* Tar shards: extra members returned with each sample, as raw bytes:
+ * extensions separated by ',' ("txt,json"; any case, blanks and a leading
+ * '.' ignored; at most 16, distinct). NULL or "" returns none (the default).
+ * With extras, one read fetches a sample's picture and extras together
+ * (webdataset writes a key's members back to back), and rf_batch_field gives
+ * them; a member named here is never taken as the sample's picture. All
+ * extras of one sample must fit RF_P_EXTRAS_BYTES. Other sources refuse
+ * extras at rf_loader_start (RF_E_INVALID). The string is copied. Returns
+ * RF_OK, RF_E_INVALID (a malformed list) or RF_E_STATE after
+ * rf_loader_start. Fixed.
+ * Thread-safety: one thread at a time per loader. */
+RF_API int rf_loader_set_extras(rf_loader *l, const char *exts);
 
 /* Indexes the source, allocates the ring, starts the reader and the decode
  * threads, and positions the loader at batch 0 of epoch 0.
@@ -253,7 +316,8 @@ RF_API void rf_loader_stop(rf_loader *l);
  * it never returns a batch lent later to another caller. This is guaranteed
  * while the handle's ring slot was lent fewer than 16 times since the handle
  * was released; older handles must not be used. RF_E_FORKED in a forked
- * child (the batch stays with the parent).
+ * child (the batch stays with the parent). A failure's message does not
+ * replace an error of the consumer's calls not yet read (rf_loader_errmsg).
  * Thread-safety: any thread. */
 RF_API int rf_batch_release(rf_batch *b);
 
@@ -266,9 +330,20 @@ RF_API int rf_batch_release(rf_batch *b);
  * Thread-safety: any thread holding the batch. */
 RF_API void *rf_batch_data(const rf_batch *b);
 
-/* The batch's labels: count int64 values. Valid until rf_batch_release.
+/* The batch's labels: count int64 values (-1 for unlabeled tar shards, 0
+ * for records). Valid until rf_batch_release.
  * Thread-safety: any thread holding the batch. */
 RF_API const int64_t *rf_batch_labels(const rf_batch *b);
+
+/* The raw bytes of extra member `ext` (one of rf_loader_set_extras's, any
+ * case, a leading '.' ignored) of sample i (0 <= i < count) of the batch,
+ * with their length in *len (may be NULL). NULL, with *len = 0, when the
+ * sample has no such member, ext was not asked for, i is out of range, or
+ * the handle is released (as the accessors below); a member present but
+ * empty gives a non-NULL pointer and 0. Under on_error = skip a replaced
+ * sample shows its substitute's members. Valid until rf_batch_release.
+ * Thread-safety: any thread holding the batch. */
+RF_API const void *rf_batch_field(const rf_batch *b, int64_t i, const char *ext, size_t *len);
 
 /* Samples in the batch (batch_size but for a short last batch).
  * Thread-safety: any thread holding the batch. */
@@ -343,17 +418,34 @@ RF_API const int64_t *rf_batch_device_labels(const rf_batch *b);
  * its device buffer, any other through the loader's copy stream from host
  * memory. The batch may be released right after the call: its host slot is
  * reused only once the copy completed. Returns 0, RF_E_INVALID, RF_E_RELEASED
- * (the batch was released), RF_E_NO_DEVICE or RF_E_CUDA.
+ * (the batch was released), RF_E_NO_DEVICE, RF_E_CUDA, or RF_E_FORKED in a
+ * forked child (nothing is copied). A failure's message does not replace an
+ * error of the consumer's calls not yet read (rf_loader_errmsg).
  * Thread-safety: any thread holding the batch, one call at a time per batch. */
 RF_API int rf_batch_copy_to(rf_batch *b, void *dst_images, void *dst_labels, void *stream);
 
 /* Detail of the last error on this loader ("" if none): component, path and
  * cause, e.g. "decode: cls1/x.jpg (sample 12): Premature end of JPEG file".
- * A copy taken for the consumer: valid until its next call to
- * rf_loader_errmsg (errors from other threads, such as a stale
- * rf_batch_release, are recorded under a lock and appear in the next copy).
- * Thread-safety: the consumer thread. */
+ * Who writes it: every failing call records its message, with one rule for
+ * the two calls that may run on any thread, rf_batch_release and
+ * rf_batch_copy_to: their message does not replace an error of the consumer's
+ * calls (create, set_param, start, next, next_device, seek, ...) that this
+ * function has not returned yet. So after a failed rf_loader_next the
+ * consumer reads that failure's detail, even while another thread's stale
+ * releases fail; once read, the next error of any call replaces it (the
+ * status code always says what failed). A copy taken for the consumer: valid
+ * until its next call to rf_loader_errmsg.
+ * Thread-safety: the consumer thread (other threads: rf_loader_errmsg_copy). */
 RF_API const char *rf_loader_errmsg(const rf_loader *l);
+
+/* The message rf_loader_errmsg would return, copied into buf (at most cap
+ * bytes, NUL-terminated; buf may be NULL when cap is 0). Returns the length
+ * of the whole message, not counting the NUL (as snprintf): a value >= cap
+ * means it was cut. Unlike rf_loader_errmsg it does not count as reading the
+ * message: a consumer error stays protected as said there. NULL loader: "no
+ * loader".
+ * Thread-safety: any thread. */
+RF_API int64_t rf_loader_errmsg_copy(const rf_loader *l, char *buf, size_t cap);
 
 /* Writes the loader's statistics as one JSON object into buf (at most cap
  * bytes, NUL-terminated) and returns the length the full text needs, not
@@ -371,9 +463,19 @@ RF_API int64_t rf_loader_stats_json(rf_loader *l, char *buf, size_t cap);
  * Thread-safety: any thread after rf_loader_start. */
 RF_API const char *rf_loader_sample_path(const rf_loader *l, int64_t sample);
 
-/* Label of the sample with global index `sample` (0 for records), or -1.
+/* Label of the sample with global index `sample` (0 for records, -1 for
+ * unlabeled tar shards), or -1.
  * Thread-safety: any thread after rf_loader_start. */
 RF_API int64_t rf_loader_sample_label(const rf_loader *l, int64_t sample);
+
+/* Name of the sample with global index `sample`, as snprintf writes it
+ * into buf (at most cap bytes, NUL-terminated; buf may be NULL when cap is
+ * 0): its path (image folder, list file), "shard.tar:key" (tar shards:
+ * webdataset's __url__ and __key__) or "file.bin@offset" (records: the file
+ * and the record's byte offset). Returns the length the full name needs, not
+ * counting the NUL, or -1 (no such sample, not started).
+ * Thread-safety: any thread after rf_loader_start. */
+RF_API int64_t rf_loader_sample_name(const rf_loader *l, int64_t sample, char *buf, size_t cap);
 
 #ifdef __cplusplus
 }

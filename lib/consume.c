@@ -171,22 +171,29 @@ int rf_batch_release(rf_batch *b)
 {
     if (!b)
         return RF_OK;
+    /* Read before mu, which it names: within the stale-handle bound
+     * (ringfeed.h) the handle's memory is not lent again, so nothing writes
+     * it (and every lease it serves has the same loader). What the error
+     * message needs is read under mu, where a lend of a newer lease through
+     * the same handle memory writes it. */
     rf_loader *l = b->loader;
     if (!l)
         return RF_E_INVALID;
     if (getpid() != l->pid) {
-        rf__loader_err(l, "loader: rf_batch_release in a forked child process; the batch "
-                          "belongs to the parent's loader");
+        rf__loader_err_any(l, "loader: rf_batch_release in a forked child process; the batch "
+                              "belongs to the parent's loader");
         return RF_E_FORKED;
     }
     pthread_mutex_lock(&l->mu);
     rf_slot *s = b->slot;
     if (!rf__ring_lease_live(b) || s->state != RF_SLOT_LENT) {
+        long long index = b->index, epoch = b->epoch;
+        unsigned long long lease = b->lease;
         pthread_mutex_unlock(&l->mu);
-        rf__loader_err(l,
-                       "loader: rf_batch_release: batch %lld of epoch %lld (lease %llu) was "
-                       "already released",
-                       (long long)b->index, (long long)b->epoch, (unsigned long long)b->lease);
+        rf__loader_err_any(l,
+                           "loader: rf_batch_release: batch %lld of epoch %lld (lease %llu) was "
+                           "already released",
+                           index, epoch, lease);
         return RF_E_RELEASED;
     }
     if (b->dev_data && l->copier) {
@@ -216,6 +223,28 @@ void *rf_batch_data(const rf_batch *b)
 const int64_t *rf_batch_labels(const rf_batch *b)
 {
     return live(b) ? b->labels : NULL;
+}
+
+const void *rf_batch_field(const rf_batch *b, int64_t i, const char *ext, size_t *len)
+{
+    if (len)
+        *len = 0;
+    if (!live(b) || !b->extras || !ext || i < 0 || i >= b->count)
+        return NULL;
+    const rf_loader *l = b->loader;
+    int e = rf__member_extra_index(&l->cfg.names, ext);
+    if (e < 0)
+        return NULL;
+    int n = l->ring.nextras;
+    const uint32_t *lens = b->extras_len + (size_t)i * (size_t)n;
+    if (lens[e] == RF_SOURCE_ABSENT)
+        return NULL;
+    size_t off = 0; /* the sample's extras lie back to back, in the order asked */
+    for (int f = 0; f < e; f++)
+        off += lens[f] == RF_SOURCE_ABSENT ? 0 : lens[f];
+    if (len)
+        *len = lens[e];
+    return b->extras + (size_t)i * l->ring.extras_bytes + off;
 }
 
 int64_t rf_batch_count(const rf_batch *b)
@@ -261,9 +290,11 @@ int rf_cuda_device_count(void)
     return rf__cuda_devices(note, sizeof note);
 }
 
+#define NO_DEVICE_FMT "copier: this loader has no CUDA device: %s"
+
 static int no_device(rf_loader *l)
 {
-    rf__loader_err(l, "copier: this loader has no CUDA device: %s", l->cuda_note);
+    rf__loader_err(l, NO_DEVICE_FMT, l->cuda_note);
     return RF_E_NO_DEVICE;
 }
 
@@ -309,21 +340,29 @@ int rf_batch_copy_to(rf_batch *b, void *dst_images, void *dst_labels, void *stre
 {
     if (!b || !b->loader || !b->slot)
         return RF_E_INVALID;
-    rf_loader *l = b->loader;
+    rf_loader *l = b->loader; /* before mu: see rf_batch_release */
+    if (getpid() != l->pid) {
+        /* The parent's CUDA context and copy stream are not the child's. */
+        rf__loader_err_any(l, "copier: rf_batch_copy_to in a forked child process; the batch "
+                              "belongs to the parent's loader");
+        return RF_E_FORKED;
+    }
     pthread_mutex_lock(&l->mu);
     int lent = rf__ring_lease_live(b) && b->slot->state == RF_SLOT_LENT;
     pthread_mutex_unlock(&l->mu);
     if (!lent) {
-        rf__loader_err(l, "copier: rf_batch_copy_to: the batch was released");
+        rf__loader_err_any(l, "copier: rf_batch_copy_to: the batch was released");
         return RF_E_RELEASED;
     }
-    if (!l->copier)
-        return no_device(l);
+    if (!l->copier) {
+        rf__loader_err_any(l, NO_DEVICE_FMT, l->cuda_note);
+        return RF_E_NO_DEVICE;
+    }
     char err[300];
     int rc = rf__copier_copy_to(l->copier, b->slot->id, b->data, b->nbytes, b->labels, b->count,
                                 dst_images, dst_labels, stream, err, sizeof err);
     if (rc < 0)
-        rf__loader_err(l, "%s", err);
+        rf__loader_err_any(l, "%s", err);
     if (rc != RF_E_INVALID) {
         pthread_mutex_lock(&l->mu);
         rf__ring_mark_copy(b->slot);

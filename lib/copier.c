@@ -421,6 +421,12 @@ void rf__copier_leave(rf_copier *c)
         c->ops->set_device(c->ctx, c->prev_device);
 }
 
+void rf__copier_bind_thread(rf_copier *c)
+{
+    if (c)
+        (void)dev_enter(c); /* nothing to put back: the thread is ours */
+}
+
 void rf__copier_destroy(rf_copier *c)
 {
     if (!c)

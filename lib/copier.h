@@ -100,6 +100,12 @@ int rf__copier_open(rf_copier **out, int device, int nslots, size_t slot_bytes, 
  * Call once the ring's memory is allocated. NULL is a no-op. */
 void rf__copier_leave(rf_copier *c);
 
+/* Makes the loader's device current on the calling thread for good: a thread
+ * of the loader's own (the dispatcher) that allocates page-locked ring memory
+ * as the tuner grows the ring, which must belong to the loader's device, not
+ * to device 0. NULL is a no-op. */
+void rf__copier_bind_thread(rf_copier *c);
+
 /* As rf__copier_open with an explicit backend (tests). 0, RF_E_NOMEM or RF_E_CUDA. */
 int rf__copier_create(rf_copier **out, const rf_gpu_ops *ops, void *ctx, int device, int nslots,
                       size_t slot_bytes, int64_t batch_size, char *err, size_t errcap);

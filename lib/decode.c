@@ -6,9 +6,10 @@
  * with that format's decoder (decode_formats.h), check the size limit before
  * any pixel memory is allocated, draw the transform's geometry from the
  * sample's own RNG stream, let the format decode just the region the
- * geometry reads (decode_jpeg.c: at a DCT scale where it can), then resample
- * that region straight into the slot. Bytes of no supported format are an
- * error that says what they look like.
+ * geometry reads (decode_jpeg.c: at a DCT scale where it can, unless
+ * RF_P_EXACT asks for full resolution), then resample that region straight
+ * into the slot. Bytes of no supported format are an error that says what
+ * they look like.
  */
 #define _GNU_SOURCE
 #include "decode.h"
@@ -92,9 +93,14 @@ static int draw_geometry(const rf_decode_opts *o, int width, int height, rf_geom
                          size_t errcap)
 {
     rf_rng rng = rf__rng_make(o->seed, (uint64_t)o->epoch, (uint64_t)o->sample);
-    if (o->transform == RF_TRANSFORM_RANDOM_RESIZED_CROP)
-        rf__geom_rrc(width, height, o->size, &rng, g);
-    else if (o->transform == RF_TRANSFORM_CENTER)
+    if (o->transform == RF_TRANSFORM_RANDOM_RESIZED_CROP) {
+        const rf_rrc_range *def = &rf__rrc_default;
+        rf_rrc_range rr = {o->scale_min > 0 ? o->scale_min : def->scale_lo,
+                           o->scale_max > 0 ? o->scale_max : def->scale_hi,
+                           o->ratio_min > 0 ? o->ratio_min : def->ratio_lo,
+                           o->ratio_max > 0 ? o->ratio_max : def->ratio_hi};
+        rf__geom_rrc_range(width, height, o->size, &rr, &rng, g);
+    } else if (o->transform == RF_TRANSFORM_CENTER)
         rf__geom_center(width, height, o->size, g);
     else {
         if (width != o->size || height != o->size) {
@@ -138,7 +144,9 @@ int rf__decode_sample(rf_decoder *d, const uint8_t *data, size_t len, const rf_d
     t->header_ns = t1 - t0;
 
     rf_region r;
-    rc = fmt->region(st, &g, o->check_tail, &r, err, errcap);
+    /* RF_P_EXACT: full resolution, so the pixels are those PIL decodes. */
+    int max_denom = o->exact ? 1 : 8;
+    rc = fmt->region(st, &g, max_denom, o->check_tail, &r, err, errcap);
     t->denom = r.denom;
     if (rc != 0)
         return rc;

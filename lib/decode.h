@@ -25,6 +25,11 @@ typedef struct rf_decode_opts {
     int64_t sample;
     int check_tail;     /* 1: entropy-decode the rows below the crop too (finds damage
                            there); 0: stop after the crop's last row */
+    int exact;          /* 1 (RF_P_EXACT): decode at full resolution, no reduced-scale
+                           decoding, so the pixels are PIL's; 0: a format may scale */
+    /* RandomResizedCrop's ranges (RF_P_SCALE_* / RF_P_RATIO_*); a bound left 0
+     * (a zeroed rf_decode_opts) is torchvision's default for it. */
+    double scale_min, scale_max, ratio_min, ratio_max;
 } rf_decode_opts;
 
 typedef struct rf_decode_times {

@@ -47,11 +47,14 @@ typedef struct rf_format {
     int (*header)(void *state, const uint8_t *data, size_t len, int max_scans, int *width,
                   int *height, char *err, size_t errcap);
     /* After header: decodes what the kept window of g reads into *r, at a
-     * reduced scale where the format can and the output size allows (g is
-     * then rewritten for that scale). With check_tail, data past the region
-     * is decoded too, to find damage there. 0, or RF_E_DECODE / RF_E_LIMIT /
-     * RF_E_NOMEM with the reason in err. */
-    int (*region)(void *state, rf_geom *g, int check_tail, rf_region *r, char *err, size_t errcap);
+     * reduced scale 1/denom where the format can, the output size allows
+     * and denom <= max_denom (g is then rewritten for that scale). max_denom
+     * is 1 under RF_P_EXACT: full resolution, the pixels PIL decodes; a
+     * format that never scales ignores it. With check_tail, data past the
+     * region is decoded too, to find damage there. 0, or RF_E_DECODE /
+     * RF_E_LIMIT / RF_E_NOMEM with the reason in err. */
+    int (*region)(void *state, rf_geom *g, int max_denom, int check_tail, rf_region *r, char *err,
+                  size_t errcap);
     /* Abandons the picture whose header was read (decode.c refused it). */
     void (*abandon)(void *state);
 } rf_format;

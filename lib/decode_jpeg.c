@@ -2,10 +2,11 @@
  * decode_jpeg.c - JPEG with libjpeg-turbo, decoding only what is needed.
  *
  * After the header (decode.c checks the size limit and draws the geometry
- * in between), rf__jpeg_region picks the largest DCT scaling (1/2, 1/4, 1/8)
- * that keeps the source box at least as large as the output, and decodes
- * only the rows and the iMCU columns the resampler reads
- * (jpeg_skip_scanlines, jpeg_crop_scanline); CMYK / YCCK pictures are
+ * in between), jpg_region picks the largest DCT scaling (1/2, 1/4, 1/8)
+ * that keeps the source box at least as large as the output (none when
+ * max_denom is 1: RF_P_EXACT), and decodes only the rows and the iMCU
+ * columns the resampler reads (jpeg_skip_scanlines, jpeg_crop_scanline),
+ * which gives the same pixels as a full decode; CMYK / YCCK pictures are
  * turned into RGB as PIL does. Unless told otherwise the rows below the
  * region are still entropy-decoded, so that damage there is found.
  *
@@ -247,8 +248,8 @@ static int finish_tail(j_decompress_ptr c, int check_tail, int whole_only, JSAMP
     return 0;
 }
 
-static int jpg_region(void *state, rf_geom *g, int check_tail, rf_region *r, char *err,
-                      size_t errcap)
+static int jpg_region(void *state, rf_geom *g, int max_denom, int check_tail, rf_region *r,
+                      char *err, size_t errcap)
 {
     rf_jpeg *j = state;
     struct jpeg_decompress_struct *c = &j->cinfo;
@@ -256,6 +257,8 @@ static int jpg_region(void *state, rf_geom *g, int check_tail, rf_region *r, cha
     if (setjmp(j->jerr.jump))
         return jpg_failed(j, err, errcap);
     int denom = rf__geom_dct_denom(g);
+    while (denom > max_denom && denom > 1) /* both powers of two */
+        denom /= 2;
     c->scale_num = 1;
     c->scale_denom = (unsigned)denom;
     jpeg_calc_output_dimensions(c);

@@ -149,8 +149,8 @@ static int rgb_reserve(rf_webp *w, size_t need)
     return 0;
 }
 
-static int webp_region(void *state, rf_geom *g, int check_tail, rf_region *r, char *err,
-                       size_t errcap)
+static int webp_region(void *state, rf_geom *g, int max_denom, int check_tail, rf_region *r,
+                       char *err, size_t errcap)
 {
     rf_webp *w = state;
     memset(r, 0, sizeof *r);
@@ -245,8 +245,8 @@ static int webp_header(void *state, const uint8_t *data, size_t len, int max_sca
     return RF_E_DECODE;
 }
 
-static int webp_region(void *state, rf_geom *g, int check_tail, rf_region *r, char *err,
-                       size_t errcap)
+static int webp_region(void *state, rf_geom *g, int max_denom, int check_tail, rf_region *r,
+                       char *err, size_t errcap)
 {
     snprintf(err, errcap, "unsupported format: WebP (this build has no libwebp)");
     return RF_E_DECODE;

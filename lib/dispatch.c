@@ -148,13 +148,15 @@ static void grow(rf_dispatch *d)
         }
         pthread_mutex_unlock(d->mu);
         int pinned;
-        uint8_t *mem = rf__ring_grow_alloc(d->ring, &pinned);
+        char note[160];
+        uint8_t *extras;
+        uint8_t *mem = rf__ring_grow_alloc(d->ring, &pinned, note, sizeof note, &extras);
         pthread_mutex_lock(d->mu);
         if (!mem) {
             d->target_k = d->ring->k;
             break;
         }
-        rf__ring_grow_commit(d->ring, mem, pinned);
+        rf__ring_grow_commit(d->ring, mem, pinned, note, extras);
     }
 }
 
@@ -221,6 +223,7 @@ static void *dispatch_main(void *arg)
     rf_read *done[64];
     unsigned depth = rf__reader_depth(d->reader);
     int64_t read_ns = 0;
+    rf__copier_bind_thread(d->copier); /* page-locked growth on the loader's device */
     pthread_mutex_lock(d->mu);
     while (!atomic_load(&d->stopped)) {
         d->read_ns += read_ns;

@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "copier.h"
 #include "pool.h"
 #include "reader.h"
 #include "ring.h"
@@ -48,6 +49,7 @@ typedef struct rf_dispatch {
     rf_ring *ring;
     rf_reader *reader;
     rf_pool *pool;
+    rf_copier *copier;       /* NULL without a device: the thread binds its device */
     pthread_mutex_t *mu;     /* the loader's mutex: protects the fields marked (mu) */
     pthread_cond_t *cv_cons; /* the consumer's condition: a slot became READY */
     pthread_cond_t cv_disp;  /* wakes the dispatcher; waited on with *mu */

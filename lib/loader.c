@@ -22,19 +22,36 @@
 
 #include "clock.h"
 
-void rf__loader_err(rf_loader *l, const char *fmt, ...)
+/* Formats into errmsg, under err_mu but in a forked child: there the lock may
+ * be held by a thread of the parent that is not there, and the child is alone
+ * with its copy. consumer: 1 for rf__loader_err, 0 for rf__loader_err_any. */
+static void record(rf_loader *l, int consumer, const char *fmt, va_list ap)
 {
-    /* In a forked child the lock may be held by a thread of the parent that
-     * is not there; the child is alone with its copy. */
     int locked = getpid() == l->pid;
     if (locked)
         pthread_mutex_lock(&l->err_mu);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(l->errmsg, sizeof l->errmsg, fmt, ap);
-    va_end(ap);
+    if (consumer || !l->err_unread) {
+        vsnprintf(l->errmsg, sizeof l->errmsg, fmt, ap);
+        l->err_unread = consumer;
+    }
     if (locked)
         pthread_mutex_unlock(&l->err_mu);
+}
+
+void rf__loader_err(rf_loader *l, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    record(l, 1, fmt, ap);
+    va_end(ap);
+}
+
+void rf__loader_err_any(rf_loader *l, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    record(l, 0, fmt, ap);
+    va_end(ap);
 }
 
 const char *rf_loader_errmsg(const rf_loader *l)
@@ -46,9 +63,24 @@ const char *rf_loader_errmsg(const rf_loader *l)
     if (locked)
         pthread_mutex_lock(&m->err_mu);
     memcpy(m->errmsg_out, m->errmsg, sizeof m->errmsg_out);
+    m->err_unread = 0; /* read: errors from any thread may replace it now */
     if (locked)
         pthread_mutex_unlock(&m->err_mu);
     return m->errmsg_out;
+}
+
+int64_t rf_loader_errmsg_copy(const rf_loader *l, char *buf, size_t cap)
+{
+    if (!l)
+        return (int64_t)snprintf(buf, cap, "no loader");
+    rf_loader *m = (rf_loader *)l;
+    int locked = getpid() == l->pid;
+    if (locked)
+        pthread_mutex_lock(&m->err_mu);
+    int n = snprintf(buf, cap, "%s", m->errmsg); /* a look: err_unread stays */
+    if (locked)
+        pthread_mutex_unlock(&m->err_mu);
+    return n;
 }
 
 int rf_version(void)
@@ -118,6 +150,36 @@ int rf_loader_set_param(rf_loader *l, int param, int64_t value)
     }
     l->opts.v[param] = value;
     return RF_OK;
+}
+
+_Static_assert(RF__MAX_EXTRAS == RF_SOURCE_MAX_EXTRAS && RF__MAX_EXT == RF_SOURCE_MAX_EXT,
+               "options.h and source.h must agree on the extras' limits");
+
+/* rf_loader_set_label / rf_loader_set_extras: fixed before start. */
+static int set_names(rf_loader *l, int (*set)(rf_options *, const char *, char *, size_t),
+                     const char *value)
+{
+    if (!l)
+        return RF_E_INVALID;
+    if (l->started) {
+        rf__loader_err(l, "options: label and extras cannot change after rf_loader_start");
+        return RF_E_STATE;
+    }
+    char err[300];
+    int rc = set(&l->opts, value, err, sizeof err);
+    if (rc != RF_OK)
+        rf__loader_err(l, "%s", err);
+    return rc;
+}
+
+int rf_loader_set_label(rf_loader *l, const char *ext)
+{
+    return set_names(l, rf__option_set_label, ext);
+}
+
+int rf_loader_set_extras(rf_loader *l, const char *exts)
+{
+    return set_names(l, rf__option_set_extras, exts);
 }
 
 int rf_loader_get_param(const rf_loader *l, int param, int64_t *out)
@@ -217,6 +279,8 @@ static int open_memory(rf_loader *l)
     }
     int pin = c->pin_memory && l->copier;
     rc = rf__ring_init(&l->ring, c->prefetch, c->batch_size, c->sample_bytes, pin);
+    if (rc == 0 && l->src.nextras > 0)
+        rc = rf__ring_init_extras(&l->ring, l->src.nextras, (size_t)c->extras_bytes);
     if (rc == 0 && l->copier) {
         assert(l->ring.cap <= c->prefetch + RF_RING_MAX_GROW);
         l->ring.copy_done = rf__copier_slot_done;
@@ -225,7 +289,8 @@ static int open_memory(rf_loader *l)
     rf__copier_leave(l->copier); /* the caller's current device again */
     if (rc < 0)
         rf__loader_err(l, "ring: cannot allocate %d slots of %lld x %zu bytes", c->prefetch,
-                       (long long)c->batch_size, c->sample_bytes);
+                       (long long)c->batch_size,
+                       c->sample_bytes + (l->src.nextras > 0 ? (size_t)c->extras_bytes : 0));
     return rc;
 }
 
@@ -238,7 +303,8 @@ static void plan_workers(rf_loader *l)
     l->tuning = c->num_workers == 0;
     if (l->tuning) {
         /* Prefetch may grow within RF_RING_MAX_GROW slots and 2 GiB of ring. */
-        size_t slot_bytes = (size_t)c->batch_size * c->sample_bytes;
+        size_t slot_bytes = (size_t)c->batch_size *
+                            (c->sample_bytes + (l->src.nextras > 0 ? (size_t)c->extras_bytes : 0));
         int64_t by_mem = (int64_t)(((size_t)2 << 30) / (slot_bytes ? slot_bytes : 1));
         int max_prefetch = c->prefetch + RF_RING_MAX_GROW;
         if (by_mem < max_prefetch)
@@ -285,6 +351,7 @@ static int build_stages(rf_loader *l)
         rf__loader_err(l, "loader: out of memory");
         return RF_E_NOMEM;
     }
+    l->disp.copier = l->copier;
     return 0;
 }
 
@@ -306,14 +373,20 @@ int rf_loader_start(rf_loader *l)
         return rc;
     }
     const rf_config *c = &l->cfg;
-    rf_source_opts so = {c->record_size, c->header_size};
+    rf_source_opts so = {.record_size = c->record_size,
+                         .header_size = c->header_size,
+                         .label = c->names.label,
+                         .unlabeled = c->names.unlabeled,
+                         .nextras = c->names.nextras};
+    for (int e = 0; e < c->names.nextras; e++)
+        so.extras[e] = c->names.extras[e];
     rc = rf__source_open_ex(&l->src, l->spec, &so, err, sizeof err);
     if (rc < 0) {
         rf__loader_err(l, "%s", err);
         return rc;
     }
     rc = rf__sampler_init(&l->sampler, l->src.n, c->batch_size, c->shuffle, c->drop_last,
-                          c->seed, c->rank, c->world_size);
+                          c->sampler_drop_last, c->seed, c->rank, c->world_size);
     if (rc < 0) {
         rf__loader_err(l, "sampler: cannot order %lld samples", (long long)l->src.n);
         return start_failed(l, rc);
@@ -402,6 +475,15 @@ int64_t rf_loader_sample_label(const rf_loader *l, int64_t sample)
     return rf__source_label(&l->src, sample);
 }
 
+int64_t rf_loader_sample_name(const rf_loader *l, int64_t sample, char *buf, size_t cap)
+{
+    if (buf && cap > 0)
+        buf[0] = '\0';
+    if (!l || !l->started || sample < 0 || sample >= l->src.n || (!buf && cap > 0))
+        return -1;
+    return rf__source_sample_name(&l->src, sample, cap ? buf : NULL, cap);
+}
+
 /* ---- position ------------------------------------------------------------ */
 
 int rf_loader_seek(rf_loader *l, int64_t epoch, int64_t batch)
@@ -468,7 +550,8 @@ int64_t rf_loader_stats_json(rf_loader *l, char *buf, size_t cap)
                                                                       : "pread",
         .io_note = l->reader ? rf__reader_note(l->reader) : "",
         .pinned = l->ring.pinned,
-        .ring_bytes = l->ring.mem_bytes,
+        .ring_bytes = l->ring.mem_bytes + (size_t)l->ring.k * (size_t)l->ring.batch_size *
+                                              l->ring.extras_bytes, /* tar extras */
         .index_bytes = rf__source_bytes(&l->src) + (size_t)l->src.n * 12 + l->work.verified_bytes,
         .prefetch = l->ring.k,
         .started = l->started,

@@ -15,8 +15,10 @@
  *     io_uring. The consumer waits on cv_cons (a slot became READY, stop).
  *     Lock order: mu, then the pool's mu (rf__pool_set_active) or the
  *     copier's lock (copy_done, rf__copier_release); err_mu is a leaf.
- *   - err_mu protects errmsg: rf_batch_release and rf_batch_copy_to may fail
- *     on any thread; rf_loader_errmsg hands the consumer a copy (errmsg_out).
+ *   - err_mu protects errmsg and err_unread: rf_batch_release and
+ *     rf_batch_copy_to may fail on any thread (rf__loader_err_any);
+ *     rf_loader_errmsg hands the consumer a copy (errmsg_out), and
+ *     rf_loader_errmsg_copy any thread one into its own buffer.
  *   - stop_mu serialises rf_loader_stop's joins.
  */
 #ifndef RF_LOADER_H
@@ -49,6 +51,8 @@ struct rf_loader {
 
     pthread_mutex_t err_mu;
     char errmsg[1024];     /* (err_mu) */
+    int err_unread;        /* (err_mu) errmsg is a consumer call's error that
+                            * rf_loader_errmsg has not returned yet */
     char errmsg_out[1024]; /* the consumer's copy */
 
     rf_source src;
@@ -78,8 +82,14 @@ struct rf_loader {
     rf_stats stats; /* (mu) */
 };
 
-/* Records the loader's last error (any thread). */
+/* Records the error of a consumer-thread call: it replaces the message and
+ * stays until rf_loader_errmsg returned it (include/ringfeed.h). */
 void rf__loader_err(rf_loader *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Records the error of a call that may run on any thread (rf_batch_release,
+ * rf_batch_copy_to): it replaces the message unless that is a consumer
+ * call's error not yet read, which it leaves alone. */
+void rf__loader_err_any(rf_loader *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* RF_OK for a started loader of this process, else RF_E_INVALID (NULL),
  * RF_E_NOT_STARTED or RF_E_FORKED with the error recorded. */

@@ -4,8 +4,12 @@
  */
 #include "options.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
+
+#include "transform.h" /* rf__rrc_default */
 
 typedef struct param_def {
     int64_t lo, hi, def;
@@ -41,6 +45,14 @@ static const param_def params_table[] = {
     [RF_P_DTYPE] = {0, 3, RF_DTYPE_UINT8},
     [RF_P_VERIFY] = {0, 2, RF_VERIFY_ONCE},
     [RF_P_MAX_FILE_BYTES] = {1, INT64_C(1) << 40, INT64_C(512) << 20},
+    [RF_P_EXACT] = {0, 1, 0},
+    /* In millionths; 0: torchvision's default (ppm_range). */
+    [RF_P_SCALE_MIN] = {0, 1000000, 0},
+    [RF_P_SCALE_MAX] = {0, 1000000, 0},
+    [RF_P_RATIO_MIN] = {0, 1000000000, 0},
+    [RF_P_RATIO_MAX] = {0, 1000000000, 0},
+    [RF_P_SAMPLER_DROP_LAST] = {0, 1, 0},
+    [RF_P_EXTRAS_BYTES] = {1, INT64_C(1) << 30, 65536},
 };
 
 _Static_assert(sizeof params_table / sizeof params_table[0] == RF__NPARAMS,
@@ -56,6 +68,7 @@ void rf__options_defaults(rf_options *o)
     memset(o, 0, sizeof *o);
     for (int p = 1; p < RF__NPARAMS; p++)
         o->v[p] = params_table[p].def;
+    strcpy(o->names.label, "cls");
 }
 
 int rf_param_bounds(int param, int64_t *lo, int64_t *hi)
@@ -79,6 +92,38 @@ int rf__option_check(int param, int64_t value, char *err, size_t errcap)
         snprintf(err, errcap, "options: option %d = %lld is outside [%lld, %lld]", param,
                  (long long)value, (long long)params_table[param].lo,
                  (long long)params_table[param].hi);
+        return RF_E_INVALID;
+    }
+    return RF_OK;
+}
+
+/* A RandomResizedCrop bound given in millionths: 0, or the default rounded
+ * to millionths, is the default double itself (0.08 or 4/3 have no exact
+ * millionths form), so that spelling the defaults out changes nothing. */
+static double ppm_range(int64_t v, double def)
+{
+    if (v == 0 || v == (int64_t)(def * 1e6 + 0.5))
+        return def;
+    return (double)v / 1e6;
+}
+
+/* The scale / ratio cross-checks: min <= max (torchvision only warns, and
+ * then draws from the reversed range), and set only for the transform that
+ * reads them. */
+static int check_rrc_ranges(const int64_t *p, const rf_config *c, char *err, size_t errcap)
+{
+    if (c->transform != RF_TRANSFORM_RANDOM_RESIZED_CROP &&
+        (p[RF_P_SCALE_MIN] || p[RF_P_SCALE_MAX] || p[RF_P_RATIO_MIN] || p[RF_P_RATIO_MAX])) {
+        snprintf(err, errcap,
+                 "options: scale and ratio apply to transform random_resized_crop only");
+        return RF_E_INVALID;
+    }
+    if (c->scale_min > c->scale_max) {
+        snprintf(err, errcap, "options: scale (%g, %g) has min > max", c->scale_min, c->scale_max);
+        return RF_E_INVALID;
+    }
+    if (c->ratio_min > c->ratio_max) {
+        snprintf(err, errcap, "options: ratio (%g, %g) has min > max", c->ratio_min, c->ratio_max);
         return RF_E_INVALID;
     }
     return RF_OK;
@@ -116,18 +161,34 @@ int rf__options_resolve(const rf_options *o, rf_config *c, char *err, size_t err
     c->dtype = (int)p[RF_P_DTYPE];
     c->verify = (int)p[RF_P_VERIFY];
     c->max_file_bytes = (uint64_t)p[RF_P_MAX_FILE_BYTES];
+    c->exact = (int)p[RF_P_EXACT];
+    c->scale_min = ppm_range(p[RF_P_SCALE_MIN], rf__rrc_default.scale_lo);
+    c->scale_max = ppm_range(p[RF_P_SCALE_MAX], rf__rrc_default.scale_hi);
+    c->ratio_min = ppm_range(p[RF_P_RATIO_MIN], rf__rrc_default.ratio_lo);
+    c->ratio_max = ppm_range(p[RF_P_RATIO_MAX], rf__rrc_default.ratio_hi);
+    c->sampler_drop_last = (int)p[RF_P_SAMPLER_DROP_LAST];
+    c->extras_bytes = (uint64_t)p[RF_P_EXTRAS_BYTES];
+    c->names = o->names;
 
     if (c->rank >= c->world_size) {
         snprintf(err, errcap, "options: rank %lld is not below world_size %lld",
                  (long long)c->rank, (long long)c->world_size);
         return RF_E_INVALID;
     }
+    int rc = check_rrc_ranges(p, c, err, errcap);
+    if (rc != RF_OK)
+        return rc;
     c->is_records = c->record_size > 0;
     if (c->is_records) {
         static const uint64_t itemsize[] = {1, 2, 4, 8}; /* enum rf_dtype */
         if (c->transform != RF_TRANSFORM_NONE) {
             snprintf(err, errcap, "options: record files need transform none (their bytes are "
                                   "passed through, not decoded)");
+            return RF_E_INVALID;
+        }
+        if (c->names.unlabeled || c->names.nextras > 0 || strcmp(c->names.label, "cls")) {
+            snprintf(err, errcap, "options: label and extras name members of WebDataset tar "
+                                  "shards; record files have neither");
             return RF_E_INVALID;
         }
         if (c->record_size % itemsize[c->dtype] != 0) {
@@ -148,4 +209,92 @@ int rf__options_resolve(const rf_options *o, rf_config *c, char *err, size_t err
         c->sample_bytes = (size_t)c->image_size * (size_t)c->image_size * 3;
     }
     return RF_OK;
+}
+
+/* ---- tar member names (rf_loader_set_label, rf_loader_set_extras) -------- */
+
+/* One extension from t[0..n): blanks around it and a leading '.' dropped,
+ * lowercased into out. RF_OK or RF_E_INVALID with the reason in err. */
+static int parse_ext(const char *what, const char *t, size_t n, char out[RF__MAX_EXT + 1],
+                     char *err, size_t errcap)
+{
+    while (n > 0 && isspace((unsigned char)t[0]))
+        t++, n--;
+    while (n > 0 && isspace((unsigned char)t[n - 1]))
+        n--;
+    if (n > 0 && t[0] == '.')
+        t++, n--;
+    if (n == 0 || n > RF__MAX_EXT) {
+        snprintf(err, errcap, "options: %s: an extension of 1 to %d bytes expected, not \"%.*s\"",
+                 what, RF__MAX_EXT, (int)(n > 80 ? 80 : n), t);
+        return RF_E_INVALID;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)t[i];
+        if (ch == '/' || ch == ',' || ch < 0x20 || ch == 0x7f) {
+            snprintf(err, errcap, "options: %s: \"%.*s\" is not a member extension (no '/', ',' "
+                                  "or control characters)",
+                     what, (int)(n > 80 ? 80 : n), t);
+            return RF_E_INVALID;
+        }
+        out[i] = (char)tolower(ch);
+    }
+    out[n] = '\0';
+    return RF_OK;
+}
+
+int rf__option_set_label(rf_options *o, const char *ext, char *err, size_t errcap)
+{
+    if (!ext || !*ext) {
+        o->names.unlabeled = 1;
+        strcpy(o->names.label, "cls");
+        return RF_OK;
+    }
+    char label[RF__MAX_EXT + 1];
+    int rc = parse_ext("label", ext, strlen(ext), label, err, errcap);
+    if (rc != RF_OK)
+        return rc;
+    o->names.unlabeled = 0;
+    memcpy(o->names.label, label, sizeof label);
+    return RF_OK;
+}
+
+int rf__option_set_extras(rf_options *o, const char *exts, char *err, size_t errcap)
+{
+    rf_member_names n = o->names;
+    n.nextras = 0;
+    for (const char *p = exts; p && *p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (n.nextras == RF__MAX_EXTRAS) {
+            snprintf(err, errcap, "options: extras: more than %d members", RF__MAX_EXTRAS);
+            return RF_E_INVALID;
+        }
+        int rc = parse_ext("extras", p, len, n.extras[n.nextras], err, errcap);
+        if (rc != RF_OK)
+            return rc;
+        for (int e = 0; e < n.nextras; e++)
+            if (!strcmp(n.extras[e], n.extras[n.nextras])) {
+                snprintf(err, errcap, "options: extras: \"%s\" is named twice", n.extras[e]);
+                return RF_E_INVALID;
+            }
+        n.nextras++;
+        p += len + (comma ? 1 : 0);
+        if (comma && !*p) {
+            snprintf(err, errcap, "options: extras: \"%s\" ends with ','", exts);
+            return RF_E_INVALID;
+        }
+    }
+    o->names = n;
+    return RF_OK;
+}
+
+int rf__member_extra_index(const rf_member_names *n, const char *ext)
+{
+    if (ext[0] == '.')
+        ext++;
+    for (int e = 0; e < n->nextras; e++)
+        if (!strcasecmp(n->extras[e], ext))
+            return e;
+    return -1;
 }

@@ -19,11 +19,24 @@
 /* The highest enum rf_param value: raise it when appending an option (the
  * table in options.c must then have an entry for it; a static assertion
  * there says so). */
-#define RF__PARAM_LAST RF_P_MAX_FILE_BYTES
+#define RF__PARAM_LAST RF_P_EXTRAS_BYTES
 #define RF__NPARAMS (RF__PARAM_LAST + 1)
+
+#define RF__MAX_EXTRAS 16 /* = RF_SOURCE_MAX_EXTRAS */
+#define RF__MAX_EXT 63    /* = RF_SOURCE_MAX_EXT */
+
+/* The tar member names (rf_loader_set_label, rf_loader_set_extras), as
+ * set: lowercase, without a leading '.'. */
+typedef struct rf_member_names {
+    char label[RF__MAX_EXT + 1]; /* "cls" by default */
+    int unlabeled;               /* label NULL or "" */
+    int nextras;
+    char extras[RF__MAX_EXTRAS][RF__MAX_EXT + 1];
+} rf_member_names;
 
 typedef struct rf_options {
     int64_t v[RF__NPARAMS]; /* indexed by enum rf_param; v[0] unused */
+    rf_member_names names;
 } rf_options;
 
 /* The typed form, resolved at rf_loader_start and read-only afterwards. */
@@ -53,6 +66,12 @@ typedef struct rf_config {
     int dtype; /* enum rf_dtype */
     int verify; /* enum rf_verify */
     uint64_t max_file_bytes; /* larger sample files are refused before allocation */
+    int exact;               /* full-resolution decode (no DCT scaling) */
+    /* RandomResizedCrop's scale and ratio ranges, defaults filled in */
+    double scale_min, scale_max, ratio_min, ratio_max;
+    int sampler_drop_last;   /* trim the global order to a multiple of world_size */
+    uint64_t extras_bytes;   /* all extras of one sample (with nextras > 0) */
+    rf_member_names names;   /* tar: label member, extras */
     /* derived */
     int is_records;      /* record_size > 0: bytes passed through, no decode */
     size_t sample_bytes; /* bytes of one sample in a slot */
@@ -70,5 +89,15 @@ int rf__option_check(int param, int64_t value, char *err, size_t errcap);
 /* Resolves o into c, with the checks that involve several options. RF_OK, or
  * RF_E_INVALID with the reason in err ("options: ..."). */
 int rf__options_resolve(const rf_options *o, rf_config *c, char *err, size_t errcap);
+
+/* rf_loader_set_label / rf_loader_set_extras: parse ext / exts into o's
+ * names (o unchanged on error). RF_OK, or RF_E_INVALID with the reason in
+ * err ("options: ..."). */
+int rf__option_set_label(rf_options *o, const char *ext, char *err, size_t errcap);
+int rf__option_set_extras(rf_options *o, const char *exts, char *err, size_t errcap);
+
+/* Index of extension ext (any case, a leading '.' ignored) among n's
+ * extras, or -1. */
+int rf__member_extra_index(const rf_member_names *n, const char *ext);
 
 #endif

@@ -9,6 +9,7 @@
 #include "ring.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +24,32 @@ static void slot_setup(rf_ring *r, int i, uint8_t *data)
     s->view.data = data;
     s->view.labels = r->labels + (size_t)i * (size_t)r->batch_size;
     s->view.samples = r->samples + (size_t)i * (size_t)r->batch_size;
+}
+
+/* Slot i's extras: its block, and its part of the lengths. */
+static void slot_extras(rf_ring *r, int i, uint8_t *extras)
+{
+    rf_slot *s = &r->slots[i];
+    s->view.extras = extras;
+    s->view.extras_len = r->extras_len + (size_t)i * (size_t)r->batch_size * (size_t)r->nextras;
+}
+
+int rf__ring_init_extras(rf_ring *r, int nextras, size_t extras_bytes)
+{
+    assert(nextras > 0 && extras_bytes > 0 && !r->extras_mem);
+    size_t per_slot = (size_t)r->batch_size * extras_bytes;
+    r->nextras = nextras;
+    r->extras_bytes = extras_bytes;
+    r->extras_len =
+        calloc((size_t)r->cap * (size_t)r->batch_size * (size_t)nextras, sizeof *r->extras_len);
+    r->extras_mem = malloc((size_t)r->k * per_slot);
+    if (!r->extras_len || !r->extras_mem) {
+        rf__ring_free(r);
+        return RF_E_NOMEM;
+    }
+    for (int i = 0; i < r->k; i++)
+        slot_extras(r, i, r->extras_mem + (size_t)i * per_slot);
+    return 0;
 }
 
 int rf__ring_init(rf_ring *r, int k, int64_t batch_size, size_t sample_bytes, int pin)
@@ -48,21 +75,34 @@ int rf__ring_init(rf_ring *r, int k, int64_t batch_size, size_t sample_bytes, in
     return 0;
 }
 
-uint8_t *rf__ring_grow_alloc(const rf_ring *r, int *pinned)
+uint8_t *rf__ring_grow_alloc(const rf_ring *r, int *pinned, char *note, size_t notecap,
+                             uint8_t **extras)
 {
     size_t bytes = (size_t)r->batch_size * r->sample_bytes;
-    char note[160] = "";
+    note[0] = '\0';
     *pinned = 0;
-    return rf__host_alloc(bytes, r->pin, pinned, note, sizeof note);
+    *extras = NULL;
+    uint8_t *mem = rf__host_alloc(bytes, r->pin, pinned, note, notecap);
+    if (mem && r->nextras > 0 && !(*extras = malloc((size_t)r->batch_size * r->extras_bytes))) {
+        rf__host_free(mem, *pinned);
+        return NULL;
+    }
+    return mem;
 }
 
-void rf__ring_grow_commit(rf_ring *r, uint8_t *mem, int pinned)
+void rf__ring_grow_commit(rf_ring *r, uint8_t *mem, int pinned, const char *note, uint8_t *extras)
 {
+    if (r->pin && r->pinned && !pinned && !r->note[0])
+        snprintf(r->note, sizeof r->note, "slot %d pageable: %s", r->k, note);
     assert(r->k < r->cap && r->ngrown < RF_RING_MAX_GROW);
+    assert((extras != NULL) == (r->nextras > 0));
     r->grown[r->ngrown] = mem;
     r->grown_pinned[r->ngrown] = pinned;
+    r->extras_grown[r->ngrown] = extras;
     r->ngrown++;
     slot_setup(r, r->k, mem);
+    if (extras)
+        slot_extras(r, r->k, extras);
     r->k++;
     r->mem_bytes += (size_t)r->batch_size * r->sample_bytes;
 }
@@ -72,10 +112,12 @@ int rf__ring_grow(rf_ring *r)
     if (r->k >= r->cap)
         return RF_E_LIMIT;
     int pinned;
-    uint8_t *p = rf__ring_grow_alloc(r, &pinned);
+    char note[160];
+    uint8_t *extras;
+    uint8_t *p = rf__ring_grow_alloc(r, &pinned, note, sizeof note, &extras);
     if (!p)
         return RF_E_NOMEM;
-    rf__ring_grow_commit(r, p, pinned);
+    rf__ring_grow_commit(r, p, pinned, note, extras);
     return 0;
 }
 
@@ -83,8 +125,12 @@ void rf__ring_free(rf_ring *r)
 {
     if (r->mem)
         rf__host_free(r->mem, r->pinned);
-    for (int i = 0; i < r->ngrown; i++)
+    for (int i = 0; i < r->ngrown; i++) {
         rf__host_free(r->grown[i], r->grown_pinned[i]);
+        free(r->extras_grown[i]);
+    }
+    free(r->extras_mem);
+    free(r->extras_len);
     free(r->slots);
     free(r->labels);
     free(r->samples);

@@ -7,6 +7,8 @@
  * next batch, so a consumer that keeps a batch only shrinks the prefetch.
  * Memory is K x batch bytes, allocated once, plus one block per slot the
  * tuner adds (rf__ring_grow_alloc / rf__ring_grow_commit, on the dispatcher).
+ * With tar extras each slot also holds batch_size x extras_bytes of raw
+ * member bytes and their lengths (rf__ring_init_extras).
  *
  * Only this file changes a slot's state. The ring does no locking of its
  * own: every transition happens under the loader's mutex (loader.h), except
@@ -50,6 +52,11 @@ struct rf_batch {
     size_t nbytes;
     void *dev_data;      /* lent by rf_loader_next_device: the batch on the device, else NULL */
     int64_t *dev_labels;
+    /* tar extras (NULL without): sample i's extras lie back to back from
+     * extras + i * extras_bytes, their lengths at extras_len[i * nextras + e]
+     * (RF_SOURCE_ABSENT: no such member) */
+    uint8_t *extras;
+    uint32_t *extras_len;
 };
 
 struct rf_slot {
@@ -102,6 +109,12 @@ typedef struct rf_ring {
     int64_t *labels;     /* cap * batch_size */
     int64_t *samples;    /* cap * batch_size */
     size_t mem_bytes;    /* image bytes of all slots in use */
+    /* tar extras (rf__ring_init_extras; 0 / NULL without) */
+    int nextras;
+    size_t extras_bytes;  /* per sample */
+    uint8_t *extras_mem;  /* the initial k slots' extras */
+    uint8_t *extras_grown[RF_RING_MAX_GROW];
+    uint32_t *extras_len; /* cap * batch_size * nextras */
     int pin;             /* page-locked memory was asked for */
     int pinned;          /* 1: mem is page-locked (CUDA) */
     char note[160];      /* why memory is not pinned, when it was asked for */
@@ -116,14 +129,23 @@ typedef struct rf_ring {
 int rf__ring_init(rf_ring *r, int k, int64_t batch_size, size_t sample_bytes, int pin);
 void rf__ring_free(rf_ring *r);
 
+/* Right after rf__ring_init, before any slot is used: room in every slot
+ * (and in slots grown later) for nextras tar extras of extras_bytes per
+ * sample. 0 or RF_E_NOMEM (the ring is then freed). */
+int rf__ring_init_extras(rf_ring *r, int nextras, size_t extras_bytes);
+
 /* Adds one FREE slot (prefetch grows). 0, RF_E_LIMIT at the cap, RF_E_NOMEM.
  * The two halves: rf__ring_grow_alloc reads only what rf__ring_init fixed
  * (no lock needed: the slow, possibly page-locking allocation runs outside
- * the loader's mutex); rf__ring_grow_commit adds the slot (under the mutex).
- * One thread grows a ring (the dispatcher), so nothing commits in between. */
+ * the loader's mutex) and returns the images' block (note: why it is not
+ * page-locked, if it was asked to be), with *extras the extras' block (NULL
+ * without extras); rf__ring_grow_commit adds the slot (under the mutex). One
+ * thread grows a ring (the dispatcher), so nothing commits in between. */
 int rf__ring_grow(rf_ring *r);
-uint8_t *rf__ring_grow_alloc(const rf_ring *r, int *pinned);
-void rf__ring_grow_commit(rf_ring *r, uint8_t *mem, int pinned);
+uint8_t *rf__ring_grow_alloc(const rf_ring *r, int *pinned, char *note, size_t notecap,
+                             uint8_t **extras);
+void rf__ring_grow_commit(rf_ring *r, uint8_t *mem, int pinned, const char *note,
+                          uint8_t *extras);
 
 /* FREE -> FILLING for batch `batch` of generation gen with count samples.
  * Returns the slot, or NULL when no slot is free. A FREE slot whose copy is

@@ -4,8 +4,10 @@
  * The permutation is recomputed once per epoch, O(n) time and 4 bytes per
  * sample of scratch; rank r keeps perm[r], perm[r + W], ... after padding by
  * wrapping around to a multiple of W, exactly as DistributedSampler with
- * drop_last=False. Batching then cuts this rank's list in order; drop_last
- * drops a short final batch.
+ * drop_last=False. With sampler_drop_last the tail is trimmed instead, as
+ * DistributedSampler(drop_last=True) does: each rank keeps floor(n / W)
+ * samples, so no sample is seen twice across ranks. Batching then cuts this
+ * rank's list in order; drop_last drops a short final batch.
  */
 #include "sampler.h"
 
@@ -17,7 +19,7 @@
 #include "rng.h"
 
 int rf__sampler_init(rf_sampler *s, int64_t n, int64_t batch_size, int shuffle, int drop_last,
-                     uint64_t seed, int64_t rank, int64_t world_size)
+                     int sampler_drop_last, uint64_t seed, int64_t rank, int64_t world_size)
 {
     memset(s, 0, sizeof *s);
     if (n <= 0 || n > UINT32_MAX || batch_size <= 0 || world_size <= 0 || rank < 0 ||
@@ -27,14 +29,19 @@ int rf__sampler_init(rf_sampler *s, int64_t n, int64_t batch_size, int shuffle, 
     s->batch_size = batch_size;
     s->shuffle = shuffle;
     s->drop_last = drop_last;
+    s->sampler_drop_last = sampler_drop_last;
     s->seed = seed;
     s->rank = rank;
     s->world_size = world_size;
     s->epoch = -1;
-    s->num_samples = (n + world_size - 1) / world_size;
+    /* torch writes the trimmed count as ceil((n - W) / W) when W does not
+     * divide n: that is floor(n / W), 0 when n < W. */
+    s->num_samples = sampler_drop_last ? n / world_size : (n + world_size - 1) / world_size;
     s->num_batches = drop_last ? s->num_samples / batch_size
                                : (s->num_samples + batch_size - 1) / batch_size;
-    s->order = malloc((size_t)s->num_samples * sizeof *s->order);
+    /* At least one entry: num_samples is 0 when a trimmed split leaves this
+     * rank nothing, and malloc(0) may return NULL. */
+    s->order = malloc((size_t)(s->num_samples ? s->num_samples : 1) * sizeof *s->order);
     s->perm = malloc((size_t)n * sizeof *s->perm);
     if (!s->order || !s->perm) {
         rf__sampler_free(s);
@@ -66,7 +73,9 @@ void rf__sampler_set_epoch(rf_sampler *s, int64_t epoch)
             s->perm[j] = t;
         }
     }
-    /* Padded position p maps to perm[p % n]: wrapping as DistributedSampler pads. */
+    /* Padded position p maps to perm[p % n]: wrapping as DistributedSampler pads.
+     * A trimmed split only has positions p < floor(n / W) * W <= n, so the
+     * same loop takes perm[r::W] up to the cut without wrapping. */
     for (int64_t k = 0; k < s->num_samples; k++) {
         int64_t p = s->rank + k * s->world_size;
         s->order[k] = s->perm[p % s->n];

@@ -6,10 +6,11 @@
  * (source_folder.c), another regular file a list file (source_list.c), and
  * anything else (a .tar, a pattern, '\n'-separated entries) names files,
  * expanded by source_pattern.c, that are WebDataset shards (source_tar.c) or,
- * with record_size set, record files (source_records.c). The chosen kind's
- * indexer fills the rf_source through the arena helpers (source_arena.c);
- * the accessors below read it whatever the kind. The seam is
- * source_kinds.h.
+ * with record_size set, record files (source_records.c). A compressed tar
+ * is refused here by its name (and by source_tar.c by its first bytes). The
+ * chosen kind's indexer fills the rf_source through the arena helpers
+ * (source_arena.c); the accessors below read it whatever the kind. The seam
+ * is source_kinds.h.
  */
 #define _GNU_SOURCE
 #include "source.h"
@@ -37,6 +38,10 @@ void rf__source_close(rf_source *s)
     free(s->shard);
     free(s->data_off);
     free(s->data_len);
+    free(s->span_off);
+    free(s->span_len);
+    free(s->ext_rel);
+    free(s->ext_len);
     free(s->first);
     memset(s, 0, sizeof *s);
 }
@@ -59,7 +64,11 @@ uint32_t rf__source_record_file(const rf_source *s, int64_t i)
 void rf__source_extent(const rf_source *s, int64_t i, int *ranged, uint64_t *offset,
                        uint64_t *length)
 {
-    if (s->kind == RF_SOURCE_TAR) {
+    if (s->kind == RF_SOURCE_TAR && s->nextras > 0) {
+        *ranged = 1; /* the image and the extras in one read */
+        *offset = s->span_off[i];
+        *length = s->span_len[i];
+    } else if (s->kind == RF_SOURCE_TAR) {
         *ranged = 1;
         *offset = s->data_off[i];
         *length = s->data_len[i];
@@ -91,6 +100,37 @@ int rf__source_name(const rf_source *s, int64_t i, char *buf, size_t cap)
     return snprintf(buf, cap, "%s", rf__source_path(s, i));
 }
 
+int rf__source_key(const rf_source *s, int64_t i, char *buf, size_t cap)
+{
+    if (s->kind != RF_SOURCE_TAR || i < 0 || i >= s->n)
+        return snprintf(buf, cap, "%s", "");
+    /* the image member's name up to the first '.' of its base name */
+    const char *name = s->arena + s->path_off[i];
+    const char *base = strrchr(name, '/');
+    base = base ? base + 1 : name;
+    const char *dot = strchr(base, '.');
+    int klen = (int)(dot ? (size_t)(dot - name) : strlen(name));
+    return snprintf(buf, cap, "%.*s", klen, name);
+}
+
+int rf__source_sample_name(const rf_source *s, int64_t i, char *buf, size_t cap)
+{
+    if (i < 0 || i >= s->n)
+        return snprintf(buf, cap, "(no sample %lld)", (long long)i);
+    if (s->kind == RF_SOURCE_TAR) {
+        int n = snprintf(buf, cap, "%s:", rf__source_path(s, i));
+        size_t at = n >= 0 && (size_t)n < cap ? (size_t)n : cap;
+        return n + rf__source_key(s, i, buf ? buf + at : NULL, cap - at);
+    }
+    if (s->kind == RF_SOURCE_RECORDS) {
+        int ranged;
+        uint64_t off, len;
+        rf__source_extent(s, i, &ranged, &off, &len);
+        return snprintf(buf, cap, "%s@%llu", rf__source_path(s, i), (unsigned long long)off);
+    }
+    return snprintf(buf, cap, "%s", rf__source_path(s, i));
+}
+
 size_t rf__source_bytes(const rf_source *s)
 {
     size_t per = 0;
@@ -100,6 +140,9 @@ size_t rf__source_bytes(const rf_source *s)
         per += sizeof *s->labels;
     if (s->shard)
         per += sizeof *s->shard + sizeof *s->data_off + sizeof *s->data_len;
+    if (s->span_off)
+        per += sizeof *s->span_off + sizeof *s->span_len +
+               (size_t)s->nextras * (sizeof *s->ext_rel + sizeof *s->ext_len);
     size_t b = s->arena_cap + (size_t)s->cap * per;
     b += (size_t)s->nfiles * sizeof(uint64_t) + (s->first ? ((size_t)s->nfiles + 1) * 8 : 0);
     b += (size_t)(s->class_off ? s->nclasses : 0) * sizeof(uint64_t);
@@ -112,11 +155,24 @@ static int has_tar_ext(const char *path)
     return n >= 4 && !strcasecmp(path + n - 4, ".tar");
 }
 
+/* Labels other than "cls", label-less sources and extras are tar shards'
+ * alone: any other kind refuses them (what = the kind, for the message). */
+static int tar_options_only(const rf_source_opts *o, const char *spec, const char *what, char *err,
+                            size_t errcap)
+{
+    if (!o->unlabeled && o->nextras == 0 && (!o->label || !strcmp(o->label, "cls")))
+        return 0;
+    snprintf(err, errcap,
+             "source: %s: label and extras name members of WebDataset tar shards; %s %s", spec,
+             what, o->nextras ? "has no extra members" : "has labels of its own");
+    return RF_E_INVALID;
+}
+
 int rf__source_open_ex(rf_source *s, const char *spec, const rf_source_opts *opts, char *err,
                        size_t errcap)
 {
     memset(s, 0, sizeof *s);
-    rf_source_opts none = {0, 0};
+    rf_source_opts none = {0};
     const rf_source_opts *o = opts ? opts : &none;
     int records = o->record_size > 0;
     int several = strchr(spec, '\n') != NULL;
@@ -126,12 +182,19 @@ int rf__source_open_ex(rf_source *s, const char *spec, const rf_source_opts *opt
     int rc;
     rf_strlist paths = {0};
     rf_source_index_fn *index = NULL;
-    if (exists && S_ISDIR(st.st_mode) && !records) {
+    const char *how = exists && S_ISREG(st.st_mode) && !records ? rf__compressed_name(spec) : NULL;
+    if (how) {
+        rc = rf__compressed_error(spec, how, err, errcap); /* not a list file */
+    } else if (exists && S_ISDIR(st.st_mode) && !records) {
         index = rf__source_index_folder;
-        rc = rf__strlist_add(&paths, spec, NULL);
+        rc = tar_options_only(o, spec, "an image folder", err, errcap);
+        if (rc == 0)
+            rc = rf__strlist_add(&paths, spec, NULL);
     } else if (exists && S_ISREG(st.st_mode) && !records && !has_tar_ext(spec)) {
         index = rf__source_index_list;
-        rc = rf__strlist_add(&paths, spec, NULL);
+        rc = tar_options_only(o, spec, "a list file", err, errcap);
+        if (rc == 0)
+            rc = rf__strlist_add(&paths, spec, NULL);
     } else if (exists && !S_ISREG(st.st_mode)) {
         snprintf(err, errcap, "source: %s: %s", spec,
                  S_ISDIR(st.st_mode) ? "a folder, but record_size is set (record files expected)"
@@ -143,10 +206,14 @@ int rf__source_open_ex(rf_source *s, const char *spec, const rf_source_opts *opt
     } else {
         /* files: a tar shard or a record file, a pattern, or several entries */
         index = records ? rf__source_index_records : rf__source_index_tar;
-        rc = rf__source_files(spec, &paths, err, errcap);
+        rc = records ? tar_options_only(o, spec, "a record source", err, errcap) : 0;
+        if (rc == 0)
+            rc = rf__source_files(spec, &paths, err, errcap);
         for (size_t f = 0; rc == 0 && !records && f < paths.n; f++) {
             const char *p = rf__strlist_at(&paths, f);
-            if (!has_tar_ext(p)) {
+            if ((how = rf__compressed_name(p)) != NULL) {
+                rc = rf__compressed_error(p, how, err, errcap);
+            } else if (!has_tar_ext(p)) {
                 snprintf(err, errcap,
                          "source: %s: a pattern or a list of sources must name .tar "
                          "shards (or record files, with record_size set)",

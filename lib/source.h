@@ -3,9 +3,11 @@
  *
  * Four kinds. Image folder and list file: one file per sample, paths in one
  * string arena addressed by offsets. WebDataset tar shards: per sample the
- * shard id, the member's data offset and length in flat arrays, the shard
- * paths once in the arena (and the member names, for messages). Record files:
- * nothing per sample at all; sample i is found from the files' record counts.
+ * shard id, the image member's data offset and length in flat arrays, the
+ * shard paths once in the arena (and the member names, for messages); with
+ * extras, also the span of the sample's members that one read fetches and
+ * where each extra member lies in it. Record files: nothing per sample at
+ * all; sample i is found from the files' record counts.
  *
  * No per-sample heap allocation: a million-sample index is a few tens of MB
  * and builds in about a second. Indexing never opens or stats the sample
@@ -30,20 +32,31 @@ enum rf_source_kind {
     RF_SOURCE_RECORDS = 4,
 };
 
-/* What rf__source_open_ex needs beyond the spec. Zero: no records. */
+#define RF_SOURCE_MAX_EXTRAS 16 /* extra members a tar source may return per sample */
+#define RF_SOURCE_MAX_EXT 63    /* bytes of a member extension (label, extras) */
+
+/* What rf__source_open_ex needs beyond the spec. Zero: no records, tar
+ * labels from the .cls member, no extras. */
 typedef struct rf_source_opts {
     uint64_t record_size; /* > 0: the spec names record files of this record size */
     uint64_t header_size; /* records: bytes skipped at the start of each file */
+    /* tar shards only (any other kind refuses them, unless label is "cls") */
+    const char *label;    /* extension of the label member, lowercase; NULL: "cls" */
+    int unlabeled;        /* 1: no label member; every label is -1 */
+    int nextras;          /* extra members returned per sample, at most RF_SOURCE_MAX_EXTRAS */
+    const char *extras[RF_SOURCE_MAX_EXTRAS]; /* their extensions, lowercase, distinct */
 } rf_source_opts;
 
 typedef struct rf_source {
     int kind;
     int64_t n;            /* samples */
-    int64_t nclasses;     /* folder: class folders; list, tar: max label + 1; records: 0 */
+    int64_t nclasses;     /* folder: class folders; list, tar: max label + 1; records and
+                           * unlabeled tar: 0 */
     char *arena;          /* NUL-terminated strings, back to back */
     size_t arena_len, arena_cap;
     uint64_t *path_off;   /* folder, list: n paths; tar: n member names (into arena) */
-    int64_t *labels;      /* folder, list, tar: n labels; records: NULL (labels are 0) */
+    int64_t *labels;      /* folder, list, tar: n labels (unlabeled tar: -1); records: NULL
+                           * (labels are 0) */
     int64_t cap;          /* allocated entries of the per-sample arrays */
     uint64_t *class_off;  /* folder: nclasses offsets of class names into arena */
     /* tar, records: the files, in spec order */
@@ -53,6 +66,14 @@ typedef struct rf_source {
     uint32_t *shard;      /* index into file_off */
     uint64_t *data_off;   /* offset of the member's data in its shard */
     uint32_t *data_len;   /* bytes of the member */
+    /* tar with extras (nextras > 0): per sample the span [span_off, + span_len)
+     * of its members that one read fetches (image and extras), and for each
+     * extra e its place in that span: ext_rel[i * nextras + e], ext_len[...]
+     * (RF_SOURCE_ABSENT: the sample has no such member) */
+    int nextras;
+    uint64_t *span_off;
+    uint32_t *span_len;
+    uint32_t *ext_rel, *ext_len;
     /* records */
     uint64_t record_size, header_size;
     int64_t *first;       /* nfiles + 1: index of the first record of each file; first[nfiles] = n */
@@ -65,8 +86,12 @@ typedef struct rf_source {
  *   - a directory: image folder; a regular file named *.tar: a tar shard;
  *     any other regular file: a list file.
  * With opts->record_size > 0 every file is a record file instead. Several
- * files must all be tar shards (or record files). On error returns a
- * negative RF_E_* and writes the reason into err; *s is then empty. */
+ * files must all be tar shards (or record files). A compressed tar (by its
+ * name: .tar.gz, .tgz, .tar.zst, .tar.bz2, .tar.xz, ...; or by the magic
+ * bytes that open a shard) is refused with a message saying how to make a
+ * plain one. Labels other than "cls", label-less and extras are refused
+ * (RF_E_INVALID) for any kind but tar shards. On error returns a negative
+ * RF_E_* and writes the reason into err; *s is then empty. */
 int rf__source_open_ex(rf_source *s, const char *spec, const rf_source_opts *opts, char *err,
                        size_t errcap);
 /* rf__source_open_ex without records. */
@@ -91,19 +116,53 @@ static inline const char *rf__source_path(const rf_source *s, int64_t i)
 }
 
 /* Where sample i's bytes are in that file: *ranged = 0 for the whole file
- * (folder, list), else [*offset, *offset + *length). */
+ * (folder, list), else [*offset, *offset + *length): a record, a tar image
+ * member, or with extras the span of the sample's members. */
 void rf__source_extent(const rf_source *s, int64_t i, int *ranged, uint64_t *offset,
                        uint64_t *length);
 
-/* Label of sample i (0 for records). */
+#define RF_SOURCE_ABSENT UINT32_MAX /* ext_len of a member the sample lacks */
+
+/* Tar with extras: where sample i's image lies in the bytes of its extent. */
+static inline void rf__source_image_in_span(const rf_source *s, int64_t i, uint64_t *rel,
+                                            uint64_t *len)
+{
+    *rel = s->data_off[i] - s->span_off[i];
+    *len = s->data_len[i];
+}
+
+/* Tar with extras: where extra e of sample i lies in the bytes of its
+ * extent; 0 when the sample has no such member. */
+static inline int rf__source_extra_in_span(const rf_source *s, int64_t i, int e, uint64_t *rel,
+                                           uint32_t *len)
+{
+    size_t at = (size_t)i * (size_t)s->nextras + (size_t)e;
+    if (s->ext_len[at] == RF_SOURCE_ABSENT)
+        return 0;
+    *rel = s->ext_rel[at];
+    *len = s->ext_len[at];
+    return 1;
+}
+
+/* Label of sample i (0 for records, -1 for unlabeled tar shards). */
 static inline int64_t rf__source_label(const rf_source *s, int64_t i)
 {
     return s->labels ? s->labels[i] : 0;
 }
 
 /* Name of sample i for messages, as snprintf: the path (folder, list),
- * "shard.tar:key.jpg" (tar) or "file.bin@offset" (records). */
+ * "shard.tar:key.jpg" (tar: the image member) or "file.bin at offset N"
+ * (records). */
 int rf__source_name(const rf_source *s, int64_t i, char *buf, size_t cap);
+
+/* Name of sample i as users identify it, as snprintf: the path (folder,
+ * list), "shard.tar:key" (tar: webdataset's __url__ and __key__) or
+ * "file.bin@offset" (records). */
+int rf__source_sample_name(const rf_source *s, int64_t i, char *buf, size_t cap);
+
+/* Tar: the key of sample i (its image member's name up to the first '.' of
+ * the base name), as snprintf; "" for other kinds. */
+int rf__source_key(const rf_source *s, int64_t i, char *buf, size_t cap);
 
 /* Appends one sample of a folder / list index (used by the indexers and by
  * tests; source_arena.c). 0 or RF_E_NOMEM. */

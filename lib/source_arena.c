@@ -115,6 +115,12 @@ int rf__source_reserve(rf_source *s, int ranged)
         RF_GROW(s->data_off, cap, ok);
         RF_GROW(s->data_len, cap, ok);
     }
+    if (ranged && s->nextras > 0) {
+        RF_GROW(s->span_off, cap, ok);
+        RF_GROW(s->span_len, cap, ok);
+        RF_GROW(s->ext_rel, cap * s->nextras, ok);
+        RF_GROW(s->ext_len, cap * s->nextras, ok);
+    }
     if (!ok)
         return RF_E_NOMEM;
     s->cap = cap;

@@ -1,11 +1,15 @@
 /*
  * source_folder.c - the image-folder source kind: torchvision ImageFolder's
- * samples and labels from a root/<class>/.../<file>.jpg tree.
+ * samples and labels from a root/<class>/.../<file> tree.
  *
  * The class folders under the root, sorted by name, give labels 0..C-1;
- * within a class every file whose name ends in .jpg/.jpeg (any case) is a
- * sample, found by walking the class folder recursively and ordered as
- * sorted(os.walk(...)) then sorted(files) orders them. Only directories are
+ * within a class every file whose name ends in one of ImageFolder's
+ * IMG_EXTENSIONS (.jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp, any case;
+ * source_names.c) is a sample, found by walking the class folder recursively
+ * and ordered as sorted(os.walk(...)) then sorted(files) orders them. So the
+ * index holds exactly ImageFolder's samples; each is later decoded or
+ * reported as an error with its path (a format without a decoder, such as
+ * TIFF, included), never dropped. Only directories are
  * listed; sample files are never opened or stat'ed (readdir's d_type tells
  * files from folders, stat only where it cannot, as for symlinks, which
  * ImageFolder follows; a link back to a folder being walked is an error).
@@ -23,10 +27,12 @@
 #include "ringfeed.h"
 #include "source_kinds.h"
 
-static int has_jpeg_ext(const char *name)
+/* name.lower().endswith(IMG_EXTENSIONS): none of them holds a '.' of its
+ * own, so the text after the last '.' decides. */
+static int has_image_ext(const char *name)
 {
     const char *dot = strrchr(name, '.');
-    return dot && (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg"));
+    return dot && rf__image_ext(dot + 1);
 }
 
 static int entry_is_dir(const char *dir, struct dirent *e)
@@ -121,7 +127,7 @@ static int index_class(rf_source *s, const char *cdir, int64_t label, char *err,
         files.len = files.n = 0;
         struct dirent *e;
         while ((e = readdir(d))) {
-            if (e->d_type == DT_DIR || !has_jpeg_ext(e->d_name))
+            if (e->d_type == DT_DIR || !has_image_ext(e->d_name))
                 continue;
             /* A directory named like an image is kept when d_type cannot tell
              * (DT_UNKNOWN): the reader reports it with its path. */
@@ -162,7 +168,7 @@ int rf__source_index_folder(rf_source *s, const rf_strlist *paths, const rf_sour
     rf_strlist classes = {0};
     int rc = list_subdirs(root, 0, &classes, err, errcap);
     if (rc == 0 && classes.n == 0) {
-        snprintf(err, errcap, "source: %s: no class folders (expected root/<class>/<file>.jpg)",
+        snprintf(err, errcap, "source: %s: no class folders (expected root/<class>/<image file>)",
                  root);
         rc = RF_E_SOURCE;
     }
@@ -191,7 +197,8 @@ int rf__source_index_folder(rf_source *s, const rf_strlist *paths, const rf_sour
         rc = index_class(s, cdir, (int64_t)c, err, errcap);
         if (rc == 0 && s->n == before) {
             /* As ImageFolder: a class without images is an error, not a silent gap in labels. */
-            snprintf(err, errcap, "source: class folder %s has no .jpg/.jpeg files", cdir);
+            snprintf(err, errcap, "source: class folder %s has no image files (%s)", cdir,
+                     rf__image_exts_text);
             rc = RF_E_SOURCE;
         }
     }

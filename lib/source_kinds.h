@@ -9,8 +9,9 @@
  * same shape, and one more branch where source.c picks.
  *
  * Calls run one way: source.c -> the kinds and the pattern expansion
- * (source_pattern.c) -> the arena helpers. No kind calls another, or back
- * into source.c.
+ * (source_pattern.c) -> the arena helpers and the name rules
+ * (source_names.c: picture extensions, compressed tars). No kind calls
+ * another, or back into source.c.
  */
 #ifndef RF_SOURCE_KINDS_H
 #define RF_SOURCE_KINDS_H
@@ -47,12 +48,32 @@ void rf__strlist_free(rf_strlist *l);
 int rf__source_put(rf_source *s, const char *str, size_t len, uint64_t *off);
 
 /* Makes room for one more sample in the per-sample arrays: path_off and
- * labels, and with ranged also shard, data_off and data_len (tar). 0 or
- * RF_E_NOMEM. */
+ * labels, and with ranged also shard, data_off and data_len (tar), and the
+ * span and extras arrays when s->nextras > 0. 0 or RF_E_NOMEM. */
 int rf__source_reserve(rf_source *s, int ranged);
 
 /* Puts the paths of files into the arena as s's files (nfiles, file_off). */
 int rf__source_put_files(rf_source *s, const rf_strlist *files);
+
+/* ---- what names mean (source_names.c) ------------------------------------ */
+
+/* 1 when ext (the text after a '.', any case) is one of the picture formats
+ * torchvision's ImageFolder indexes (IMG_EXTENSIONS: jpg jpeg png ppm bmp
+ * pgm tif tiff webp): a folder's file whose name ends in ".<ext>" is a
+ * sample, and so is a tar member "<key>.<ext>". Whether the bytes decode is
+ * the decoders' business: a name never drops a file. */
+int rf__image_ext(const char *ext);
+/* The same list, for messages: ".jpg .jpeg ...". */
+extern const char rf__image_exts_text[];
+
+/* The compression of a shard named path (".tar.gz", ".tgz", ".tar.zst", ...),
+ * or of bytes that open a file (gzip, zstd, bzip2 or xz magic): "gzip",
+ * "zstd", "bzip2", "xz", or NULL. */
+const char *rf__compressed_name(const char *path);
+const char *rf__compressed_magic(const uint8_t *b, size_t n);
+/* RF_E_SOURCE, with err saying that path is compressed (how) and how to
+ * make a plain .tar of it. */
+int rf__compressed_error(const char *path, const char *how, char *err, size_t errcap);
 
 /* ---- patterns (source_pattern.c) ---------------------------------------- */
 

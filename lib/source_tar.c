@@ -2,20 +2,32 @@
  * source_tar.c - the WebDataset source kind: samples inside tar shards.
  *
  * One walk over the 512-byte headers of each shard: pread of the headers
- * only, member data skipped (except the few bytes of .cls members, which
- * hold the labels). A member "dir/key.ext" belongs to sample "dir/key" (the
- * key ends at the first '.' of the base name, as webdataset splits it);
- * consecutive members with the same key form one sample. A sample is its
- * .jpg or .jpeg member (the first one) and the integer text of its .cls
- * member; keys without a .jpg/.jpeg are ignored (other modalities,
- * metadata), a .jpg without a .cls is an error naming the shard and the key.
- * GNU long names ('L') and pax headers ('x': path, size) are honoured;
- * directories, links and other members are skipped. A bad header checksum
- * or a member running past the end of the shard is RF_E_SOURCE naming the
- * shard and the offset.
+ * only, member data skipped (except the few bytes of label members). A
+ * member "dir/key.ext" belongs to sample "dir/key" and has extension "ext"
+ * (the key ends at the first '.' of the base name, the extension is the
+ * rest, any case: webdataset's split); consecutive members with the same key
+ * form one sample; names webdataset keeps for itself ("__...__") are skipped.
  *
- * Per sample the index keeps the shard, the member's data offset and length
- * (the reader reads just that range) and the member's name, for messages.
+ * A sample is exactly one picture member (any extension of ImageFolder's
+ * list: jpg jpeg png ppm bmp pgm tif tiff webp; the bytes decide the format
+ * later), the integer text of its label member (".cls" unless the options
+ * name another; none for unlabeled shards, whose labels are -1), and the
+ * extra members asked for (".txt", ".json", ...; a member asked for as an
+ * extra is never the picture). A key without a picture, with two pictures,
+ * with a repeated label or extra member, or without its label is an error
+ * naming the shard and the key: nothing is dropped silently. Other members
+ * (other modalities) are skipped. GNU long names ('L') and pax headers ('x':
+ * path, size) are honoured; directories, links and other member types are
+ * skipped. A bad header checksum or a member running past the end of the
+ * shard is RF_E_SOURCE naming the shard and the offset; a compressed shard
+ * (gzip, zstd, bzip2, xz magic) is refused with a message saying so.
+ *
+ * Per sample the index keeps the shard, the picture's data offset and length
+ * (the reader reads just that range) and its member name, for messages.
+ * With extras it also keeps the span from the first to the last of the
+ * sample's wanted members, read in one piece, and where each extra lies in
+ * it (webdataset writes a key's members back to back, so the span is
+ * little more than what is wanted).
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -183,16 +195,24 @@ static int parse_label(const char *t, size_t n, int64_t *out)
 
 /* ---- the walk over one shard --------------------------------------------- */
 
+/* Where a member of the sample being gathered lies. */
+typedef struct tar_place {
+    int have;
+    uint64_t hdr, off, len; /* header offset, data offset, data length */
+} tar_place;
+
 /* The sample being gathered: consecutive members sharing a key. */
 typedef struct tar_group {
     char *key;
     size_t key_len, key_cap;
     int active;
-    int has_img, has_cls;
-    uint64_t img_off, img_len, img_hdr;
+    uint64_t first_hdr; /* header of the key's first member */
+    tar_place img;
     char *img_name;
     size_t img_name_len, img_name_cap;
+    tar_place cls;
     int64_t label;
+    tar_place ext[RF_SOURCE_MAX_EXTRAS];
 } tar_group;
 
 /* One shard being walked, and what its extended headers said about the
@@ -202,7 +222,9 @@ typedef struct tar_walk {
     const char *shard;
     uint32_t shard_id;
     uint64_t fsize;
-    char *lname; /* GNU long name or pax path of the next member */
+    const rf_source_opts *o;
+    const char *label_ext; /* NULL: unlabeled */
+    char *lname;           /* GNU long name or pax path of the next member */
     size_t lname_cap, lname_len;
     int have_lname;
     uint64_t pax_size; /* pax size of the next member */
@@ -234,38 +256,128 @@ static int tar_read(tar_walk *w, void *buf, size_t n, uint64_t off)
     return 0;
 }
 
-/* Adds the gathered sample, if it is one: an image with its label. */
+/* With extras: the span of the sample's members that one read fetches,
+ * and each extra's place in it. */
+static int group_span(rf_source *s, tar_walk *w)
+{
+    tar_group *g = &w->g;
+    uint64_t lo = g->img.off, hi = g->img.off + g->img.len;
+    for (int e = 0; e < s->nextras; e++) {
+        if (!g->ext[e].have)
+            continue;
+        if (g->ext[e].off < lo)
+            lo = g->ext[e].off;
+        if (g->ext[e].off + g->ext[e].len > hi)
+            hi = g->ext[e].off + g->ext[e].len;
+    }
+    if (hi - lo >= UINT32_MAX) {
+        snprintf(w->err, w->errcap,
+                 "source: %s: the members of sample \"%s\" (from offset %llu) span over 4 GiB",
+                 w->shard, g->key, (unsigned long long)g->first_hdr);
+        return RF_E_SOURCE;
+    }
+    s->span_off[s->n] = lo;
+    s->span_len[s->n] = (uint32_t)(hi - lo);
+    for (int e = 0; e < s->nextras; e++) {
+        size_t at = (size_t)s->n * (size_t)s->nextras + (size_t)e;
+        s->ext_rel[at] = g->ext[e].have ? (uint32_t)(g->ext[e].off - lo) : 0;
+        s->ext_len[at] = g->ext[e].have ? (uint32_t)g->ext[e].len : RF_SOURCE_ABSENT;
+    }
+    return 0;
+}
+
+/* Adds the gathered sample: its one image, its label, its extras. */
 static int group_finish(rf_source *s, tar_walk *w)
 {
     tar_group *g = &w->g;
-    if (!g->active || !g->has_img) {
-        g->active = 0;
-        return 0; /* no image: another modality or metadata, ignored */
-    }
+    if (!g->active)
+        return 0;
     g->active = 0;
-    if (!g->has_cls) {
+    if (!g->img.have) {
+        /* webdataset yields such a key as a sample, which then fails where
+         * its image is asked for: an error here too, never a silent gap */
         snprintf(w->err, w->errcap,
-                 "source: %s: sample \"%s\" (%s at offset %llu) has no .cls member", w->shard,
-                 g->key, g->img_name, (unsigned long long)g->img_hdr);
+                 "source: %s: sample \"%s\" (members from offset %llu) has no image member "
+                 "(%s)",
+                 w->shard, g->key, (unsigned long long)g->first_hdr, rf__image_exts_text);
         return RF_E_SOURCE;
     }
-    if (g->img_len > UINT32_MAX) {
+    if (w->label_ext && !g->cls.have) {
+        snprintf(w->err, w->errcap,
+                 "source: %s: sample \"%s\" (%s at offset %llu) has no .%s member (label=None "
+                 "reads shards without labels)",
+                 w->shard, g->key, g->img_name, (unsigned long long)g->img.hdr, w->label_ext);
+        return RF_E_SOURCE;
+    }
+    if (g->img.len > UINT32_MAX) {
         snprintf(w->err, w->errcap, "source: %s: member %s at offset %llu is over 4 GiB", w->shard,
-                 g->img_name, (unsigned long long)g->img_hdr);
+                 g->img_name, (unsigned long long)g->img.hdr);
         return RF_E_SOURCE;
     }
-    if (g->label > *w->maxlabel)
-        *w->maxlabel = g->label;
+    int64_t label = w->label_ext ? g->label : -1;
+    if (label > *w->maxlabel)
+        *w->maxlabel = label;
     uint64_t noff;
     if (rf__source_reserve(s, 1) < 0 || rf__source_put(s, g->img_name, g->img_name_len, &noff) < 0)
         return RF_E_NOMEM;
+    if (s->nextras > 0) {
+        int rc = group_span(s, w);
+        if (rc != 0)
+            return rc;
+    }
     s->path_off[s->n] = noff;
-    s->labels[s->n] = g->label;
+    s->labels[s->n] = label;
     s->shard[s->n] = w->shard_id;
-    s->data_off[s->n] = g->img_off;
-    s->data_len[s->n] = (uint32_t)g->img_len;
+    s->data_off[s->n] = g->img.off;
+    s->data_len[s->n] = (uint32_t)g->img.len;
     s->n++;
     return 0;
+}
+
+/* A second member of a kind the sample must have once: webdataset refuses
+ * a repeated extension, and two pictures leave the sample ambiguous. */
+static int twice(tar_walk *w, const char *what, const tar_place *first, uint64_t hdr)
+{
+    snprintf(w->err, w->errcap,
+             "source: %s: sample \"%s\" has two %s members (at offsets %llu and %llu); a sample "
+             "must have one%s",
+             w->shard, w->g.key, what, (unsigned long long)first->hdr, (unsigned long long)hdr,
+             strcmp(what, "image") ? ""
+                                   : " (a picture member named in extras is read as an extra)");
+    return RF_E_SOURCE;
+}
+
+/* Reads and parses the label member at data (size bytes). */
+static int read_label(tar_walk *w, const char *mname, uint64_t hdr, uint64_t data, uint64_t size)
+{
+    char text[TAR_MAX_CLS];
+    if (size >= TAR_MAX_CLS) {
+        snprintf(w->err, w->errcap,
+                 "source: %s: %s at offset %llu: a .%s member of %llu bytes "
+                 "(expected a small integer)",
+                 w->shard, mname, (unsigned long long)hdr, w->label_ext, (unsigned long long)size);
+        return RF_E_SOURCE;
+    }
+    int rc = tar_read(w, text, size, data);
+    if (rc != 0)
+        return rc;
+    if (parse_label(text, size, &w->g.label) != 0) {
+        snprintf(w->err, w->errcap,
+                 "source: %s: %s at offset %llu: label \"%.*s\" is not an "
+                 "integer >= 0",
+                 w->shard, mname, (unsigned long long)hdr, (int)(size > 40 ? 40 : size), text);
+        return RF_E_SOURCE;
+    }
+    return 0;
+}
+
+/* webdataset skips names matching "__[^/]*__($|/)" (its metadata). */
+static int is_meta_name(const char *name)
+{
+    if (strncmp(name, "__", 2) != 0)
+        return 0;
+    size_t n = strcspn(name, "/");
+    return n >= 4 && name[n - 1] == '_' && name[n - 2] == '_';
 }
 
 /* A GNU long name ('L') or pax header ('x') at pos, size bytes of data at
@@ -307,12 +419,16 @@ static int tar_extended(tar_walk *w, char type, uint64_t pos, uint64_t data, uin
 }
 
 /* A regular member named mname (header at hdr, size bytes of data at data):
- * starts a new sample when its key changes, and is its image or label. */
+ * starts a new sample when its key changes, and is one of its extras, its
+ * image or its label (or none of these: other modalities are skipped). */
 static int tar_member(rf_source *s, tar_walk *w, const char *mname, size_t mlen, uint64_t hdr,
                       uint64_t data, uint64_t size)
 {
     tar_group *g = &w->g;
-    /* key: up to the first '.' of the base name (webdataset's split) */
+    if (is_meta_name(mname))
+        return 0;
+    /* key: up to the first '.' of the base name; ext: the rest, any case
+     * (webdataset's base_plus_ext, extensions lowercased) */
     const char *base = strrchr(mname, '/');
     base = base ? base + 1 : mname;
     const char *dot = strchr(base, '.');
@@ -327,38 +443,41 @@ static int tar_member(rf_source *s, tar_walk *w, const char *mname, size_t mlen,
         if ((rc = set_str(&g->key, &g->key_cap, &g->key_len, mname, klen)) != 0)
             return rc;
         g->active = 1;
-        g->has_img = g->has_cls = 0;
+        g->first_hdr = hdr;
+        g->img.have = g->cls.have = 0;
+        for (int e = 0; e < RF_SOURCE_MAX_EXTRAS; e++)
+            g->ext[e].have = 0;
     }
-    if (!strcasecmp(ext, "jpg") || !strcasecmp(ext, "jpeg")) {
-        if (g->has_img)
-            return 0; /* the first image of a key is the sample */
-        g->has_img = 1;
-        g->img_off = data;
-        g->img_len = size;
-        g->img_hdr = hdr;
+    tar_place here = {1, hdr, data, size};
+    int extra = 0;
+    for (int e = 0; e < w->o->nextras; e++) {
+        if (strcasecmp(ext, w->o->extras[e]))
+            continue;
+        if (g->ext[e].have) {
+            char what[RF_SOURCE_MAX_EXT + 2];
+            snprintf(what, sizeof what, ".%s", w->o->extras[e]);
+            return twice(w, what, &g->ext[e], hdr);
+        }
+        g->ext[e] = here;
+        extra = 1;
+    }
+    /* a member asked for as an extra is not the picture (key.jpg with a
+     * key.png mask and extras=("png",)) */
+    if (!extra && rf__image_ext(ext)) {
+        if (g->img.have)
+            return twice(w, "image", &g->img, hdr);
+        g->img = here;
         return set_str(&g->img_name, &g->img_name_cap, &g->img_name_len, mname, mlen);
     }
-    if (strcasecmp(ext, "cls"))
+    if (!w->label_ext || strcasecmp(ext, w->label_ext))
         return 0;
-    char text[TAR_MAX_CLS];
-    if (size >= TAR_MAX_CLS) {
-        snprintf(w->err, w->errcap,
-                 "source: %s: %s at offset %llu: a .cls member of %llu bytes "
-                 "(expected a small integer)",
-                 w->shard, mname, (unsigned long long)hdr, (unsigned long long)size);
-        return RF_E_SOURCE;
+    if (g->cls.have) {
+        char what[RF_SOURCE_MAX_EXT + 2];
+        snprintf(what, sizeof what, ".%s", w->label_ext);
+        return twice(w, what, &g->cls, hdr);
     }
-    if ((rc = tar_read(w, text, size, data)) != 0)
-        return rc;
-    if (parse_label(text, size, &g->label) != 0) {
-        snprintf(w->err, w->errcap,
-                 "source: %s: %s at offset %llu: label \"%.*s\" is not an "
-                 "integer >= 0",
-                 w->shard, mname, (unsigned long long)hdr, (int)(size > 40 ? 40 : size), text);
-        return RF_E_SOURCE;
-    }
-    g->has_cls = 1;
-    return 0;
+    g->cls = here;
+    return read_label(w, mname, hdr, data, size);
 }
 
 /* Reads and checks the header at *pos; *type and *size describe the member
@@ -431,8 +550,8 @@ static const char *tar_name(const tar_walk *w, const uint8_t *h, char name[TAR_B
     return name;
 }
 
-static int index_shard(rf_source *s, uint32_t shard_id, const char *shard, int64_t *maxlabel,
-                       char *err, size_t errcap)
+static int index_shard(rf_source *s, uint32_t shard_id, const char *shard, const rf_source_opts *o,
+                       int64_t *maxlabel, char *err, size_t errcap)
 {
     int fd = open(shard, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
     if (fd < 0) {
@@ -445,10 +564,25 @@ static int index_shard(rf_source *s, uint32_t shard_id, const char *shard, int64
         close(fd);
         return RF_E_SOURCE;
     }
+    /* A compressed tar says so in its first bytes, whatever its name (a
+     * valid tar header whose name happens to start so is a tar). */
+    uint8_t first[TAR_BLOCK];
+    ssize_t got = pread(fd, first, sizeof first, 0);
+    const char *how = got > 0 && !(got == TAR_BLOCK && tar_checksum_ok(first))
+                          ? rf__compressed_magic(first, (size_t)got)
+                          : NULL;
+    if (how) {
+        close(fd);
+        return rf__compressed_error(shard, how, err, errcap);
+    }
     tar_walk w = {.fd = fd,
                   .shard = shard,
                   .shard_id = shard_id,
                   .fsize = (uint64_t)st.st_size,
+                  .o = o,
+                  .label_ext = o->unlabeled ? NULL
+                               : o->label   ? o->label
+                                            : "cls",
                   .maxlabel = maxlabel,
                   .err = err,
                   .errcap = errcap};
@@ -481,8 +615,9 @@ static int index_shard(rf_source *s, uint32_t shard_id, const char *shard, int64
     if (rc == 0)
         rc = group_finish(s, &w);
     if (rc == 0 && s->n == before) {
-        snprintf(err, errcap, "source: %s: no samples (no .jpg/.jpeg members with a .cls label)",
-                 shard);
+        snprintf(err, errcap,
+                 "source: %s: no samples (no members named <key>.<picture extension>: %s)", shard,
+                 rf__image_exts_text);
         rc = RF_E_SOURCE;
     }
     free(w.g.key);
@@ -496,12 +631,12 @@ static int index_shard(rf_source *s, uint32_t shard_id, const char *shard, int64
 int rf__source_index_tar(rf_source *s, const rf_strlist *paths, const rf_source_opts *o, char *err,
                          size_t errcap)
 {
-    (void)o;
     s->kind = RF_SOURCE_TAR;
+    s->nextras = o->nextras;
     int rc = rf__source_put_files(s, paths);
     int64_t maxlabel = -1;
     for (uint32_t f = 0; rc == 0 && f < s->nfiles; f++) {
-        rc = index_shard(s, f, s->arena + s->file_off[f], &maxlabel, err, errcap);
+        rc = index_shard(s, f, s->arena + s->file_off[f], o, &maxlabel, err, errcap);
         if (rc == 0 && s->n > UINT32_MAX) {
             snprintf(err, errcap, "source: more than %u samples", UINT32_MAX);
             rc = RF_E_SOURCE;

@@ -64,11 +64,22 @@ void rf__geom_center(int w, int h, int size, rf_geom *g)
     g->flip = 0;
 }
 
+/* The literals torchvision's signature has, so that the defaults draw the
+ * same doubles as before the ranges became options. */
+const rf_rrc_range rf__rrc_default = {0.08, 1.0, 3.0 / 4.0, 4.0 / 3.0};
+
 void rf__geom_rrc(int w, int h, int size, rf_rng *rng, rf_geom *g)
 {
-    assert(w > 0 && h > 0 && size > 0 && rng && g);
-    const double scale_lo = 0.08, scale_hi = 1.0;
-    const double ratio_lo = 3.0 / 4.0, ratio_hi = 4.0 / 3.0;
+    rf__geom_rrc_range(w, h, size, &rf__rrc_default, rng, g);
+}
+
+void rf__geom_rrc_range(int w, int h, int size, const rf_rrc_range *rr, rf_rng *rng, rf_geom *g)
+{
+    assert(w > 0 && h > 0 && size > 0 && rr && rng && g);
+    assert(rr->scale_lo > 0 && rr->scale_lo <= rr->scale_hi);
+    assert(rr->ratio_lo > 0 && rr->ratio_lo <= rr->ratio_hi);
+    const double scale_lo = rr->scale_lo, scale_hi = rr->scale_hi;
+    const double ratio_lo = rr->ratio_lo, ratio_hi = rr->ratio_hi;
     const double log_lo = log(ratio_lo), log_hi = log(ratio_hi);
     double area = (double)w * (double)h;
     int cw = 0, ch = 0, top = 0, left = 0, found = 0;

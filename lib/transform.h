@@ -30,10 +30,24 @@
  * handles such windows for any geometry. */
 void rf__geom_center(int w, int h, int size, rf_geom *g);
 
-/* torchvision RandomResizedCrop(size, scale=(0.08, 1), ratio=(3/4, 4/3)) on a
- * w x h picture, drawing from rng in torchvision's order: per try
- * uniform(scale), exp(uniform(log ratio)), then randint for top and left;
- * after 10 failed tries the centre fallback. */
+/* RandomResizedCrop's ranges, torchvision's `scale` and `ratio` arguments:
+ * the crop's area as a fraction of the picture's, and its width / height.
+ * lo <= hi and every bound > 0 (options.c refuses anything else). */
+typedef struct rf_rrc_range {
+    double scale_lo, scale_hi, ratio_lo, ratio_hi;
+} rf_rrc_range;
+
+/* torchvision's defaults: scale (0.08, 1.0), ratio (3/4, 4/3). */
+extern const rf_rrc_range rf__rrc_default;
+
+/* torchvision RandomResizedCrop(size, scale, ratio) on a w x h picture,
+ * drawing from rng in torchvision's order: per try uniform(scale),
+ * exp(uniform(log ratio)), then randint for top and left; after 10 failed
+ * tries the centre fallback (the largest centred crop whose ratio is within
+ * range). */
+void rf__geom_rrc_range(int w, int h, int size, const rf_rrc_range *rr, rf_rng *rng, rf_geom *g);
+
+/* rf__geom_rrc_range with torchvision's default ranges. */
 void rf__geom_rrc(int w, int h, int size, rf_rng *rng, rf_geom *g);
 
 /* Decode-only: the picture must be size x size; identity geometry (both
@@ -43,7 +57,8 @@ void rf__geom_none(int w, int h, int size, rf_geom *g);
 
 /* Largest DCT scaling denominator d in {1, 2, 4, 8} (libjpeg-turbo scales by
  * 1/d) such that the box shrunk by d still has at least out_w x out_h pixels,
- * i.e. the resampler never upsamples because of the DCT scaling. */
+ * i.e. the resampler never upsamples because of the DCT scaling. A format
+ * also caps it at the region call's max_denom (1 under RF_P_EXACT). */
 int rf__geom_dct_denom(const rf_geom *g);
 
 /* Rewrites g for a picture decoded at 1/denom scale (box divided by denom). */

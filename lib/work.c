@@ -34,6 +34,11 @@ int rf__work_init(rf_work *k, const rf_config *cfg, const rf_source *src,
     k->tmpl.max_pixels = cfg->max_pixels;
     k->tmpl.max_scans = cfg->max_scans;
     k->tmpl.seed = cfg->seed;
+    k->tmpl.exact = cfg->exact;
+    k->tmpl.scale_min = cfg->scale_min;
+    k->tmpl.scale_max = cfg->scale_max;
+    k->tmpl.ratio_min = cfg->ratio_min;
+    k->tmpl.ratio_max = cfg->ratio_max;
     if (cfg->verify == RF_VERIFY_ONCE && src->kind != RF_SOURCE_RECORDS) {
         k->verified_bytes = ((size_t)src->n / 64 + 1) * sizeof *k->verified;
         k->verified = calloc(1, k->verified_bytes);
@@ -101,10 +106,48 @@ static void mark_verified(rf_work *k, int64_t sample)
         atomic_fetch_add_explicit(&k->nverified, 1, memory_order_relaxed);
 }
 
-/* Reads (if needed) and decodes one sample into dst; reason set on failure. */
+/* Tar extras: copies sample's extra members out of its span (rd) into the
+ * slot's extras for its position (xdst, xlen); RF_E_LIMIT when they need
+ * more than extras_bytes. */
+static int copy_extras(const rf_work *k, const rf_read *rd, int64_t sample, uint8_t *xdst,
+                       uint32_t *xlen, char *reason, size_t cap)
+{
+    const rf_source *src = k->src;
+    uint64_t used = 0;
+    for (int e = 0; e < src->nextras; e++) {
+        uint64_t rel;
+        uint32_t len;
+        if (!rf__source_extra_in_span(src, sample, e, &rel, &len)) {
+            xlen[e] = RF_SOURCE_ABSENT;
+            continue;
+        }
+        if (len > k->cfg->extras_bytes - used) {
+            char key[160]; /* a longer key is cut: the message also names the picture */
+            rf__source_key(src, sample, key, sizeof key);
+            snprintf(reason, cap,
+                     "extras: member %s.%s is %u bytes, more than the %llu left of "
+                     "extras_bytes=%llu for this sample's extras",
+                     key, k->cfg->names.extras[e], len,
+                     (unsigned long long)(k->cfg->extras_bytes - used),
+                     (unsigned long long)k->cfg->extras_bytes);
+            return RF_E_LIMIT;
+        }
+        if (rel + len > rd->len) { /* the reader delivered the whole span: never */
+            snprintf(reason, cap, "extras: short read (%zu bytes)", rd->len);
+            return RF_E_IO;
+        }
+        memcpy(xdst + used, rd->buf + rel, len);
+        xlen[e] = len;
+        used += len;
+    }
+    return 0;
+}
+
+/* Reads (if needed) and decodes one sample into dst (and its extras into
+ * xdst, xlen when asked for); reason set on failure. */
 static int process_sample(rf_work *k, rf_worker_state *w, const rf_read *rd, int64_t epoch,
-                          int64_t sample, uint8_t *dst, char *reason, size_t cap,
-                          rf_decode_times *t)
+                          int64_t sample, uint8_t *dst, uint8_t *xdst, uint32_t *xlen,
+                          char *reason, size_t cap, rf_decode_times *t)
 {
     const rf_config *cfg = k->cfg;
     memset(t, 0, sizeof *t);
@@ -116,6 +159,7 @@ static int process_sample(rf_work *k, rf_worker_state *w, const rf_read *rd, int
     if (rd->err == EFBIG && !strcmp(rd->what, "size")) {
         snprintf(reason, cap, "%s is %llu bytes, more than max_file_bytes=%llu",
                  k->src->kind == RF_SOURCE_RECORDS ? "record"
+                 : k->src->nextras > 0             ? "the span of its picture and extras"
                  : rd->ranged                      ? "member"
                                                    : "file",
                  (unsigned long long)rd->size, (unsigned long long)cfg->max_file_bytes);
@@ -134,12 +178,30 @@ static int process_sample(rf_work *k, rf_worker_state *w, const rf_read *rd, int
         memcpy(dst, rd->buf, rd->len);
         return 0;
     }
+    const uint8_t *img = rd->buf;
+    size_t img_len = rd->len;
+    if (k->src->nextras > 0) {
+        /* the read fetched the span of the sample's members: the picture is
+         * part of it, the extras go to the slot */
+        uint64_t rel, len;
+        rf__source_image_in_span(k->src, sample, &rel, &len);
+        if (rel + len > rd->len) {
+            snprintf(reason, cap, "short read: %zu of %llu bytes", rd->len,
+                     (unsigned long long)(rel + len));
+            return RF_E_IO;
+        }
+        img += rel;
+        img_len = (size_t)len;
+        int rc = copy_extras(k, rd, sample, xdst, xlen, reason, cap);
+        if (rc != 0)
+            return rc;
+    }
     rf_decode_opts o = k->tmpl;
     o.epoch = epoch;
     o.sample = sample;
     o.check_tail = cfg->verify == RF_VERIFY_ALWAYS ||
                    (cfg->verify == RF_VERIFY_ONCE && !is_verified(k, sample));
-    int rc = rf__decode_sample(w->dec, rd->buf, rd->len, &o, dst, reason, cap, t);
+    int rc = rf__decode_sample(w->dec, img, img_len, &o, dst, reason, cap, t);
     if (rc == 0 && t->whole && cfg->verify == RF_VERIFY_ONCE)
         mark_verified(k, sample);
     return rc;
@@ -162,13 +224,20 @@ void rf__work_sample(void *ctx, int worker, rf_pool_job *pj)
     int stale = j->gen != atomic_load(k->gen);
     rf_slot *s = j->slot;
     uint8_t *dst = s->view.data + (size_t)j->pos * k->sample_bytes;
+    uint8_t *xdst = NULL;
+    uint32_t *xlen = NULL;
+    if (s->view.extras) {
+        xdst = s->view.extras + (size_t)j->pos * (size_t)cfg->extras_bytes;
+        xlen = s->view.extras_len + (size_t)j->pos * (size_t)k->src->nextras;
+    }
     rf_decode_times t = {0};
     int rc = 0;
     int64_t sample = j->rd.sample, used = sample, subs = 0;
     char first_reason[sizeof reason];
     msg[0] = '\0';
     if (!stale)
-        rc = process_sample(k, w, &j->rd, j->epoch, sample, dst, reason, sizeof reason, &t);
+        rc = process_sample(k, w, &j->rd, j->epoch, sample, dst, xdst, xlen, reason,
+                            sizeof reason, &t);
     int skip = cfg->on_error == RF_ON_ERROR_SKIP;
     if (rc != 0) {
         char name[440]; /* the path, "shard.tar:key.jpg" or "file.bin at offset N" */
@@ -194,7 +263,8 @@ void rf__work_sample(void *ctx, int worker, rf_pool_job *pj)
                 rc = RF_E_IO;
                 continue;
             }
-            rc = process_sample(k, w, &w->sub, j->epoch, used, dst, reason, sizeof reason, &t);
+            rc = process_sample(k, w, &w->sub, j->epoch, used, dst, xdst, xlen, reason,
+                                sizeof reason, &t);
         }
         if (skip && rc == 0) {
             s->view.samples[j->pos] = used;

@@ -5,9 +5,16 @@
  * through LD_LIBRARY_PATH; cuda_fake_env and cuda_fake_loaded, where it is
  * named by RINGFEED_CUDART or already loaded).
  *
- * One fake device. "Device" memory is host memory that is registered here,
- * so that every copy's kind and bounds are checked when it is enqueued and
- * again when it runs (use after cudaFree is an abort, not silent corruption).
+ * One fake device, or $FAKE_CUDART_DEVICES of them (the current device is per
+ * thread, 0 on a new thread, as in CUDA). "Device" memory is host memory that
+ * is registered here, so that every copy's kind and bounds are checked when
+ * it is enqueued and again when it runs (use after cudaFree is an abort, not
+ * silent corruption). Every allocation remembers the device current on the
+ * calling thread, which cudaPointerGetAttributes reports as CUDA does (a test
+ * checks that page-locked memory belongs to the loader's device).
+ * $FAKE_CUDART_HOSTALLOC_FAIL_SIZE=N makes cudaHostAlloc of exactly N bytes
+ * fail with cudaErrorMemoryAllocation, as when page-locked memory runs out
+ * (read at each call: a test sets it to the size of one ring slot).
  * Streams are asynchronous: one "device" thread runs the streams' ops in
  * order, honouring cudaStreamWaitEvent, with a small delay per op, so the
  * host really sees copies still in flight (a ring slot whose copy is pending,
@@ -65,6 +72,7 @@ typedef struct alloc {
     uint8_t *p;
     size_t n;
     int device; /* 1: cudaMalloc, 0: page-locked host */
+    int owner;  /* the device current on the allocating thread */
 } alloc;
 
 #define STREAM_MAGIC 0x5354524du
@@ -257,9 +265,17 @@ EXPORT cudaError_t cudaRuntimeGetVersion(int *version)
     return cudaSuccess;
 }
 
+/* $FAKE_CUDART_DEVICES (1 to 16), else 1. */
+static int ndevices(void)
+{
+    const char *e = getenv("FAKE_CUDART_DEVICES");
+    int n = e ? atoi(e) : 1;
+    return n >= 1 && n <= 16 ? n : 1;
+}
+
 EXPORT cudaError_t cudaGetDeviceCount(int *count)
 {
-    *count = 1;
+    *count = ndevices();
     return cudaSuccess;
 }
 
@@ -271,7 +287,7 @@ EXPORT cudaError_t cudaGetDevice(int *device)
 
 EXPORT cudaError_t cudaSetDevice(int device)
 {
-    if (device != 0)
+    if (device < 0 || device >= ndevices())
         return err(cudaErrorInvalidDevice);
     cur_device = device;
     return cudaSuccess;
@@ -279,7 +295,7 @@ EXPORT cudaError_t cudaSetDevice(int device)
 
 EXPORT cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device)
 {
-    if (device != 0)
+    if (device < 0 || device >= ndevices())
         return err(cudaErrorInvalidDevice);
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "fake_cudart device");
@@ -340,7 +356,7 @@ static cudaError_t do_alloc(void **p, size_t n, int device)
         ;
     if (i == MAXALLOC)
         die("too many allocations");
-    allocs[i] = (alloc){m, n ? n : 1, device};
+    allocs[i] = (alloc){m, n ? n : 1, device, cur_device};
     if (i == nallocs)
         nallocs++;
     pthread_mutex_unlock(&mu);
@@ -388,6 +404,9 @@ EXPORT cudaError_t cudaMallocHost(void **p, size_t n)
 EXPORT cudaError_t cudaHostAlloc(void **p, size_t n, unsigned int flags)
 {
     (void)flags;
+    const char *fail = getenv("FAKE_CUDART_HOSTALLOC_FAIL_SIZE");
+    if (fail && strtoull(fail, NULL, 10) == n)
+        return err(cudaErrorMemoryAllocation);
     return do_alloc(p, n, 0);
 }
 
@@ -404,7 +423,7 @@ EXPORT cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, con
     a->type = !x          ? cudaMemoryTypeUnregistered
               : x->device ? cudaMemoryTypeDevice
                           : cudaMemoryTypeHost;
-    a->device = 0;
+    a->device = x ? x->owner : -1;
     a->devicePointer = x && x->device ? (void *)p : NULL;
     a->hostPointer = x && !x->device ? (void *)p : NULL;
     pthread_mutex_unlock(&mu);

@@ -4,7 +4,7 @@
  * buffers are not overwritten before their release (the consumer's stream is
  * kept busy so that the release events are still pending when the next copy
  * is enqueued), copies into caller memory, pinned and pageable rings, the
- * legacy default stream, errors.
+ * legacy default stream, errors, a copy refused in a forked child.
  *
  * The test does not link libcudart either: it calls the runtime the library
  * loaded (lib/cudart.h), so both use one runtime, found the library's way.
@@ -24,6 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -307,6 +309,36 @@ static void test_missing_device_and_bad_copies_rejected(void **state)
     rf_loader_destroy(l);
 }
 
+/* In a forked child the parent's CUDA context and copy stream are not to be
+ * used: rf_batch_copy_to refuses (before, it enqueued a copy there). */
+static void test_copy_to_in_forked_child(void **state)
+{
+    (void)state;
+    rf_loader *l = make(0, 1, 2);
+    rf_batch *b;
+    assert_int_equal(rf_loader_next(l, &b), RF_OK);
+    void *d;
+    CK(rt->Malloc(&d, BATCH_BYTES));
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(10);
+        int rc = rf_batch_copy_to(b, d, NULL, NULL);
+        if (rc != RF_E_FORKED)
+            fprintf(stderr, "child: rf_batch_copy_to gave %d (%s)\n", rc, rf_loader_errmsg(l));
+        _exit(rc == RF_E_FORKED ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_int_equal(rf_batch_copy_to(b, d, NULL, NULL), RF_OK); /* the parent's, as before */
+    CK(rt->StreamSynchronize(NULL));
+    assert_int_equal(rf_batch_release(b), RF_OK);
+    rt->Free(d);
+    rf_loader_destroy(l);
+}
+
 /* Loaders with lent device batches destroyed, many times. */
 static void test_destroy_with_device_batches_lent(void **state)
 {
@@ -363,6 +395,7 @@ int main(void)
         cmocka_unit_test(test_copy_to_from_host),
         cmocka_unit_test(test_copy_to_from_device),
         cmocka_unit_test(test_missing_device_and_bad_copies_rejected),
+        cmocka_unit_test(test_copy_to_in_forked_child),
         cmocka_unit_test(test_destroy_with_device_batches_lent),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -6,10 +6,14 @@
  * padded by wrapping to total = ceil(n / W) * W entries (padded[p] =
  * perm[p % n]), and rank r takes padded[r::W]. The permutation itself is
  * checked to be one (every index once), to depend on (seed, epoch) alone and
- * to be statistically unremarkable.
+ * to be statistically unremarkable. With sampler_drop_last the split is
+ * checked against DistributedSampler(drop_last=True), also written out as
+ * its arithmetic: the permutation is cut to total = num * W entries, num =
+ * ceil((n - W) / W) when W does not divide n, and rank r takes perm[r:total:W].
  *
  * Self-contained: links lib/ and cmocka only; no files are touched.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,7 +32,15 @@
 static void init_ok(rf_sampler *s, int64_t n, int64_t bs, int shuffle, int drop_last,
                     uint64_t seed, int64_t rank, int64_t world)
 {
-    int rc = rf__sampler_init(s, n, bs, shuffle, drop_last, seed, rank, world);
+    int rc = rf__sampler_init(s, n, bs, shuffle, drop_last, 0, seed, rank, world);
+    assert_int_equal(rc, 0);
+}
+
+/* As init_ok, with sampler_drop_last = 1 (the trimmed split). */
+static void init_trim(rf_sampler *s, int64_t n, int64_t bs, int shuffle, int drop_last,
+                      uint64_t seed, int64_t rank, int64_t world)
+{
+    int rc = rf__sampler_init(s, n, bs, shuffle, drop_last, 1, seed, rank, world);
     assert_int_equal(rc, 0);
 }
 
@@ -351,24 +363,200 @@ static void test_batch_slices(void **state)
     rf__sampler_free(&b);
 }
 
+/* ------------------------------------------------- sampler_drop_last = 1 */
+
+/* DistributedSampler(drop_last=True)'s indices for rank r, from the global
+ * permutation perm (n entries), written as torch writes it: num_samples =
+ * ceil((n - W) / W) when W does not divide n, else n / W; total = num * W;
+ * indices = perm[:total]; rank r takes indices[r:total:W]. Returns the list
+ * (malloc'd) and its length in *len. */
+static int64_t *trim_reference(const int64_t *perm, int64_t n, int64_t world, int64_t r,
+                               int64_t *len)
+{
+    int64_t num;
+    if (n % world != 0)
+        num = (int64_t)ceil((double)(n - world) / (double)world);
+    else
+        num = n / world;
+    int64_t total = num * world;
+    int64_t *out = malloc((size_t)(num ? num : 1) * sizeof *out);
+    assert_non_null(out);
+    int64_t k = 0;
+    for (int64_t p = r; p < total; p += world)
+        out[k++] = perm[p];
+    assert_int_equal(k, num);
+    *len = num;
+    return out;
+}
+
+/* One combination: every rank's order and batches against the reference,
+ * the ranks disjoint, their union floor(n / W) * W distinct samples, and the
+ * batch count a DataLoader(batch_size, drop_last) over the sampler has. */
+static void check_trim(int64_t n, int64_t world, int64_t bs, int drop_last, int shuffle,
+                       uint64_t seed, int64_t epoch)
+{
+    int64_t *perm = full_order(n, shuffle, seed, epoch);
+    char *seen = calloc((size_t)n, 1);
+    assert_non_null(seen);
+    int64_t distinct = 0;
+    for (int64_t r = 0; r < world; r++) {
+        int64_t num;
+        int64_t *want = trim_reference(perm, n, world, r, &num);
+        rf_sampler s;
+        init_trim(&s, n, bs, shuffle, drop_last, seed, r, world);
+        assert_int_equal(s.num_samples, n / world);
+        assert_int_equal(s.num_samples, num);
+        assert_int_equal(s.num_batches, drop_last ? num / bs : (num + bs - 1) / bs);
+        rf__sampler_set_epoch(&s, epoch);
+        /* The batches, concatenated, are the reference list (cut to whole
+         * batches under drop_last). */
+        int64_t k = 0;
+        for (int64_t b = 0; b < s.num_batches; b++) {
+            const int64_t *idx = NULL;
+            int64_t c = rf__sampler_batch(&s, b, &idx);
+            assert_int_equal(c, num - b * bs < bs ? num - b * bs : bs);
+            for (int64_t i = 0; i < c; i++, k++) {
+                if (idx[i] != want[k])
+                    fail_msg("n=%lld W=%lld bs=%lld drop=%d shuffle=%d seed=%llu r=%lld "
+                             "k=%lld: got %lld, want %lld",
+                             (long long)n, (long long)world, (long long)bs, drop_last, shuffle,
+                             (unsigned long long)seed, (long long)r, (long long)k,
+                             (long long)idx[i], (long long)want[k]);
+                assert_int_equal(seen[idx[i]], 0); /* no sample twice across ranks */
+                seen[idx[i]] = 1;
+                distinct++;
+            }
+        }
+        assert_int_equal(k, drop_last ? num / bs * bs : num);
+        const int64_t *idx = NULL;
+        assert_int_equal(rf__sampler_batch(&s, s.num_batches, &idx), 0);
+        /* The order itself, whole, whatever drop_last cut from the batches. */
+        for (int64_t i = 0; i < num; i++)
+            assert_int_equal(s.order[i], want[i]);
+        rf__sampler_free(&s);
+        free(want);
+    }
+    if (!drop_last)
+        assert_int_equal(distinct, n / world * world);
+    free(seen);
+    free(perm);
+}
+
+static void test_trimmed_split(void **state)
+{
+    (void)state;
+    static const int64_t ns[] = {1, 2, 3, 5, 7, 10, 16, 23, 97, 1000};
+    static const int64_t ws[] = {1, 2, 3, 4, 8, 13};
+    static const int64_t bss[] = {1, 3, 4, 32};
+    static const uint64_t seeds[] = {0, 5, 0xfeedfacecafebeefULL};
+    int combos = 0;
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+        for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
+            for (size_t b = 0; b < sizeof bss / sizeof bss[0]; b++)
+                for (int drop = 0; drop <= 1; drop++)
+                    for (int shuffle = 0; shuffle <= 1; shuffle++)
+                        for (size_t k = 0; k < sizeof seeds / sizeof seeds[0]; k++) {
+                            check_trim(ns[i], ws[j], bss[b], drop, shuffle, seeds[k], 0);
+                            check_trim(ns[i], ws[j], bss[b], drop, shuffle, seeds[k], 7);
+                            combos += 2;
+                        }
+    printf("  %d (n, W, batch, drop_last, shuffle, seed, epoch) combinations\n", combos);
+}
+
+static void test_trimmed_known_values(void **state)
+{
+    (void)state;
+    /* n=10, W=3 without shuffle: [0,3,6], [1,4,7], [2,5,8]; sample 9 is cut
+     * (the padded split gives rank 0 [0,3,6,9] and pads ranks 1, 2). */
+    static const int64_t want[3][3] = {{0, 3, 6}, {1, 4, 7}, {2, 5, 8}};
+    for (int64_t r = 0; r < 3; r++) {
+        rf_sampler s;
+        init_trim(&s, 10, 2, 0, 0, 0, r, 3);
+        rf__sampler_set_epoch(&s, 0);
+        assert_int_equal(s.num_samples, 3);
+        assert_int_equal(s.num_batches, 2);
+        for (int k = 0; k < 3; k++)
+            assert_int_equal(s.order[k], want[r][k]);
+        rf__sampler_free(&s);
+    }
+    /* Fewer samples than ranks: every rank gets nothing, no batch at all. */
+    for (int64_t r = 0; r < 8; r++) {
+        rf_sampler s;
+        init_trim(&s, 3, 4, 1, 0, 3, r, 8);
+        assert_int_equal(s.num_samples, 0);
+        assert_int_equal(s.num_batches, 0);
+        rf__sampler_set_epoch(&s, 5);
+        const int64_t *idx = NULL;
+        assert_int_equal(rf__sampler_batch(&s, 0, &idx), 0);
+        assert_null(idx);
+        rf__sampler_free(&s);
+    }
+}
+
+/* The trimmed order is the padded one minus its tail: equal when W divides
+ * n (nothing to pad or cut), a prefix of each rank's padded list otherwise;
+ * and, like the padded one, a pure function of (seed, epoch, rank, W). */
+static void test_trimmed_against_padded(void **state)
+{
+    (void)state;
+    static const int64_t ns[] = {6, 7, 24, 25, 1001};
+    static const int64_t ws[] = {1, 2, 3, 6, 8};
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+        for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
+            for (int64_t r = 0; r < ws[j]; r++) {
+                rf_sampler pad, trim;
+                init_ok(&pad, ns[i], 4, 1, 0, 42, r, ws[j]);
+                init_trim(&trim, ns[i], 4, 1, 0, 42, r, ws[j]);
+                rf__sampler_set_epoch(&pad, 3);
+                rf__sampler_set_epoch(&trim, 3);
+                if (ns[i] % ws[j] == 0) {
+                    assert_int_equal(trim.num_samples, pad.num_samples);
+                    assert_int_equal(trim.num_batches, pad.num_batches);
+                } else {
+                    assert_int_equal(trim.num_samples, pad.num_samples - 1);
+                }
+                assert_memory_equal(trim.order, pad.order,
+                                    (size_t)trim.num_samples * sizeof *trim.order);
+                rf__sampler_free(&pad);
+                rf__sampler_free(&trim);
+            }
+
+    rf_sampler a, b;
+    init_trim(&a, 1000, 16, 1, 1, 31, 2, 3);
+    init_trim(&b, 1000, 16, 1, 1, 31, 2, 3);
+    rf__sampler_set_epoch(&a, 6);
+    rf__sampler_set_epoch(&b, 0);
+    rf__sampler_set_epoch(&b, 9);
+    rf__sampler_set_epoch(&b, 6);
+    assert_int_equal(a.num_batches, 333 / 16);
+    for (int64_t k = 0; k < a.num_batches; k++) {
+        const int64_t *ia, *ib;
+        int64_t ca = rf__sampler_batch(&a, k, &ia), cb = rf__sampler_batch(&b, k, &ib);
+        assert_int_equal(ca, cb);
+        assert_memory_equal(ia, ib, (size_t)ca * sizeof *ia);
+    }
+    rf__sampler_free(&a);
+    rf__sampler_free(&b);
+}
+
 static void test_invalid_arguments(void **state)
 {
     (void)state;
     rf_sampler s;
-    /* n, batch_size, shuffle, drop_last, seed, rank, world */
-    assert_int_equal(rf__sampler_init(&s, 0, 4, 1, 0, 0, 0, 1), RF_E_INVALID);
+    /* n, batch_size, shuffle, drop_last, sampler_drop_last, seed, rank, world */
+    assert_int_equal(rf__sampler_init(&s, 0, 4, 1, 0, 0, 0, 0, 1), RF_E_INVALID);
     assert_null(s.order);
-    assert_int_equal(rf__sampler_init(&s, -5, 4, 1, 0, 0, 0, 1), RF_E_INVALID);
-    assert_int_equal(rf__sampler_init(&s, 10, 0, 1, 0, 0, 0, 1), RF_E_INVALID);
-    assert_int_equal(rf__sampler_init(&s, 10, -1, 1, 0, 0, 0, 1), RF_E_INVALID);
-    assert_int_equal(rf__sampler_init(&s, 10, 4, 1, 0, 0, 1, 1), RF_E_INVALID);
-    assert_int_equal(rf__sampler_init(&s, 10, 4, 1, 0, 0, 3, 3), RF_E_INVALID);
-    assert_int_equal(rf__sampler_init(&s, 10, 4, 1, 0, 0, 9, 3), RF_E_INVALID);
-    assert_int_equal(rf__sampler_init(&s, 10, 4, 1, 0, 0, -1, 3), RF_E_INVALID);
-    assert_int_equal(rf__sampler_init(&s, 10, 4, 1, 0, 0, 0, 0), RF_E_INVALID);
-    assert_int_equal(rf__sampler_init(&s, 10, 4, 1, 0, 0, 0, -2), RF_E_INVALID);
+    assert_int_equal(rf__sampler_init(&s, -5, 4, 1, 0, 0, 0, 0, 1), RF_E_INVALID);
+    assert_int_equal(rf__sampler_init(&s, 10, 0, 1, 0, 0, 0, 0, 1), RF_E_INVALID);
+    assert_int_equal(rf__sampler_init(&s, 10, -1, 1, 0, 0, 0, 0, 1), RF_E_INVALID);
+    assert_int_equal(rf__sampler_init(&s, 10, 4, 1, 0, 0, 0, 1, 1), RF_E_INVALID);
+    assert_int_equal(rf__sampler_init(&s, 10, 4, 1, 0, 0, 0, 3, 3), RF_E_INVALID);
+    assert_int_equal(rf__sampler_init(&s, 10, 4, 1, 0, 0, 0, 9, 3), RF_E_INVALID);
+    assert_int_equal(rf__sampler_init(&s, 10, 4, 1, 0, 0, 0, -1, 3), RF_E_INVALID);
+    assert_int_equal(rf__sampler_init(&s, 10, 4, 1, 0, 0, 0, 0, 0), RF_E_INVALID);
+    assert_int_equal(rf__sampler_init(&s, 10, 4, 1, 0, 0, 0, 0, -2), RF_E_INVALID);
     /* More samples than the 32-bit permutation scratch can index. */
-    assert_int_equal(rf__sampler_init(&s, (int64_t)UINT32_MAX + 1, 4, 1, 0, 0, 0, 1),
+    assert_int_equal(rf__sampler_init(&s, (int64_t)UINT32_MAX + 1, 4, 1, 0, 0, 0, 0, 1),
                      RF_E_INVALID);
     rf__sampler_free(&s); /* harmless after a refused init */
     rf__sampler_free(&s);
@@ -377,6 +565,11 @@ static void test_invalid_arguments(void **state)
     init_ok(&s, 1, 1, 0, 0, 0, 0, 1);
     rf__sampler_free(&s);
     init_ok(&s, 10, 4, 1, 1, 0, 2, 3);
+    rf__sampler_free(&s);
+    /* The trimmed split checks the same arguments. */
+    assert_int_equal(rf__sampler_init(&s, 10, 4, 1, 0, 1, 0, 3, 3), RF_E_INVALID);
+    assert_int_equal(rf__sampler_init(&s, 0, 4, 1, 0, 1, 0, 0, 1), RF_E_INVALID);
+    init_trim(&s, 1, 1, 0, 0, 0, 0, 1);
     rf__sampler_free(&s);
 }
 
@@ -450,6 +643,9 @@ int main(void)
         cmocka_unit_test(test_distributed_known_values),
         cmocka_unit_test(test_batch_counts),
         cmocka_unit_test(test_batch_slices),
+        cmocka_unit_test(test_trimmed_split),
+        cmocka_unit_test(test_trimmed_known_values),
+        cmocka_unit_test(test_trimmed_against_padded),
         cmocka_unit_test(test_invalid_arguments),
         cmocka_unit_test(test_permutation_statistics),
     };

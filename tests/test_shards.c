@@ -208,28 +208,32 @@ static void test_tar_members_indexed_as_ranges(void **state)
     assert_int_equal(tw_file(&t, "d/k1.json", "{}", 2), 0);        /* other modality */
     assert_int_equal(tw_file(&t, "d/k2.cls", " 0 ", 3), 0);        /* .cls first */
     assert_int_equal(tw_file(&t, "d/k2.JPEG", b, sizeof b), 0);    /* case-insensitive */
-    assert_int_equal(tw_file(&t, "d/k2.jpg", c, sizeof c), 0);     /* second image: ignored */
-    assert_int_equal(tw_file(&t, "meta.txt", "x", 1), 0);          /* no image: ignored */
     assert_int_equal(tw_file(&t, "d/.hidden.jpg", c, 1), 0);       /* no key: ignored */
     assert_int_equal(tw_typed(&t, "d/link.jpg", '2', NULL, 0), 0); /* symlink: ignored */
-    assert_int_equal(tw_file(&t, "k3.a.jpeg", c, sizeof c), 0);    /* key k3, ext "a.jpeg" */
+    assert_int_equal(tw_file(&t, "__index__", c, 1), 0);           /* webdataset's own */
+    assert_int_equal(tw_file(&t, "__meta__/m.jpg", c, 1), 0);      /* webdataset's own */
     assert_int_equal(tw_file(&t, "k4.jpeg", c, 0), 0);             /* empty member */
     assert_int_equal(tw_file(&t, "k4.cls", "12", 2), 0);
+    assert_int_equal(tw_file(&t, "k5.cls", "1", 1), 0);
+    assert_int_equal(tw_file(&t, "k5.PNG", a, 300), 0);   /* any ImageFolder format */
+    assert_int_equal(tw_file(&t, "k5.seg.png", c, 2), 0); /* ext "seg.png": other */
     assert_int_equal(tw_close(&t), 0);
 
     rf_source s;
     tu_source_open_ok(&s, shard, NULL);
     assert_int_equal(s.kind, RF_SOURCE_TAR);
-    assert_int_equal(s.n, 3);
+    assert_int_equal(s.n, 4);
     assert_int_equal(s.nclasses, 13);
     assert_int_equal(s.nfiles, 1);
     assert_string_equal(rf__source_path(&s, 0), shard);
     assert_int_equal(rf__source_label(&s, 0), 3);
     assert_int_equal(rf__source_label(&s, 1), 0);
     assert_int_equal(rf__source_label(&s, 2), 12);
+    assert_int_equal(rf__source_label(&s, 3), 1);
     expect_member(&s, 0, a, sizeof a);
     expect_member(&s, 1, b, sizeof b);
     expect_member(&s, 2, c, 0);
+    expect_member(&s, 3, a, 300);
     char name[4096];
     rf__source_name(&s, 1, name, sizeof name);
     char want[4096];
@@ -375,11 +379,13 @@ static void test_tar_errors_name_shard_member_and_offset(void **state)
     rf__source_close(&s);
     free(p);
 
-    /* No samples; missing shard; an empty file. */
+    /* No samples (members without a key, webdataset's own); missing shard;
+     * an empty file. */
     p = tmp_path("nosamples.tar");
     assert_int_equal(tw_open(&t, p, TW_USTAR), 0);
-    assert_int_equal(tw_file(&t, "a.png", "xx", 2), 0);
-    assert_int_equal(tw_file(&t, "a.cls", "1", 1), 0);
+    assert_int_equal(tw_file(&t, "noext", "xx", 2), 0);
+    assert_int_equal(tw_file(&t, ".hidden.png", "xx", 2), 0);
+    assert_int_equal(tw_file(&t, "__key__", "1", 1), 0);
     assert_int_equal(tw_close(&t), 0);
     tu_source_open_fails(p, NULL, p, "no samples", NULL);
     free(p);
@@ -544,7 +550,7 @@ static void test_records_indexed_partial_tail_ignored(void **state)
     write_records(a, 16, 12, 10, 5, 1); /* 10 records, a partial one ignored */
     write_records(b, 16, 12, 0, 11, 2); /* no complete record */
     write_records(c, 16, 12, 3, 0, 3);
-    rf_source_opts o = {12, 16};
+    rf_source_opts o = {.record_size = 12, .header_size = 16};
     rf_source s;
     tu_source_open_ok(&s, a, &o);
     assert_int_equal(s.kind, RF_SOURCE_RECORDS);
@@ -589,11 +595,11 @@ static void test_records_indexed_partial_tail_ignored(void **state)
     rf__source_close(&s);
     /* Header only, header larger than the file, a folder. */
     tu_source_open_fails(b, &o, b, "no complete record", NULL);
-    rf_source_opts big = {12, 1 << 20};
+    rf_source_opts big = {.record_size = 12, .header_size = 1 << 20};
     tu_source_open_fails(a, &big, "no complete record", NULL);
     tu_source_open_fails(g_tmp, &o, "record", NULL);
     /* record_size 1: every byte a record */
-    rf_source_opts one = {1, 0};
+    rf_source_opts one = {.record_size = 1};
     tu_source_open_ok(&s, c, &one);
     assert_int_equal(s.n, 16 + 36);
     rf__source_close(&s);

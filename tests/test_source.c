@@ -5,7 +5,8 @@
  * ImageFolder, written out: classes = sorted(d.name for d in
  * os.scandir(root) if d.is_dir()), label = position in that list; within a
  * class, for root, _, files in sorted(os.walk(class_dir, followlinks=True)):
- * for f in sorted(files): a sample when f.lower() ends in .jpg or .jpeg.
+ * for f in sorted(files): a sample when f.lower() ends in one of
+ * IMG_EXTENSIONS (.jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp).
  * The expected orders below are what that Python gives for the same trees.
  *
  * Trees are made of empty files (and FIFOs, which would block anyone who
@@ -168,11 +169,11 @@ static void test_folder_nested_walk_order(void **state)
     /* sorted(os.walk()) sorts by the walked path: "c0/a b" and "c0/a-b"
      * (' ' and '-' sort before '/') come before "c0/a/deeper". */
     static const want_t w[] = {
-        {"c0/b.jpg", 0},       {"c0/z.jpg", 0},          {"c0/a/x.jpg", 0},
-        {"c0/a b/y.jpg", 0},   {"c0/a-b/w.jpg", 0},      {"c0/a/deeper/v.jpg", 0},
-        {"c1/q/r/s/t.jpg", 1},
+        {"c0/b.jpg", 0},     {"c0/z.jpg", 0},           {"c0/a/x.jpg", 0},
+        {"c0/a b/y.jpg", 0}, {"c0/a-b/w.jpg", 0},       {"c0/a/deeper/only.png", 0},
+        {"c0/a/deeper/v.jpg", 0}, {"c1/q/r/s/t.jpg", 1},
     };
-    expect_index(&s, root, w, 7);
+    expect_index(&s, root, w, 8);
     assert_int_equal(s.nclasses, 2);
     rf__source_close(&s);
     free(root);
@@ -186,18 +187,24 @@ static void test_folder_extensions(void **state)
         "c/a.jpg",   "c/b.jpeg",    "c/c.JPEG",  "c/d.Jpg",    "c/e.JPG",     "c/f.jPeG",
         "c/g.png",   "c/h.txt",     "c/i",       "c/j.jpg.bak", "c/k.jpgx",   "c/jpg",
         "c/l.gif",   "c/.hidden.jpg", "c/.hidden.png", "c/.jpg", "c/m.tar.jpeg", "c/n.JPEG.txt",
+        "c/o.PPM",   "c/p.bmp",     "c/q.Pgm",   "c/r.tif",    "c/s.TIFF",    "c/t.webp",
+        "c/u.WebP",  "c/v.pbm",     "c/w.pnm",   "c/x.jfif",   "c/y.tiff.gz", "c/z.png ",
+        "c/za.ppm.", "c/zb.heic",   "c/zc.avif", "c/zd.PNG",
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         put(root, names[i]);
     rf_source s;
     tu_source_open_ok(&s, root, NULL);
-    /* f.lower().endswith((".jpg", ".jpeg")), hidden files included. */
+    /* f.lower().endswith(IMG_EXTENSIONS), hidden files included: what
+     * torchvision 0.14's has_file_allowed_extension keeps of these names. */
     static const want_t w[] = {
-        {"c/.hidden.jpg", 0}, {"c/.jpg", 0},  {"c/a.jpg", 0},  {"c/b.jpeg", 0},
-        {"c/c.JPEG", 0},      {"c/d.Jpg", 0}, {"c/e.JPG", 0},  {"c/f.jPeG", 0},
-        {"c/m.tar.jpeg", 0},
+        {"c/.hidden.jpg", 0}, {"c/.hidden.png", 0}, {"c/.jpg", 0},   {"c/a.jpg", 0},
+        {"c/b.jpeg", 0},      {"c/c.JPEG", 0},      {"c/d.Jpg", 0},  {"c/e.JPG", 0},
+        {"c/f.jPeG", 0},      {"c/g.png", 0},       {"c/m.tar.jpeg", 0}, {"c/o.PPM", 0},
+        {"c/p.bmp", 0},       {"c/q.Pgm", 0},       {"c/r.tif", 0},  {"c/s.TIFF", 0},
+        {"c/t.webp", 0},      {"c/u.WebP", 0},      {"c/zd.PNG", 0},
     };
-    expect_index(&s, root, w, 9);
+    expect_index(&s, root, w, 19);
     rf__source_close(&s);
     free(root);
 }
@@ -274,8 +281,8 @@ static void test_folder_never_opens_samples(void **state)
     fifo_at(root, "c/c.png");
     rf_source s;
     tu_source_open_ok(&s, root, NULL);
-    static const want_t w[] = {{"c/a.jpg", 0}, {"c/b.jpeg", 0}};
-    expect_index(&s, root, w, 2);
+    static const want_t w[] = {{"c/a.jpg", 0}, {"c/b.jpeg", 0}, {"c/c.png", 0}};
+    expect_index(&s, root, w, 3);
     rf__source_close(&s);
 
     /* Unreadable sample files index fine (meaningful when not root). */
@@ -297,7 +304,7 @@ static void test_folder_empty_class(void **state)
     char *root = sub("emptyclass");
     put(root, "full/a.jpg");
     put(root, "hollow_class/readme.txt");
-    put(root, "hollow_class/pic.png");
+    put(root, "hollow_class/pic.gif"); /* not in IMG_EXTENSIONS */
     put(root, "hollow_class/sub/");
     put(root, "zfull/b.jpg");
     tu_source_open_fails(root, NULL, "hollow_class", NULL);

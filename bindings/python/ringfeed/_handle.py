@@ -3,7 +3,7 @@
 A _Handle owns one rf_loader: it creates, configures and starts it, asks it
 for batches, and destroys it. Each lent rf_batch is a _Lease that holds a
 reference to its _Handle, so rf_loader_destroy runs only after the Loader let
-go of the handle (close, or a respawn) *and* every lease died: memory handed
+go of the handle (close) *and* every lease died: memory handed
 out is never recycled under the caller.
 
 Fork safety: a handle remembers the process that made it. In a forked child
@@ -42,13 +42,24 @@ class _Handle:
         self.stopped = False          # stop() was called: a failing wait means "closed"
 
     @classmethod
-    def open(cls, lib, source, params, source_str):
+    def open(cls, lib, source, params, source_str, strings=()):
         """A started loader on `source` (bytes) with `params`, a list of
-        (RF_P_*, value). An option the library refuses raises _OptionError."""
+        (RF_P_*, value), and `strings`, a list of (setter name, bytes or None)
+        such as ("rf_loader_set_extras", b"txt,json"). An option the library
+        refuses raises _OptionError."""
         ptr = lib.rf_loader_create(source)
         if not ptr:
             raise MemoryError("ringfeed: rf_loader_create failed")
         h = cls(lib, ptr)
+        for setter, value in strings:
+            rc = getattr(lib, setter)(ptr, value)
+            if rc < 0:
+                what = setter[len("rf_loader_set_"):]
+                msg = "ringfeed: %s=%r rejected: %s" % (what, value, strerror(rc))
+                detail = h.errmsg()
+                if detail:
+                    msg += ": " + detail
+                raise (_OptionError if rc == RF_E_INVALID else RingfeedError)(msg, rc)
         for param, value in params:
             rc = lib.rf_loader_set_param(ptr, param, value)
             if rc < 0:

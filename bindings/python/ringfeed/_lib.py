@@ -68,6 +68,13 @@ RF_P_HEADER_SIZE = 24
 RF_P_DTYPE = 25
 RF_P_VERIFY = 26
 RF_P_MAX_FILE_BYTES = 27
+RF_P_EXACT = 28
+RF_P_SCALE_MIN = 29   # RandomResizedCrop's scale and ratio, in millionths; 0: default
+RF_P_SCALE_MAX = 30
+RF_P_RATIO_MIN = 31
+RF_P_RATIO_MAX = 32
+RF_P_SAMPLER_DROP_LAST = 33
+RF_P_EXTRAS_BYTES = 35
 
 PARAM_NAMES = {
     RF_P_BATCH_SIZE: "batch_size",
@@ -97,6 +104,13 @@ PARAM_NAMES = {
     RF_P_DTYPE: "dtype",
     RF_P_VERIFY: "verify",
     RF_P_MAX_FILE_BYTES: "max_file_bytes",
+    RF_P_EXACT: "exact",
+    RF_P_SCALE_MIN: "scale[0] (millionths)",
+    RF_P_SCALE_MAX: "scale[1] (millionths)",
+    RF_P_RATIO_MIN: "ratio[0] (millionths)",
+    RF_P_RATIO_MAX: "ratio[1] (millionths)",
+    RF_P_SAMPLER_DROP_LAST: "sampler_drop_last",
+    RF_P_EXTRAS_BYTES: "extras_bytes",
 }
 
 TRANSFORMS = {"none": 0, "center": 1, "random_resized_crop": 2}
@@ -144,6 +158,12 @@ _SIGNATURES = [
     ("rf_loader_stats_json", _i64, [_c_loader_p, ctypes.c_char_p, ctypes.c_size_t]),
     ("rf_loader_sample_path", ctypes.c_char_p, [_c_loader_p, _i64]),
     ("rf_loader_sample_label", _i64, [_c_loader_p, _i64]),
+    ("rf_loader_sample_name", _i64, [_c_loader_p, _i64, ctypes.c_char_p, ctypes.c_size_t]),
+    # Tar member names (label, extras) and a sample's extra members.
+    ("rf_loader_set_label", ctypes.c_int, [_c_loader_p, ctypes.c_char_p]),
+    ("rf_loader_set_extras", ctypes.c_int, [_c_loader_p, ctypes.c_char_p]),
+    ("rf_batch_field", ctypes.c_void_p,
+     [_c_batch_p, _i64, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t)]),
     # CUDA (present in every build; RF_E_NO_DEVICE / 0 without a device). Streams
     # and device pointers travel as integers (cudaStream_t, data_ptr()).
     ("rf_cuda_device_count", ctypes.c_int, []),

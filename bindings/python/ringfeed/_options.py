@@ -28,7 +28,42 @@ _EXTRA_INT_OPTIONS = {
     "read_depth": _lib.RF_P_READ_DEPTH,
     "read_timeout_ms": _lib.RF_P_READ_TIMEOUT_MS,
     "max_errors": _lib.RF_P_MAX_ERRORS,
+    "extras_bytes": _lib.RF_P_EXTRAS_BYTES,
 }
+
+# The label member's default extension (webdataset's ".cls").
+DEFAULT_LABEL = "cls"
+
+
+# RandomResizedCrop's defaults, torchvision's: scale (0.08, 1.0), ratio (3/4, 4/3).
+SCALE = (0.08, 1.0)
+RATIO = (3.0 / 4.0, 4.0 / 3.0)
+
+
+def _ppm(x):
+    return int(round(x * 1e6))
+
+
+def _range_params(name, value, default, params):
+    """(RF_P_*, millionths) pairs for a (min, max) pair of floats, only for
+    the bounds that differ from the default once rounded to millionths (the
+    library reads 0, and the default so rounded, as the default itself).
+    A bound below 1e-6 is refused here (it would round to 0, which means
+    "default" to the library). The rest (min > max, scale above 1, transform) is the
+    library's to check."""
+    try:
+        lo, hi = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise TypeError("ringfeed: %s must be a pair of numbers (min, max), not %r"
+                        % (name, value)) from None
+    out = []
+    for v, d, p in zip((lo, hi), default, params):
+        if not 0.5e-6 <= v <= 1e12:  # also NaN; larger ones the library refuses anyway
+            raise ValueError("ringfeed: %s=(%r, %r): each bound must be a number from 1e-6 on"
+                             % (name, lo, hi))
+        if _ppm(v) != _ppm(d):
+            out.append((p, _ppm(v)))
+    return out
 
 
 def _choice(name, value, table, fold=str.lower):
@@ -92,6 +127,44 @@ def _dtype_value(dtype):
     return _lib.DTYPES[name], np.dtype(name)
 
 
+def _ext_name(what, value):
+    """A member extension as the library stores it: blanks and a leading '.'
+    dropped, lowercase (the library checks the rest)."""
+    if not isinstance(value, str):
+        raise TypeError("ringfeed: %s must be a string (a member extension such as 'txt'), "
+                        "not %r" % (what, value))
+    name = value.strip()
+    if name.startswith("."):
+        name = name[1:]
+    if not name or "," in name:
+        raise ValueError("ringfeed: %s: %r is not a member extension" % (what, value))
+    return name.lower()
+
+
+def _member_names(label, extras):
+    """(label or None, extras tuple), checked: label None or "" reads
+    unlabeled shards; extras is a sequence of extensions or one string
+    ("txt" or "txt,json")."""
+    if label is not None and label != "":
+        label = _ext_name("label", label)
+    else:
+        label = None
+    if extras is None:
+        extras = ()
+    elif isinstance(extras, str):
+        extras = tuple(e for e in extras.split(",")) if extras.strip() else ()
+    else:
+        try:
+            extras = tuple(extras)
+        except TypeError:
+            raise TypeError("ringfeed: extras must be a sequence of member extensions such as "
+                            "('txt', 'json'), not %r" % (extras,)) from None
+    names = tuple(_ext_name("extras", e) for e in extras)
+    if len(set(names)) != len(names):
+        raise ValueError("ringfeed: extras name a member twice: %r" % (extras,))
+    return label, names
+
+
 def _parse_device(device):
     """('cpu', -1) or ('cuda', index)."""
     s = "cpu" if device is None else str(device)
@@ -109,9 +182,12 @@ def _parse_device(device):
 
 
 class Options:
-    """Loader's arguments, checked: the source, the output's kind, and
-    `params`, the (RF_P_*, value) pairs to set before rf_loader_start.
-    `extra` holds the keyword options beyond Loader's named arguments."""
+    """Loader's arguments, checked: the source, the output's kind,
+    `params`, the (RF_P_*, value) pairs to set before rf_loader_start, and
+    `strings`, the (setter, bytes or None) calls for the tar member names
+    (rf_loader_set_label, rf_loader_set_extras; only what differs from the
+    defaults). `extra` holds the keyword options beyond Loader's named
+    arguments."""
 
     def __init__(self, source, batch_size, image_size, transform, flip, layout, shuffle, seed,
                  drop_last, num_workers, device, pin_memory, prefetch, on_error, rank,
@@ -132,6 +208,22 @@ class Options:
         self.copy_mode = extra.pop("copy_mode", "ring")
         io_backend = extra.pop("io_backend", "auto")
         verify = extra.pop("verify", "once")
+        self.sampler_drop_last = bool(extra.pop("sampler_drop_last", False))
+        label, extras = _member_names(extra.pop("label", DEFAULT_LABEL), extra.pop("extras", ()))
+        if self.records and (label != DEFAULT_LABEL or extras):
+            raise ValueError("ringfeed: label and extras name members of WebDataset tar shards; "
+                             "record files have neither (leave label='cls' and extras=())")
+        self.labeled = label is not None and not self.records  # batches carry labels
+        self.extras = extras
+        self.strings = []
+        if label != DEFAULT_LABEL:
+            self.strings.append(("rf_loader_set_label",
+                                 None if label is None else label.encode("utf-8")))
+        if extras:
+            self.strings.append(("rf_loader_set_extras", ",".join(extras).encode("utf-8")))
+        exact = extra.pop("exact", False)
+        scale = extra.pop("scale", SCALE)
+        ratio = extra.pop("ratio", RATIO)
         ints = [(_EXTRA_INT_OPTIONS[k], _int(k, extra.pop(k)))
                 for k in list(extra) if k in _EXTRA_INT_OPTIONS]
         if extra:
@@ -183,6 +275,13 @@ class Options:
             self.params.append((P.RF_P_VERIFY, verify_v))
         if max_file_bytes != MAX_FILE_BYTES:
             self.params.append((P.RF_P_MAX_FILE_BYTES, max_file_bytes))
+        if self.sampler_drop_last:  # libraries before it lack RF_P_SAMPLER_DROP_LAST
+            self.params.append((P.RF_P_SAMPLER_DROP_LAST, 1))
+        # Sent only when set, for libraries before RF_P_EXACT and the ranges.
+        if exact:
+            self.params.append((P.RF_P_EXACT, 1))
+        self.params += _range_params("scale", scale, SCALE, (P.RF_P_SCALE_MIN, P.RF_P_SCALE_MAX))
+        self.params += _range_params("ratio", ratio, RATIO, (P.RF_P_RATIO_MIN, P.RF_P_RATIO_MAX))
         self.params += ints
         # Any record option that is not 0 goes to the library, which refuses
         # negative sizes; the dtype matters for records only.

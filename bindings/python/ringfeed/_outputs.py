@@ -18,7 +18,7 @@ import ctypes
 import numpy as np
 
 from ._errors import RingfeedError
-from ._lib import RF_E_STATE, RF_OK
+from ._lib import RF_E_NO_DEVICE, RF_OK
 
 _torch_mod = None
 _torch_tried = False
@@ -48,36 +48,63 @@ def _int64s(ptr, count):
     return np.ctypeslib.as_array(ptr, shape=(count,)).copy() if count else np.empty(0, np.int64)
 
 
+def _fields(lib, b, count, names):
+    """The extra members of each of the batch's count samples: a list of
+    dicts {ext: bytes} (copies; a member the sample lacks is absent)."""
+    n = ctypes.c_size_t()
+    keys = [(name, name.encode("utf-8")) for name in names]
+    out = []
+    for i in range(count):
+        d = {}
+        for name, key in keys:
+            p = lib.rf_batch_field(b, i, key, ctypes.byref(n))
+            if p is not None:
+                d[name] = ctypes.string_at(p, n.value)
+        out.append(d)
+    return out
+
+
 class BatchForm:
     """What a loader's batches look like: element dtype, the shape and bytes
-    of one sample, whether they are label-less records; and what decides a
-    copy on the CPU (prefetch, batches per epoch)."""
+    of one sample, whether they are label-less records, whether they carry
+    labels and which extra members; and what decides a copy on the CPU
+    (prefetch, batches per epoch)."""
 
-    __slots__ = ("dtype", "sample_shape", "sample_bytes", "records", "prefetch", "num_batches")
+    __slots__ = ("dtype", "sample_shape", "sample_bytes", "records", "prefetch", "num_batches",
+                 "labeled", "extras")
 
-    def __init__(self, dtype, sample_shape, sample_bytes, records, prefetch, num_batches):
+    def __init__(self, dtype, sample_shape, sample_bytes, records, prefetch, num_batches,
+                 labeled=True, extras=()):
         self.dtype = dtype
         self.sample_shape = sample_shape
         self.sample_bytes = sample_bytes
         self.records = records
         self.prefetch = prefetch
         self.num_batches = num_batches
+        self.labeled = labeled and not records
+        self.extras = tuple(extras)
 
 
 class _Output:
     torch = None  # the torch module when batches are tensors
 
     def batch(self, h, lease, form, with_indices):
-        """The lent batch as (images, labels) or, for records, data alone;
-        with_indices adds the sample indices (int64 [B]) at the end."""
+        """The lent batch as (images, labels), images alone (unlabeled tar
+        shards) or, for records, data alone; extras add the list of each
+        sample's {ext: bytes}, with_indices the sample indices (int64 [B])
+        at the end."""
         lib = h.lib
         b = lease.batch
         count = int(lib.rf_batch_count(b))
-        labels = _int64s(lib.rf_batch_labels(b), count)
+        labels = _int64s(lib.rf_batch_labels(b), count) if form.labeled else None
         indices = _int64s(lib.rf_batch_samples(b), count) if with_indices else None
+        # before _arrays, which may release the lease
+        extras = _fields(lib, b, count, form.extras) if form.extras else None
         out = self._arrays(h, lease, count, (count,) + form.sample_shape, labels, form)
-        if form.records:  # records are label-less: the data alone
+        if not form.labeled:  # records, unlabeled shards: the images (data) alone
             out = out[:1]
+        if extras is not None:
+            out += (extras,)
         if with_indices:
             out += (self.torch.from_numpy(indices) if self.torch is not None else indices,)
         return out[0] if len(out) == 1 else out
@@ -126,6 +153,8 @@ class _CpuOutput(_Output):
             return images, labels
         if form.records:
             return self._data_tensor(images), None
+        if labels is None:
+            return torch.from_numpy(images), None
         return torch.from_numpy(images), torch.from_numpy(labels)
 
     def _data_tensor(self, data):
@@ -169,7 +198,7 @@ class _CudaOutput(_Output):
                 "ringfeed: device=%r but torch.cuda.is_available() is False (torch %s%s): use "
                 "device='cpu'" % (where, torch.__version__,
                                   ", a build without CUDA" if not torch.version.cuda else
-                                  ", no usable GPU or driver"), RF_E_STATE)
+                                  ", no usable GPU or driver"), RF_E_NO_DEVICE)
         n = torch.cuda.device_count()
         if not 0 <= index < n:
             raise ValueError("ringfeed: device=%r but torch sees %d CUDA device%s"
@@ -190,8 +219,8 @@ class _CudaOutput(_Output):
     def _arrays(self, h, lease, count, shape, labels, form):
         torch = self.torch
         images = torch.empty((count * form.sample_bytes,), dtype=torch.uint8, device=self.device)
-        dlabels = None if form.records else torch.empty((count,), dtype=torch.int64,
-                                                        device=self.device)
+        dlabels = None if not form.labeled else torch.empty((count,), dtype=torch.int64,
+                                                            device=self.device)
         rc = RF_OK
         if count:
             rc = h.lib.rf_batch_copy_to(lease.batch, images.data_ptr(),

@@ -7,16 +7,14 @@ the loader (or at epoch 0 after construction); any later iteration starts at
 batch 0 of the epoch after the previous iteration's, as a DataLoader with
 shuffle=True reshuffles on every pass. Every rank follows that rule, so
 ranks stay in step without set_epoch. Moving the position invalidates
-running iterators. When the library refuses to move while batches are still
-held, a fresh native loader on the same options takes over and the old one
-lives on until its last batch dies.
+running iterators; batches still held stay valid (the native loader moves
+while they are lent).
 
 A Loader owns native threads and memory: copying or pickling it is refused
 with a TypeError that says what to do instead.
 """
 
 import ctypes
-import gc
 import inspect
 import json
 import operator
@@ -52,7 +50,22 @@ class Loader:
 
     source: a folder, a list file, a .tar shard, a brace pattern
     ("shards/train-{0000..0099}.tar"), a glob ("shards/*.tar"), or a list of
-    these. record_size > 0 reads fixed-size records instead (token shards):
+    these. A folder holds exactly the samples torchvision's ImageFolder
+    indexes (.jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp, any case); a
+    tar sample is a key's one picture member of those formats. Compressed
+    shards (.tar.gz, ...) are refused: they cannot be read at offsets.
+
+    Tar shards only: label="cls" names the member holding each sample's
+    integer label; label=None reads unlabeled shards, whose batches are the
+    images alone. extras=("txt", "json") returns those members' raw bytes:
+    each batch gains a last element, a list (one per sample) of dicts
+    {ext: bytes} keyed by the extension as given, lowercase and without a
+    leading '.'; a member the sample lacks is absent from its dict.
+    extras_bytes (default 65536) bounds all extras of one sample; a sample
+    over it is an error under on_error. So a batch is (images, labels),
+    (images, labels, extras), images or (images, extras).
+
+    record_size > 0 reads fixed-size records instead (token shards):
     header_size bytes are skipped at the start of each file, dtype ("uint8",
     "uint16", "int32", "int64") types the output, transform must be "none"
     (the default for records); each batch is the data array alone, shape
@@ -63,7 +76,21 @@ class Loader:
     and local_world_size to LOCAL_WORLD_SIZE. flip=None (the default) means
     "flip when transform is random_resized_crop". max_file_bytes: a sample
     file larger than this is an error, refused before any allocation.
+    sampler_drop_last=True splits the epoch's order as
+    DistributedSampler(drop_last=True): its tail is cut to a multiple of
+    world_size, so each rank gets num_samples // world_size samples and no
+    sample is seen twice across ranks (validation); the default pads by
+    wrapping, as DistributedSampler(drop_last=False), so every sample is seen
+    and some twice. drop_last drops each rank's short last batch, as
+    DataLoader's; the two combine as in torch, and len(loader) counts both.
     Extra keyword options:
+    exact (False by default; True decodes every picture at full resolution,
+    so that transform="center" gives torchvision's Resize + CenterCrop +
+    PILToTensor on PIL's decode byte for byte; False lets a picture much
+    larger than the output be decoded at 1/2, 1/4 or 1/8 scale, faster and
+    close but not equal; see RF_P_EXACT in ringfeed.h), scale and ratio
+    (random_resized_crop's ranges as torchvision's RandomResizedCrop takes
+    them, by default (0.08, 1.0) and (3/4, 4/3); used to 1e-6),
     io_backend ("auto", "io_uring", "pread"), verify ("once", the default:
     each JPEG is decoded to its end the first time, to find damage below its
     crop, and only as far as its crop needs after it passed; "always";
@@ -90,7 +117,7 @@ class Loader:
                  flip=None, layout="NHWC", shuffle=True, seed=0, drop_last=False, num_workers=0,
                  device="cpu", pin_memory=True, prefetch=4, on_error="raise", rank=None,
                  world_size=None, local_world_size=None, *, max_file_bytes=MAX_FILE_BYTES,
-                 **options):
+                 sampler_drop_last=False, **options):
         self._handle = None
         self._pid = _getpid()
         self._closed = False
@@ -98,7 +125,8 @@ class Loader:
 
         opts = Options(source, batch_size, image_size, transform, flip, layout, shuffle, seed,
                        drop_last, num_workers, device, pin_memory, prefetch, on_error, rank,
-                       world_size, local_world_size, max_file_bytes, options)
+                       world_size, local_world_size, max_file_bytes,
+                       dict(options, sampler_drop_last=sampler_drop_last))
         self._opts = opts
         self._source_str = opts.source_str
         self._records = opts.records
@@ -125,6 +153,7 @@ class Loader:
         self._seed = h.get(P.RF_P_SEED)
         self._rank = h.get(P.RF_P_RANK)
         self._world_size = h.get(P.RF_P_WORLD_SIZE)
+        self._sampler_drop_last = opts.sampler_drop_last  # sent only when set
         self._num_samples = int(self._lib.rf_loader_num_samples(h.ptr))
         self._num_batches = int(self._lib.rf_loader_num_batches(h.ptr))
         s = self._image_size
@@ -133,7 +162,8 @@ class Loader:
         else:
             shape, nbytes = (3, s, s) if self._layout == "NCHW" else (s, s, 3), 3 * s * s
         self._form = BatchForm(opts.dtype, shape, nbytes, self._records,
-                               max(2, h.get(P.RF_P_PREFETCH)), self._num_batches)
+                               max(2, h.get(P.RF_P_PREFETCH)), self._num_batches,
+                               labeled=opts.labeled, extras=opts.extras)
 
         # _positioned: the next iteration starts where the loader stands
         # (just started, set_epoch, load_state_dict); otherwise it starts at
@@ -148,7 +178,8 @@ class Loader:
     # -- native plumbing ---------------------------------------------------
 
     def _new_handle(self):
-        return _Handle.open(self._lib, self._opts.source, self._opts.params, self._source_str)
+        return _Handle.open(self._lib, self._opts.source, self._opts.params, self._source_str,
+                            self._opts.strings)
 
     def _live(self):
         """The native handle, after checking that this process may use it."""
@@ -162,33 +193,15 @@ class Loader:
             raise RingfeedError("ringfeed: the loader is closed", RF_E_STOPPED)
         return h
 
-    def _respawn(self):
-        """Replaces the native loader with a fresh one on the same options.
-
-        Used when the position must move while batches are still held: the
-        old loader is stopped (its lent batches stay readable) and destroyed
-        when its last batch dies."""
-        old = self._handle
-        new = self._new_handle()
-        self._handle = new
-        old.stop()
-        return new
-
     def _reposition(self, epoch, batch):
         h = self._live()
         self._generation += 1
         self._positioned = False
+        # The seek moves the native loader while batches are lent: they stay
+        # valid until released (rf_loader_set_epoch's contract), so the
+        # caller's views stay intact. It fails only on a position outside the
+        # epoch (RF_E_INVALID); _live() already refused a forked child.
         rc = self._lib.rf_loader_seek(h.ptr, epoch, batch)
-        # A lent batch stays valid until released (rf_loader_next's contract),
-        # so a seek that succeeds leaves the caller's views intact. A library
-        # that refuses to move while batches are lent says RF_E_STATE: free
-        # what reference cycles hold, then fall back to a fresh native loader.
-        if rc == RF_E_STATE and h.outstanding():
-            gc.collect()
-            rc = self._lib.rf_loader_seek(h.ptr, epoch, batch)
-        if rc == RF_E_STATE:
-            h = self._respawn()
-            rc = self._lib.rf_loader_seek(h.ptr, epoch, batch)
         if rc < 0:
             raise h.error(rc, "seek to epoch %d batch %d" % (epoch, batch))
         self._positioned = True
@@ -247,9 +260,11 @@ class Loader:
         return self._start_iteration(False)
 
     def iter_with_indices(self):
-        """As iter(loader), yielding (images, labels, sample_indices) (for
-        records, (data, sample_indices)); the indices (int64 [B]) point into
-        the source's index (sample_path)."""
+        """As iter(loader), with the sample indices (int64 [B]) added last:
+        (images, labels, sample_indices), (images, labels, extras,
+        sample_indices), (images, sample_indices) when unlabeled, and for
+        records (data, sample_indices). The indices point into the source's
+        index (sample_path)."""
         return self._start_iteration(True)
 
     def __len__(self):
@@ -284,12 +299,22 @@ class Loader:
     device = _readonly("_device", "'cpu' or 'cuda:N'.")
 
     def sample_path(self, index):
-        """Path of the sample with global index `index`."""
+        """Where the sample with global index `index` is: its file (image
+        folder, list file), "shard.tar:key" (tar shards: webdataset's
+        __url__ and __key__), or for records the record file."""
         h = self._live()
-        p = self._lib.rf_loader_sample_path(h.ptr, _int("index", index))
-        if p is None:
+        index = _int("index", index)
+        if self._records:
+            p = self._lib.rf_loader_sample_path(h.ptr, index)
+            if p is None:
+                raise IndexError("ringfeed: no sample %d" % index)
+            return os.fsdecode(p)
+        n = self._lib.rf_loader_sample_name(h.ptr, index, None, 0)
+        if n < 0:
             raise IndexError("ringfeed: no sample %d" % index)
-        return os.fsdecode(p)
+        buf = ctypes.create_string_buffer(n + 1)
+        self._lib.rf_loader_sample_name(h.ptr, index, buf, n + 1)
+        return os.fsdecode(buf.raw[:n])
 
     def sample_label(self, index):
         """Label of the sample with global index `index`."""
@@ -319,14 +344,15 @@ class Loader:
         Loader given this dict by load_state_dict delivers first. Taken
         mid-epoch (in the loop, or after leaving it with `break`), that is the
         batch after the last one delivered; once an epoch's last batch was
-        delivered, it is batch 0 of the next epoch."""
+        delivered, it is batch 0 of the next epoch. "sampler_drop_last": True
+        is there only when the loader trims its split (absent means False)."""
         epoch, batch = self._live().tell()
         if not self._positioned and batch >= self._num_batches:
             # An iteration delivered the epoch's last batch: what follows is
             # the next epoch. A loader *placed* at the end (a dict from before
             # this rule) keeps its meaning: one empty iteration, then the next.
             epoch, batch = epoch + 1, 0
-        return {
+        state = {
             "version": _STATE_VERSION,
             "seed": self._seed,
             "epoch": epoch,
@@ -336,6 +362,9 @@ class Loader:
             "num_samples": self._num_samples,
             "batch_size": self._batch_size,
         }
+        if self._sampler_drop_last:  # absent means False, as in dicts from before it
+            state["sampler_drop_last"] = True
+        return state
 
     def load_state_dict(self, state):
         """Resumes exactly where state_dict() was taken (any num_workers): the
@@ -357,6 +386,11 @@ class Loader:
             if k in mine and state[k] != mine[k]:
                 raise ValueError("ringfeed: state dict has %s=%r but this loader has %s=%r"
                                  % (k, state[k], k, mine[k]))
+        # Another split gives other batches at the same position.
+        theirs = bool(state.get("sampler_drop_last", False))
+        if theirs != self._sampler_drop_last:
+            raise ValueError("ringfeed: state dict has sampler_drop_last=%r but this loader has "
+                             "sampler_drop_last=%r" % (theirs, self._sampler_drop_last))
         epoch, batch = _int("epoch", state["epoch"]), _int("batch", state["batch"])
         if epoch < 0 or not 0 <= batch <= self._num_batches:
             raise ValueError("ringfeed: state dict position epoch=%d batch=%d is out of range "

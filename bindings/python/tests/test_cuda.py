@@ -110,8 +110,10 @@ def test_cuda_without_cuda_is_a_clear_error(folder):
         with pytest.raises(ImportError, match="needs torch with CUDA"):
             make(folder, device="cuda")
     elif not torch.cuda.is_available():
-        with pytest.raises(ringfeed.RingfeedError, match=r"torch.cuda.is_available\(\) is False"):
+        with pytest.raises(ringfeed.RingfeedError,
+                           match=r"torch.cuda.is_available\(\) is False") as ei:
             make(folder, device="cuda:0")
+        assert ei.value.status == _lib.RF_E_NO_DEVICE
     else:  # torch sees a GPU, the library does not
         with pytest.raises(ringfeed.RingfeedError, match="has no CUDA device"):
             make(folder, device="cuda")

@@ -77,6 +77,7 @@ def data_digest(x):
 
 def test_shards_match_the_folder(folder, shards):
     d = os.path.dirname(shards[0])
+    keys = [os.path.splitext(os.path.relpath(p, folder))[0] for p, _ in walk_folder(folder)]
     with ringfeed.Loader(folder, num_workers=2, **DET) as ld:
         want = digests(ld)
         labels = [ld.sample_label(i) for i in range(ld.num_samples)]
@@ -88,8 +89,9 @@ def test_shards_match_the_folder(folder, shards):
         with ringfeed.Loader(spec, num_workers=3, **DET) as ld:
             assert ld.num_samples == 48
             assert [ld.sample_label(i) for i in range(48)] == labels
-            assert ld.sample_path(0) == shards[0]
-            assert ld.sample_path(47) == shards[4]
+            # "shard.tar:key": webdataset's __url__ and __key__
+            assert ld.sample_path(0) == shards[0] + ":" + keys[0]
+            assert ld.sample_path(47) == shards[4] + ":" + keys[47]
             assert digests(ld) == want, spec
 
 

@@ -11,9 +11,11 @@
 #   make sanitize  deps + address,undefined build in build-asan and thread build in build-tsan,
 #                  ctest in both (the python test is not registered under sanitizers)
 #   make memcheck  deps + build + the valgrind memcheck tests (ctest -L memcheck: test_loader,
-#                  test_faults, test_lifecycle, test_tar_fields; pread backend, JSIMD_FORCENONE=1)
-#   make fuzz      deps + clang libFuzzer+ASan+UBSan build of tests/fuzz_decode.c in build-fuzz,
-#                  its seed corpus and a short run (ctest -L fuzz); FUZZ_TIME=600 fuzzes
+#                  test_faults, test_lifecycle, test_tar_fields, test_webp; pread backend,
+#                  JSIMD_FORCENONE=1)
+#   make fuzz      deps + clang libFuzzer+ASan+UBSan build of tests/fuzz_decode.c and
+#                  tests/fuzz_webp.c in build-fuzz, their seed corpora and short runs
+#                  (ctest -L fuzz); FUZZ_TIME=600 fuzzes fuzz_decode
 #                  600 s more, keeping the corpus in build-fuzz/test-tmp/fuzz/corpus
 #   make format    clang-format the C sources in place
 #   make clean     remove build/, build-asan/, build-tsan/, build-fuzz/
@@ -51,7 +53,7 @@ TEST_VENV := .venv-test
 # python3-venv: make deps' virtualenv and the pip_install test's fresh one; git:
 # that test installs a copy of the tracked files.
 DEB_PACKAGES := build-essential cmake pkg-config liburing-dev libturbojpeg0-dev \
-	libjpeg62-turbo-dev libcmocka-dev python3-numpy python3-pytest python3-torch \
+	libjpeg62-turbo-dev libwebp-dev libcmocka-dev python3-numpy python3-pytest python3-torch \
 	python3-torchvision python3-matplotlib python3-pil python3-venv git valgrind clang \
 	libclang-rt-14-dev
 
@@ -147,7 +149,8 @@ memcheck: deps
 fuzz: deps
 	CC=$(FUZZ_CC) $(CMAKE) -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Release -DRF_FUZZ=ON \
 		-DRF_SANITIZE=address,undefined -DRF_WITH_CUDA=OFF $(CMAKE_ARGS)
-	$(CMAKE) --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_decode fuzz_decode_seeds
+	$(CMAKE) --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_decode fuzz_decode_seeds \
+		fuzz_webp fuzz_webp_seeds
 	$(CTEST) --test-dir $(FUZZ_BUILD) --output-on-failure -L fuzz $(CTEST_ARGS)
 ifneq ($(FUZZ_TIME),)
 	cd $(FUZZ_BUILD)/test-tmp/fuzz && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

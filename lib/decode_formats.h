@@ -61,5 +61,6 @@ typedef struct rf_format {
 
 /* The formats (sniffed in this order by decode.c). */
 extern const rf_format rf__format_jpeg; /* decode_jpeg.c: libjpeg-turbo */
+extern const rf_format rf__format_webp; /* decode_webp.c: libwebp (refuses WebP without it) */
 
 #endif

@@ -1,0 +1,474 @@
+/*
+ * fuzz_webp.c - fuzz target for the WebP decoder: file bytes ->
+ * rf__decode_sample -> a slot-sized buffer, checked against PIL's decoder.
+ *
+ * Input: byte 0 picks the options (transform = b % 3, flip = bit 2, epoch =
+ * bits 3-4, output side = fz_sizes[b >> 5]; for transform "none" with epoch
+ * bits 11, the picture's own side when it is square and at most
+ * FZ_NONE_MAX_SIDE); the rest is the file (any bytes: a file that is not
+ * WebP takes the other decoders' paths, which is fine).
+ *
+ * Oracles beyond "no crash, no UB, no leak" (ASan, UBSan): a failure returns
+ * RF_E_DECODE, RF_E_LIMIT or RF_E_NOMEM with a NUL-terminated, non-empty
+ * reason; a success fills every byte of a buffer exactly one sample long. And
+ * a differential one against libwebp's WebPAnimDecoder, which Pillow opens
+ * every WebP with (frame 1, RGBA, alpha then dropped): when ringfeed decodes
+ * a WebP file, the reference decodes it too and, resampled with the same
+ * geometry, gives the same bytes; when the reference decodes a file whose
+ * canvas is within the size limit (and "none" fits), so does ringfeed.
+ *
+ * Built two ways from this one file:
+ *   fuzz_webp        clang -fsanitize=fuzzer,address,undefined (CMake RF_FUZZ).
+ *   fuzz_webp_seeds  any compiler, RF_FUZZ_STANDALONE (every build with libwebp):
+ *                      --gen DIR    writes the seed corpus (tests/webpgen.h) to DIR/seeds,
+ *                                   makes DIR/corpus and DIR/artifacts
+ *                      --list       decodes every seed, printing the outcome
+ *                      --self [N]   every seed and N deterministic mutations of each
+ *                      FILE|DIR...  replays inputs (reproduces a finding)
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <webp/decode.h>
+#include <webp/demux.h>
+
+#include "decode.h"
+#include "resample.h"
+#include "ringfeed.h"
+#include "rng.h"
+#include "transform.h"
+
+#define FZ_MAX_PIXELS (1024 * 1024)
+#define FZ_NONE_MAX_SIDE 512
+
+static const int fz_sizes[8] = {1, 2, 7, 16, 31, 32, 57, 64};
+
+static rf_decoder *fz_decoder;
+static rf_resampler *fz_resampler;
+static int fz_verbose;
+
+static void finding(const char *what, int rc, const char *err)
+{
+    fprintf(stderr, "fuzz_webp: FINDING: %s (rc %d; \"%s\")\n", what, rc, err);
+    abort(); /* libFuzzer saves the input as a crash artifact */
+}
+
+/* PIL's decode: WebPAnimDecoder's first frame, RGB kept. *out w*h*3
+ * (malloc'd). 0, or -1 when it refuses the file. */
+static int reference(const uint8_t *f, size_t len, uint8_t **out, int *w, int *h)
+{
+    WebPData in = {f, len};
+    /* The canvas first (the demuxer the animation decoder uses itself): over
+     * the limit, the reference would allocate and clear it for nothing. */
+    WebPDemuxer *dmx = WebPDemux(&in);
+    if (!dmx)
+        return -1;
+    uint64_t canvas = (uint64_t)WebPDemuxGetI(dmx, WEBP_FF_CANVAS_WIDTH) *
+                      WebPDemuxGetI(dmx, WEBP_FF_CANVAS_HEIGHT);
+    WebPDemuxDelete(dmx);
+    if (canvas > FZ_MAX_PIXELS)
+        return -1;
+    WebPAnimDecoder *dec = WebPAnimDecoderNew(&in, NULL);
+    if (!dec)
+        return -1;
+    WebPAnimInfo info;
+    uint8_t *rgba;
+    int ts, rc = -1;
+    if (WebPAnimDecoderGetInfo(dec, &info) && WebPAnimDecoderGetNext(dec, &rgba, &ts)) {
+        *w = (int)info.canvas_width;
+        *h = (int)info.canvas_height;
+        size_t n = (size_t)*w * (size_t)*h;
+        *out = malloc(n * 3);
+        if (!*out)
+            abort();
+        for (size_t i = 0; i < n; i++)
+            memcpy(*out + 3 * i, rgba + 4 * i, 3);
+        rc = 0;
+    }
+    WebPAnimDecoderDelete(dec);
+    return rc;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (!fz_decoder) {
+        fz_decoder = rf__decoder_create();
+        fz_resampler = rf__resampler_create();
+        if (!fz_decoder || !fz_resampler)
+            abort();
+    }
+    uint8_t ctl = size ? data[0] : 0;
+    const uint8_t *file = size ? data + 1 : data;
+    size_t len = size ? size - 1 : 0;
+    int is_webp = len >= 12 && !memcmp(file, "RIFF", 4) && !memcmp(file + 8, "WEBP", 4);
+
+    rf_decode_opts o;
+    memset(&o, 0, sizeof o);
+    o.transform = ctl % 3;
+    o.flip = (ctl >> 2) & 1;
+    o.size = fz_sizes[ctl >> 5 & 7];
+    o.max_pixels = FZ_MAX_PIXELS;
+    o.max_scans = 64;
+    o.seed = (uint64_t)ctl * 0x9e3779b97f4a7c15ULL;
+    o.epoch = (ctl >> 3) & 3;
+    o.sample = (int64_t)len;
+    o.check_tail = 1;
+    o.layout = RF_LAYOUT_NHWC;
+    int fw = 0, fh = 0;
+    int info_ok = is_webp && WebPGetInfo(file, len, &fw, &fh);
+    if (o.transform == RF_TRANSFORM_NONE && (ctl & 0x18) == 0x18 && info_ok && fw == fh &&
+        fw >= 1 && fw <= FZ_NONE_MAX_SIDE)
+        o.size = fw;
+
+    size_t n = (size_t)o.size * (size_t)o.size * 3;
+    uint8_t *a = malloc(n); /* exactly one sample's place: an overrun is an ASan report */
+    if (!a)
+        abort();
+    memset(a, 0xa5, n);
+    char err[512];
+    memset(err, 'x', sizeof err); /* no NUL: a failure must write a terminated reason */
+    rf_decode_times t;
+    int rc = rf__decode_sample(fz_decoder, file, len, &o, a, err, sizeof err, &t);
+    if (rc != 0) {
+        if (rc != RF_E_DECODE && rc != RF_E_LIMIT && rc != RF_E_NOMEM)
+            finding("unexpected status", rc, "");
+        if (!memchr(err, '\0', sizeof err))
+            finding("reason not NUL-terminated", rc, "");
+        if (!err[0])
+            finding("failure without a reason", rc, "");
+    }
+    err[sizeof err - 1] = '\0';
+    if (fz_verbose)
+        printf("  t=%d S=%d flip=%d len=%zu: %s\n", o.transform, o.size, o.flip, len,
+               rc ? err : "ok");
+
+    /* The differential oracle, for WebP files whose size the reference can
+     * afford (the limit is ringfeed's alone). */
+    uint8_t *ref_rgb = NULL;
+    int rw = 0, rh = 0;
+    int ref_ok = is_webp && reference(file, len, &ref_rgb, &rw, &rh) == 0;
+    if (rc == 0 && is_webp && !ref_ok)
+        finding("decoded a WebP file PIL's decoder refuses", rc, "");
+    if (ref_ok && rc != 0 && !(o.transform == RF_TRANSFORM_NONE && (rw != o.size || rh != o.size)))
+        finding("refused a WebP file PIL's decoder decodes", rc, err);
+    if (rc == 0 && ref_ok) {
+        rf_geom g;
+        rf_rng rng = rf__rng_make(o.seed, (uint64_t)o.epoch, (uint64_t)o.sample);
+        if (o.transform == RF_TRANSFORM_CENTER)
+            rf__geom_center(rw, rh, o.size, &g);
+        else if (o.transform == RF_TRANSFORM_RANDOM_RESIZED_CROP)
+            rf__geom_rrc(rw, rh, o.size, &rng, &g);
+        else
+            rf__geom_none(rw, rh, o.size, &g);
+        g.flip = o.flip ? rf__rng_uniform(&rng) < 0.5 : 0;
+        uint8_t *b = malloc(n);
+        if (!b)
+            abort();
+        if (rf__resample(fz_resampler, &g, rw, rh, ref_rgb, (size_t)rw * 3, 0, 0, rw, rh, b,
+                         RF__LAYOUT_NHWC) != 0)
+            abort();
+        if (memcmp(a, b, n) != 0)
+            finding("pixels differ from PIL's decoder", rc, "");
+        free(b);
+    }
+    free(ref_rgb);
+    free(a);
+    return 0;
+}
+
+#ifdef RF_FUZZ_STANDALONE
+/* ------------------------------------------------------------------------
+ * The seed corpus and the standalone driver (no libFuzzer needed).
+ * ------------------------------------------------------------------------ */
+#include "testutil.h"
+#include "webpgen.h"
+
+typedef struct seed {
+    char name[64];
+    uint8_t *data; /* control byte + file */
+    size_t len;
+} seed;
+
+typedef struct corpus {
+    seed *v;
+    int n, cap;
+} corpus;
+
+static void add(corpus *c, const char *name, uint8_t ctl, const uint8_t *file, size_t len)
+{
+    if (c->n == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 64;
+        c->v = realloc(c->v, (size_t)c->cap * sizeof *c->v);
+        if (!c->v)
+            abort();
+    }
+    seed *s = &c->v[c->n++];
+    snprintf(s->name, sizeof s->name, "%03d-%s", c->n - 1, name);
+    s->len = len + 1;
+    s->data = malloc(s->len);
+    if (!s->data)
+        abort();
+    s->data[0] = ctl;
+    if (len)
+        memcpy(s->data + 1, file, len);
+}
+
+/* Control byte for transform t (0 none, 1 center, 2 rrc), size index k;
+ * own: "none" at the picture's own side. */
+static uint8_t ctl_of(int t, int k, int flip, int own)
+{
+    for (int c = 0; c < 256; c++)
+        if (c % 3 == t && (c >> 5) == k && ((c >> 2) & 1) == flip && (((c & 0x18) == 0x18) == own))
+            return (uint8_t)c;
+    abort();
+}
+
+static uint32_t xs(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return (uint32_t)(*s >> 11);
+}
+
+static void make_corpus(corpus *c)
+{
+    static const char *const kn[] = {"lossy", "lossy-alpha", "lossless", "lossless-alpha"};
+    static const struct {
+        int w, h;
+    } sz[] = {{1, 1}, {16, 16}, {33, 33}, {64, 48}, {7, 90}};
+    uint64_t rs = 0x243f6a8885a308d3ULL;
+    char nm[48];
+    for (int k = 0; k < 4; k++)
+        for (size_t i = 0; i < sizeof sz / sizeof sz[0]; i++) {
+            size_t len;
+            uint8_t *f = wg_encode(k, sz[i].w, sz[i].h, (uint32_t)(k * 10 + i), 60 + 10 * k, &len);
+            if (!f) {
+                fprintf(stderr, "fuzz_webp_seeds: cannot encode\n");
+                exit(1);
+            }
+            int sq = sz[i].w == sz[i].h;
+            snprintf(nm, sizeof nm, "%s-%dx%d-none", kn[k], sz[i].w, sz[i].h);
+            add(c, nm, ctl_of(0, (int)i % 8, 0, sq), f, len);
+            snprintf(nm, sizeof nm, "%s-%dx%d-center", kn[k], sz[i].w, sz[i].h);
+            add(c, nm, ctl_of(1, (int)(i + k) % 8, 0, 0), f, len);
+            snprintf(nm, sizeof nm, "%s-%dx%d-rrc", kn[k], sz[i].w, sz[i].h);
+            add(c, nm, ctl_of(2, (int)(i + 2 * k) % 8, 1, 0), f, len);
+            if (i == 3) {
+                snprintf(nm, sizeof nm, "%s-trunc-half", kn[k]);
+                add(c, nm, ctl_of(1, 5, 0, 0), f, len / 2);
+                snprintf(nm, sizeof nm, "%s-trunc-20", kn[k]);
+                add(c, nm, ctl_of(1, 3, 0, 0), f, len < 20 ? len : 20);
+                uint8_t *g = malloc(len);
+                memcpy(g, f, len);
+                for (int b = 0; b < 4; b++) /* flips in the compressed data */
+                    g[30 + xs(&rs) % (len - 30)] ^= (uint8_t)(1u << (xs(&rs) % 8));
+                snprintf(nm, sizeof nm, "%s-bitflip", kn[k]);
+                add(c, nm, ctl_of(2, 6, 0, 0), g, len);
+                memcpy(g, f, len);
+                if (wg_set_size(g, len, 16383, 16383) == 0) {
+                    snprintf(nm, sizeof nm, "%s-huge", kn[k]);
+                    add(c, nm, ctl_of(1, 4, 0, 0), g, len);
+                }
+                memcpy(g, f, len);
+                if (wg_set_size(g, len, 1024, 1024) == 0) { /* at the fuzz limit, lying */
+                    snprintf(nm, sizeof nm, "%s-1024-lying", kn[k]);
+                    add(c, nm, ctl_of(1, 4, 0, 0), g, len);
+                }
+                free(g);
+            }
+            free(f);
+        }
+    for (int k = WG_LOSSY_RGB; k <= WG_LOSSLESS_RGB; k += 2) {
+        size_t len;
+        uint8_t *f = wg_animation(40, 30, 20, 16, 6, 4, k, (uint32_t)(90 + k), &len);
+        if (!f)
+            exit(1);
+        snprintf(nm, sizeof nm, "anim-%s-center", kn[k]);
+        add(c, nm, ctl_of(1, 6, 0, 0), f, len);
+        snprintf(nm, sizeof nm, "anim-%s-rrc", kn[k]);
+        add(c, nm, ctl_of(2, 7, 1, 0), f, len);
+        snprintf(nm, sizeof nm, "anim-%s-trunc", kn[k]);
+        add(c, nm, ctl_of(1, 6, 0, 0), f, len - 30);
+        free(f);
+    }
+    add(c, "riff-only", ctl_of(1, 1, 0, 0), (const uint8_t *)"RIFF\x04\x00\x00\x00WEBP", 12);
+    add(c, "vp8x-only", ctl_of(1, 1, 0, 0),
+        (const uint8_t *)"RIFF\x16\x00\x00\x00WEBPVP8X\x0a\x00\x00\x00\x10\x00\x00\x00"
+                         "\x0f\x00\x00\x0f\x00\x00",
+        30);
+}
+
+static void free_corpus(corpus *c)
+{
+    for (int i = 0; i < c->n; i++)
+        free(c->v[i].data);
+    free(c->v);
+}
+
+static int run_path(const char *path, int *count)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        fprintf(stderr, "fuzz_webp_seeds: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        size_t len;
+        uint8_t *d = tu_read_file(path, &len);
+        if (!d && len != 0)
+            return -1;
+        LLVMFuzzerTestOneInput(d ? d : (const uint8_t *)"", d ? len : 0);
+        free(d);
+        (*count)++;
+        return 0;
+    }
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    struct dirent *e;
+    int rc = 0;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+        if (run_path(p, count) != 0)
+            rc = -1;
+    }
+    closedir(d);
+    return rc;
+}
+
+/* Deterministic mutations of a seed: bit flips, bytes, cuts, copied runs,
+ * and rewritten chunk sizes (where WebP parsers are most often wrong). */
+static size_t mutate(const uint8_t *in, size_t len, uint8_t *out, size_t cap, uint64_t *rs)
+{
+    size_t n = len < cap ? len : cap;
+    memcpy(out, in, n);
+    int ops = 1 + (int)(xs(rs) % 4);
+    for (int k = 0; k < ops && n > 1; k++) {
+        switch (xs(rs) % 6) {
+        case 0:
+            out[1 + xs(rs) % (n - 1)] ^= (uint8_t)(1u << (xs(rs) % 8));
+            break;
+        case 1:
+            out[1 + xs(rs) % (n - 1)] = (uint8_t)xs(rs);
+            break;
+        case 2:
+            n = 1 + xs(rs) % n;
+            break;
+        case 3: { /* copy a run over another place */
+            size_t a = xs(rs) % n, b = xs(rs) % n, m = 1 + xs(rs) % 64;
+            if (a + m > n)
+                m = n - a;
+            if (b + m > n)
+                m = n - b;
+            memmove(out + b, out + a, m);
+            break;
+        }
+        case 4: { /* a chunk's (or the RIFF's) 32-bit size */
+            static const size_t at[] = {5, 17, 35, 45};
+            size_t p = at[xs(rs) % 4];
+            if (p + 4 <= n) {
+                static const uint32_t v[] = {0, 1, 0x7fffffffu, 0xffffffffu, 0xfffffff6u};
+                uint32_t x = v[xs(rs) % 5];
+                memcpy(out + p, &x, 4);
+            }
+            break;
+        }
+        default:
+            out[0] = (uint8_t)xs(rs);
+            break;
+        }
+    }
+    return n;
+}
+
+int main(int argc, char **argv)
+{
+    int rc = 0;
+    if (argc >= 3 && !strcmp(argv[1], "--gen")) {
+        char seeds[4096], p[4200];
+        snprintf(seeds, sizeof seeds, "%s/seeds", argv[2]);
+        const char *dirs[] = {argv[2], seeds, "corpus", "artifacts"};
+        for (int i = 0; i < 4; i++) {
+            if (i < 2)
+                snprintf(p, sizeof p, "%s", dirs[i]);
+            else
+                snprintf(p, sizeof p, "%s/%s", argv[2], dirs[i]);
+            if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+                fprintf(stderr, "fuzz_webp_seeds: mkdir %s: %s\n", p, strerror(errno));
+                return 1;
+            }
+        }
+        corpus c = {0};
+        make_corpus(&c);
+        for (int i = 0; i < c.n; i++) {
+            snprintf(p, sizeof p, "%s/%s", seeds, c.v[i].name);
+            if (tu_write_file(p, c.v[i].data, c.v[i].len) != 0) {
+                fprintf(stderr, "fuzz_webp_seeds: cannot write %s\n", p);
+                return 1;
+            }
+        }
+        printf("fuzz_webp_seeds: %d seeds in %s\n", c.n, seeds);
+        free_corpus(&c);
+        return 0;
+    } else if (argc >= 2 && !strcmp(argv[1], "--list")) {
+        corpus c = {0};
+        make_corpus(&c);
+        fz_verbose = 1;
+        for (int i = 0; i < c.n; i++) {
+            printf("%s\n", c.v[i].name);
+            LLVMFuzzerTestOneInput(c.v[i].data, c.v[i].len);
+        }
+        free_corpus(&c);
+    } else if (argc >= 2 && !strcmp(argv[1], "--self")) {
+        int per = argc >= 3 ? atoi(argv[2]) : 50;
+        const char *env = getenv("RINGFEED_TEST_SCALE"); /* < 1 under slow tools */
+        if (env && atof(env) > 0 && atof(env) < 1)
+            per = (int)(per * atof(env));
+        corpus c = {0};
+        make_corpus(&c);
+        uint64_t rs = 0x9e3779b97f4a7c15ULL;
+        size_t cap = 0;
+        for (int i = 0; i < c.n; i++)
+            cap = c.v[i].len > cap ? c.v[i].len : cap;
+        uint8_t *buf = malloc(cap);
+        long runs = 0;
+        for (int i = 0; i < c.n; i++) {
+            LLVMFuzzerTestOneInput(c.v[i].data, c.v[i].len);
+            runs++;
+            for (int k = 0; k < per; k++) {
+                size_t n = mutate(c.v[i].data, c.v[i].len, buf, cap, &rs);
+                LLVMFuzzerTestOneInput(buf, n);
+                runs++;
+            }
+        }
+        printf("fuzz_webp_seeds: %d seeds, %ld runs, no findings\n", c.n, runs);
+        free(buf);
+        free_corpus(&c);
+    } else if (argc < 2 || argv[1][0] == '-') {
+        fprintf(stderr, "usage: %s --gen DIR | --list | --self [N] | FILE|DIR...\n", argv[0]);
+        return 2;
+    } else {
+        int count = 0;
+        for (int i = 1; i < argc; i++)
+            if (run_path(argv[i], &count) != 0)
+                rc = 1;
+        printf("fuzz_webp_seeds: replayed %d inputs\n", count);
+    }
+    rf__decoder_destroy(fz_decoder);
+    rf__resampler_destroy(fz_resampler);
+    return rc;
+}
+#endif /* RF_FUZZ_STANDALONE */

@@ -32,11 +32,13 @@
 #include "source.h"
 
 #define ERRCAP 512
+#define CHUNK 1024 /* positions encoded before they are written (bounds the memory) */
 
 typedef struct opts {
     const char *src, *out, *prefix;
     pack_image_opts img;
-    int64_t shard_count; /* samples per shard */
+    int64_t shard_count; /* positions per shard (--shard-count) */
+    uint64_t shard_size; /* > 0: close a shard once it holds this many bytes (--shard-size) */
     int workers;
     int shuffle;
     uint64_t seed;
@@ -187,9 +189,9 @@ static void shard_name(const opts *o, int64_t k, char *buf, size_t cap, int tmp)
         snprintf(buf, cap, "%s/%s-%06lld.tar", o->out, o->prefix, (long long)k);
 }
 
-/* A complete shard of an earlier run: counts its .jpg members and marks
- * the positions [a, b) missing from it (skipped then) in present[]. */
-static int scan_shard(const char *path, int64_t a, int64_t b, unsigned char *present,
+/* A complete shard of an earlier run: counts its .jpg members, marks
+ * their keys in present[0..n) and gives the largest key. */
+static int scan_shard(const char *path, unsigned char *present, int64_t n, int64_t *maxkey,
                       shard_info *si)
 {
     FILE *f = fopen(path, "rb");
@@ -199,11 +201,13 @@ static int scan_shard(const char *path, int64_t a, int64_t b, unsigned char *pre
     si->samples = 0;
     while (fread(h, 1, 512, f) == 512 && h[0]) {
         uint64_t size = strtoull((char *)h + 124, NULL, 8);
+        h[99] = 0; /* the name field need not end with a NUL */
         char *dot = strrchr((char *)h, '.');
         if (dot && !strcmp(dot, ".jpg")) {
-            int64_t pos = strtoll((char *)h, NULL, 10);
-            if (pos >= a && pos < b)
-                present[pos - a] = 1;
+            int64_t key = strtoll((char *)h, NULL, 10);
+            if (key >= 0 && key < n)
+                present[key] = 1;
+            *maxkey = key > *maxkey ? key : *maxkey;
             si->samples++;
         }
         if (fseeko(f, (off_t)((size + 511) / 512 * 512), SEEK_CUR) != 0)
@@ -213,6 +217,56 @@ static int scan_shard(const char *path, int64_t a, int64_t b, unsigned char *pre
     struct stat st;
     si->bytes = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
     si->resumed = 1;
+    return 0;
+}
+
+/* Room for shard k in *si (zeroed). 0, or 1 when out of memory. */
+static int grow_shards(shard_info **si, int64_t *cap, int64_t k)
+{
+    if (k < *cap)
+        return 0;
+    int64_t nc = *cap ? 2 * *cap : 64;
+    shard_info *p = realloc(*si, (size_t)nc * sizeof *p);
+    if (!p)
+        return 1;
+    memset(p + *cap, 0, (size_t)(nc - *cap) * sizeof *p);
+    *si = p;
+    *cap = nc;
+    return 0;
+}
+
+/* Lists position pos as skipped. 0, or 1 when out of memory. */
+static int add_bad(bad **bads, int64_t *nbad, int64_t *cap, int64_t pos, const char *reason)
+{
+    if (*nbad == *cap) {
+        int64_t nc = *cap ? 2 * *cap : 16;
+        bad *p = realloc(*bads, (size_t)nc * sizeof *p);
+        if (!p) {
+            fprintf(stderr, "ringfeed-pack: out of memory\n");
+            return 1;
+        }
+        *bads = p;
+        *cap = nc;
+    }
+    (*bads)[*nbad].pos = pos;
+    snprintf((*bads)[*nbad].reason, ERRCAP, "%s", reason);
+    (*nbad)++;
+    return 0;
+}
+
+/* Ends the tar, makes it durable and gives it its final name. 0 or 1. */
+static int finish_shard(FILE *f, const char *tmp, const char *final, uint64_t *bytes)
+{
+    static const uint8_t end[1024];
+    int e = fwrite(end, 1, sizeof end, f) != sizeof end;
+    e |= fflush(f) != 0 || fsync(fileno(f)) != 0;
+    *bytes = (uint64_t)ftello(f);
+    e |= fclose(f) != 0;
+    if (e || rename(tmp, final) != 0) {
+        fprintf(stderr, "ringfeed-pack: cannot write %s: %s\n", final, strerror(errno));
+        unlink(tmp);
+        return 1;
+    }
     return 0;
 }
 
@@ -287,10 +341,11 @@ static int write_manifest(const opts *o, const rf_source *s, const int64_t *orde
         fputs(c ? ", " : "", f);
         json_str(f, s->arena + s->class_off[c]);
     }
-    fprintf(f, "],\n  \"options\": {\"max_side\": %d, \"quality\": %d, \"shard_count\": %lld, "
+    fprintf(f, "],\n  \"options\": {\"max_side\": %d, \"quality\": %d, \"shard_count\": %lld, \"shard_size\": %llu, "
                "\"shuffle\": %s, \"seed\": %llu, \"keep_original_if_smaller\": %s, "
                "\"on_error\": \"%s\", \"prefix\": ",
-            o->img.max_side, o->img.quality, (long long)o->shard_count,
+            o->img.max_side, o->img.quality, o->shard_size ? 0LL : (long long)o->shard_count,
+            (unsigned long long)o->shard_size,
             o->shuffle ? "true" : "false", (unsigned long long)o->seed,
             o->img.keep_original ? "true" : "false", o->skip_errors ? "skip" : "raise");
     json_str(f, o->prefix);
@@ -332,6 +387,7 @@ static void usage(FILE *f)
             "                      0, the default: keep the size)\n"
             "  --quality Q         JPEG quality 1..100 (default 90)\n"
             "  --shard-count N     samples per shard (default 1000)\n"
+            "  --shard-size BYTES  instead: close each shard once it holds BYTES (suffixes k, M, G)\n"
             "  --workers N         encoding threads (default: the CPUs); output does not depend on it\n"
             "  --shuffle           write the samples in a shuffled order (seeded by --seed)\n"
             "  --seed S            seed of --shuffle (default 0)\n"
@@ -353,6 +409,21 @@ static int parse_int(const char *s, long long lo, long long hi, long long *v)
     return 0;
 }
 
+/* A byte count with an optional k, M or G suffix (powers of 1024). */
+static int parse_size(const char *s, uint64_t *v)
+{
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(s, &end, 10);
+    int shift = *end == 'k' || *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+    if (shift)
+        end++;
+    if (errno || end == s || *end || *s == '-' || x == 0 || x > (UINT64_MAX >> shift))
+        return -1;
+    *v = (uint64_t)x << shift;
+    return 0;
+}
+
 static uint64_t splitmix(uint64_t *x)
 {
     uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
@@ -366,21 +437,23 @@ int main(int argc, char **argv)
     opts o = {.prefix = "shard", .img = {0, 90, 0}, .shard_count = 1000};
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     o.workers = cpus > 0 ? (int)cpus : 1;
-    enum { O_MAX = 256, O_Q, O_SC, O_W, O_SH, O_SEED, O_KEEP, O_PRE, O_ERR, O_STOP };
+    enum { O_MAX = 256, O_Q, O_SC, O_SS, O_W, O_SH, O_SEED, O_KEEP, O_PRE, O_ERR, O_STOP };
     static const struct option lo[] = {
         {"max-side", 1, 0, O_MAX}, {"quality", 1, 0, O_Q}, {"shard-count", 1, 0, O_SC},
+        {"shard-size", 1, 0, O_SS},
         {"workers", 1, 0, O_W}, {"shuffle", 0, 0, O_SH}, {"seed", 1, 0, O_SEED},
         {"keep-original-if-smaller", 0, 0, O_KEEP}, {"prefix", 1, 0, O_PRE},
         {"on-error", 1, 0, O_ERR}, {"stop-after-shards", 1, 0, O_STOP}, {"help", 0, 0, 'h'},
         {0, 0, 0, 0}};
-    int c;
+    int c, sc_given = 0;
     long long v;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         int bad_arg = 0;
         switch (c) {
         case O_MAX: bad_arg = parse_int(optarg, 0, 1 << 16, &v); o.img.max_side = (int)v; break;
         case O_Q: bad_arg = parse_int(optarg, 1, 100, &v); o.img.quality = (int)v; break;
-        case O_SC: bad_arg = parse_int(optarg, 1, INT64_MAX, &v); o.shard_count = v; break;
+        case O_SC: sc_given = 1; bad_arg = parse_int(optarg, 1, INT64_MAX, &v); o.shard_count = v; break;
+        case O_SS: bad_arg = parse_size(optarg, &o.shard_size); break;
         case O_W: bad_arg = parse_int(optarg, 1, 1024, &v); o.workers = (int)v; break;
         case O_SH: o.shuffle = 1; break;
         case O_SEED: bad_arg = parse_int(optarg, 0, INT64_MAX, &v); o.seed = (uint64_t)v; break;
@@ -402,6 +475,10 @@ int main(int argc, char **argv)
                     lo[c - O_MAX].name);
             return 2;
         }
+    }
+    if (sc_given && o.shard_size) {
+        fprintf(stderr, "ringfeed-pack: --shard-count and --shard-size exclude each other\n");
+        return 2;
     }
     if (argc - optind != 2) {
         usage(stderr);
@@ -428,14 +505,14 @@ int main(int argc, char **argv)
     }
     int64_t n = s.n;
     int64_t *order = malloc((size_t)(n ? n : 1) * sizeof *order);
-    int64_t nshards = (n + o.shard_count - 1) / o.shard_count;
-    shard_info *si = calloc((size_t)(nshards ? nshards : 1), sizeof *si);
-    result *res = calloc((size_t)(o.shard_count < n ? o.shard_count : (n ? n : 1)), sizeof *res);
-    unsigned char *present = calloc((size_t)(o.shard_count < n ? o.shard_count : (n ? n : 1)), 1);
+    shard_info *si = NULL;
+    int64_t si_cap = 0;
+    result *res = calloc(CHUNK, sizeof *res);
+    unsigned char *present = calloc((size_t)(n ? n : 1), 1); /* resume: keys found */
     bad *bads = NULL;
     int64_t nbad = 0, bad_cap = 0;
     int rc = 0;
-    if (!order || !si || !res || !present) {
+    if (!order || !res || !present) {
         fprintf(stderr, "ringfeed-pack: out of memory\n");
         rc = 1;
         goto out;
@@ -453,64 +530,74 @@ int main(int argc, char **argv)
     }
     int tty = isatty(2);
     double t0 = now_s();
-    int64_t done = 0, written_now = 0;
-    for (int64_t k = 0; k < nshards && rc == 0; k++) {
-        int64_t a = k * o.shard_count, b = a + o.shard_count < n ? a + o.shard_count : n;
-        char final[4096], tmp[4096];
+    int width = 6; /* digits of the keys */
+    for (int64_t m = n; m >= 1000000; m /= 10)
+        width++;
+    int64_t pos = 0, k = 0, written_now = 0;
+    /* Resume: the complete shards of an earlier run, in order. Shard k of
+     * --shard-count holds positions [k * count, (k + 1) * count); a shard of
+     * --shard-size ends with a written sample (it closes right after one),
+     * so the next starts after its largest key. */
+    for (;; k++) {
+        char final[4096];
         shard_name(&o, k, final, sizeof final, 0);
-        shard_name(&o, k, tmp, sizeof tmp, 1);
-        int resumed = access(final, F_OK) == 0;
-        if (resumed) {
-            memset(present, 0, (size_t)(b - a));
-            if (scan_shard(final, a, b, present, &si[k]) != 0) {
-                fprintf(stderr, "ringfeed-pack: cannot read %s\n", final);
-                rc = 1;
-                break;
-            }
-        } else {
-            job j = {.o = &o, .s = &s, .order = order, .a = a, .b = b, .res = res};
-            atomic_init(&j.next, 0);
-            atomic_init(&j.done, 0);
-            memset(res, 0, (size_t)(b - a) * sizeof *res);
-            run_shard(&j, done, n, t0, tty);
-        }
-        FILE *f = NULL;
-        if (!resumed && !(f = fopen(tmp, "wb"))) {
-            fprintf(stderr, "ringfeed-pack: cannot create %s: %s\n", tmp, strerror(errno));
+        if (pos >= n || access(final, F_OK) != 0)
+            break;
+        int64_t maxkey = -1;
+        if ((rc = grow_shards(&si, &si_cap, k)) != 0 ||
+            scan_shard(final, present, n, &maxkey, &si[k]) != 0) {
+            fprintf(stderr, "ringfeed-pack: cannot read %s\n", final);
             rc = 1;
+            goto out;
         }
-        int width = 6;
-        for (int64_t m = n; m >= 1000000; m /= 10)
-            width++;
-        for (int64_t p = a; p < b; p++) {
-            int ok = resumed ? present[p - a] : res[p - a].rc == 0;
-            const char *reason = resumed ? "skipped by an earlier run" : res[p - a].err;
-            if (!ok && rc == 0) {
-                char name[4096];
-                rf__source_name(&s, order[p], name, sizeof name);
-                if (!o.skip_errors) {
-                    fprintf(stderr, "%sringfeed-pack: %s: %s\n", tty ? "\n" : "", name, reason);
+        int64_t end = o.shard_size ? maxkey + 1 : (k + 1) * o.shard_count;
+        end = end > n ? n : end;
+        for (int64_t p = pos; p < end; p++)
+            if (!present[p] && add_bad(&bads, &nbad, &bad_cap, p, "skipped by an earlier run")) {
+                rc = 1;
+                goto out;
+            }
+        pos = end > pos ? end : pos;
+    }
+    int64_t shard_first = pos;
+    FILE *f = NULL;
+    char final[4096], tmp[4096];
+    while (pos < n && rc == 0) {
+        /* a chunk of positions, encoded in parallel, then written in order */
+        int64_t b = pos + CHUNK < n ? pos + CHUNK : n;
+        if (!o.shard_size && b > (k + 1) * o.shard_count)
+            b = (k + 1) * o.shard_count; /* the count rule: a chunk never spans two shards */
+        job j = {.o = &o, .s = &s, .order = order, .a = pos, .b = b, .res = res};
+        atomic_init(&j.next, 0);
+        atomic_init(&j.done, 0);
+        memset(res, 0, (size_t)(b - pos) * sizeof *res);
+        run_shard(&j, pos - shard_first, n - shard_first, t0, tty);
+        for (int64_t p = pos; p < b; p++) {
+            result *r = &res[p - pos];
+            if (rc != 0)
+                goto next;
+            if (!f) {
+                if ((rc = grow_shards(&si, &si_cap, k)) != 0) {
+                    fprintf(stderr, "ringfeed-pack: out of memory\n");
+                    goto next;
+                }
+                shard_name(&o, k, final, sizeof final, 0);
+                shard_name(&o, k, tmp, sizeof tmp, 1);
+                if (!(f = fopen(tmp, "wb"))) {
+                    fprintf(stderr, "ringfeed-pack: cannot create %s: %s\n", tmp,
+                            strerror(errno));
                     rc = 1;
-                } else {
-                    if (!resumed)
-                        fprintf(stderr, "%sringfeed-pack: skipped %s: %s\n", tty ? "\n" : "",
-                                name, reason);
-                    if (nbad == bad_cap) {
-                        bad_cap = bad_cap ? 2 * bad_cap : 16;
-                        bad *nb = realloc(bads, (size_t)bad_cap * sizeof *bads);
-                        if (!nb) {
-                            fprintf(stderr, "ringfeed-pack: out of memory\n");
-                            rc = 1;
-                            continue;
-                        }
-                        bads = nb;
-                    }
-                    bads[nbad].pos = p;
-                    snprintf(bads[nbad].reason, ERRCAP, "%s", reason);
-                    nbad++;
+                    goto next;
                 }
             }
-            if (!resumed && ok && rc == 0) {
+            if (r->rc != 0) {
+                char name[4096];
+                rf__source_name(&s, order[p], name, sizeof name);
+                fprintf(stderr, "%sringfeed-pack: %s%s: %s\n", tty ? "\n" : "",
+                        o.skip_errors ? "skipped " : "", name, r->err);
+                if (!o.skip_errors || add_bad(&bads, &nbad, &bad_cap, p, r->err))
+                    rc = 1;
+            } else {
                 char member[64], label[32], digits[24];
                 int nd = snprintf(digits, sizeof digits, "%lld", (long long)p);
                 /* the key: p zero-padded to the width of the largest one */
@@ -518,44 +605,48 @@ int main(int argc, char **argv)
                          "000000000000000000000", digits);
                 int ll = snprintf(label, sizeof label, "%lld",
                                   (long long)rf__source_label(&s, order[p]));
-                int e = tar_member(f, member, res[p - a].jpg, res[p - a].len);
+                int e = tar_member(f, member, r->jpg, r->len);
                 snprintf(member, sizeof member, "%.*s%s.cls", width > nd ? width - nd : 0,
                          "000000000000000000000", digits);
                 if (e || tar_member(f, member, label, (size_t)ll)) {
                     fprintf(stderr, "ringfeed-pack: cannot write %s\n", tmp);
                     rc = 1;
+                    goto next;
                 }
                 si[k].samples++;
             }
-            if (!resumed)
-                free(res[p - a].jpg);
-        }
-        done += b - a;
-        if (resumed)
-            continue;
-        if (f) {
-            static const uint8_t end[1024];
-            int e = fwrite(end, 1, sizeof end, f) != sizeof end;
-            e |= fflush(f) != 0 || fsync(fileno(f)) != 0;
-            si[k].bytes = (uint64_t)ftello(f);
-            e |= fclose(f) != 0;
-            if (rc == 0 && e) {
-                fprintf(stderr, "ringfeed-pack: cannot write %s\n", tmp);
-                rc = 1;
+            int close_now = p + 1 == n;
+            if (o.shard_size)
+                close_now |= r->rc == 0 && (uint64_t)ftello(f) + 1024 >= o.shard_size;
+            else
+                close_now |= p + 1 == (k + 1) * o.shard_count;
+            if (close_now) {
+                if (o.shard_size && si[k].samples == 0) {
+                    /* only skipped samples after the last full shard: no shard */
+                    fclose(f);
+                    f = NULL;
+                    unlink(tmp);
+                    goto next;
+                }
+                rc = finish_shard(f, tmp, final, &si[k].bytes);
+                f = NULL;
+                k++;
+                if (rc == 0 && o.stop_after && ++written_now >= o.stop_after && p + 1 < n) {
+                    fprintf(stderr, "%sringfeed-pack: stopped after %d shard(s) "
+                                    "(--stop-after-shards)\n", tty ? "\n" : "", o.stop_after);
+                    rc = 3;
+                }
             }
-            if (rc == 0 && rename(tmp, final) != 0) {
-                fprintf(stderr, "ringfeed-pack: cannot rename %s: %s\n", tmp, strerror(errno));
-                rc = 1;
-            }
-            if (rc != 0)
-                unlink(tmp);
+        next:
+            free(r->jpg);
         }
-        if (rc == 0 && o.stop_after && ++written_now >= o.stop_after && k + 1 < nshards) {
-            fprintf(stderr, "ringfeed-pack: stopped after %d shard(s) (--stop-after-shards)\n",
-                    o.stop_after);
-            rc = 3;
-        }
+        pos = b;
     }
+    if (f) { /* stopped by an error: the partial shard goes */
+        fclose(f);
+        unlink(tmp);
+    }
+    int64_t nshards = k;
     if (tty)
         fputc('\n', stderr);
     if (rc == 0) {

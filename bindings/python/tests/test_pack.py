@@ -211,3 +211,38 @@ def test_python_module_help():
     assert r.returncode == 0, r.stderr
     assert "usage: ringfeed-pack" in r.stdout and "--max-side" in r.stdout
     assert PKG_DIR
+
+
+def test_shard_size_resume_with_skipped_samples(folder, tmp_path):
+    """--shard-size: every shard but the last holds at least that many bytes;
+    a stopped run resumed gives the bytes and manifest of an uninterrupted
+    one, bad samples (skipped) included."""
+    src = str(tmp_path / "src")
+    shutil.copytree(folder, src)
+    want, _ = imagefolder_samples(src)
+    for i in (4, 9, len(want) - 1):  # bad ones, among them the last sample
+        with open(want[i][0], "wb") as f:
+            f.write(b"not a picture")
+    args = ("--max-side", MAX_SIDE, "--shard-size", "8k", "--on-error", "skip")
+    full, part = str(tmp_path / "full"), str(tmp_path / "part")
+    pack(src, full, *args, "--workers", 2)
+    m = json.load(open(os.path.join(full, "manifest.json")))
+    assert len(m["shards"]) >= 3
+    assert all(s["bytes"] >= 8192 for s in m["shards"][:-1])
+    assert m["skipped"] == 3 and m["samples"] == len(want) - 3
+    assert [s["key"] for s in m["skipped_samples"]] == [4, 9, len(want) - 1]
+    r = pack(src, part, *args, "--workers", 1, "--stop-after-shards", 2, check=False)
+    assert r.returncode == 3, r.stderr
+    pack(src, part, *args, "--workers", 3)
+    assert shard_bytes(part) == shard_bytes(full)
+    mp = json.load(open(os.path.join(part, "manifest.json")))
+    for s in mp["skipped_samples"]:
+        s["reason"] = None
+    for s in m["skipped_samples"]:
+        s["reason"] = None
+    del mp["source"], m["source"]
+    assert mp == m
+    labs = [int(r[3]) for r in members(full) if r[2] == "cls"]
+    assert labs == [lab for i, (_, lab) in enumerate(want) if i not in (4, 9, len(want) - 1)]
+    r = pack(src, str(tmp_path / "x"), "--shard-size", "8k", "--shard-count", 3, check=False)
+    assert r.returncode == 2

@@ -4,12 +4,15 @@
  *
  * The source is indexed by the library's own indexer (source.h). Samples are
  * taken in the source's order, or in a seeded shuffled order (--shuffle
- * --seed), and cut into shards of a fixed number of samples, so shard k
- * always holds the same samples: a rerun skips every shard already complete
- * and writes the others byte-identical to an uninterrupted run (resume).
- * Within a shard, workers take samples by an atomic counter and leave each
- * result in its own slot; the main thread writes the shard in order once
- * all are done, so the bytes do not depend on the worker count. Each shard
+ * --seed), and cut into shards by a rule that depends only on the
+ * samples' bytes: a fixed number of positions per shard (--shard-count), or
+ * a shard closes after the written sample that brings it to --shard-size
+ * bytes. So a rerun finds where the complete shards of an earlier run end
+ * (from the count, or from the largest key in the last one), skips them and
+ * writes the others byte-identical to an uninterrupted run (resume).
+ * Positions are encoded in chunks: workers take them by an atomic counter
+ * and leave each result in its own slot; the main thread then writes the
+ * chunk in order, so the bytes do not depend on the worker count. Each shard
  * is written as OUT/.<name>.tmp and renamed when complete. The key of a
  * sample is its position in the write order, zero-padded; a skipped bad
  * sample leaves a gap in the keys. OUT/manifest.json is written last.

@@ -1,0 +1,146 @@
+#!/usr/bin/python3
+"""pack_bench.py - what ringfeed-pack buys: images/s of random_resized_crop
+from packed shards vs ringfeed and torchvision on the original folder, and
+the pixels it changes (PSNR of center crops against torchvision on the
+originals).
+
+    python3 bench/pack_bench.py FOLDER [--max-side 320] [--quality 90] [--rounds 3]
+
+Packs FOLDER into a temporary folder with ringfeed-pack (--max-side,
+--quality), then runs, alternating, `rounds` times: ringfeed on the shards,
+ringfeed on the folder, torchvision's DataLoader(ImageFolder,
+RandomResizedCrop + RandomHorizontalFlip + PILToTensor, num_workers) on the
+folder; each run builds its loader, runs one warm-up epoch and times the
+next `epochs` epochs. Prints the medians and their ratios, then the mean
+PSNR of center 224 (Resize(256) + CenterCrop(224)) from the shards, and
+from the folder by ringfeed, against torchvision on the originals. Needs
+the build's libringfeed and ringfeed-pack (found as ringfeed.pack does).
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "bindings", "python"))
+import ringfeed  # noqa: E402
+import ringfeed.pack  # noqa: E402
+
+
+def rf_rate(spec, a):
+    ld = ringfeed.Loader(spec, batch_size=a.batch, image_size=a.size,
+                         transform="random_resized_crop", flip=True, num_workers=a.workers,
+                         shuffle=True, seed=1)
+    with ld:
+        for _ in ld:  # warm-up epoch
+            pass
+        n, t0 = 0, time.perf_counter()
+        for e in range(a.epochs):
+            for batch in ld:
+                n += len(batch[1])
+        return n / (time.perf_counter() - t0)
+
+
+def torch_rate(folder, a):
+    import torch
+    import torchvision.transforms as T
+    from torchvision.datasets import ImageFolder
+    tf = T.Compose([T.RandomResizedCrop(a.size), T.RandomHorizontalFlip(), T.PILToTensor()])
+    dl = torch.utils.data.DataLoader(ImageFolder(folder, transform=tf), batch_size=a.batch,
+                                     shuffle=True, num_workers=a.workers,
+                                     persistent_workers=True)
+    for _ in dl:
+        pass
+    n, t0 = 0, time.perf_counter()
+    for e in range(a.epochs):
+        for x, y in dl:
+            n += len(y)
+    r = n / (time.perf_counter() - t0)
+    del dl
+    return r
+
+
+def psnr(a, b):
+    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
+    return 100.0 if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
+
+
+def center_psnr(spec, refs, a):
+    got = []
+    with ringfeed.Loader(spec, batch_size=a.batch, image_size=a.size, transform="center",
+                         layout="NHWC", shuffle=False, num_workers=a.workers) as ld:
+        for batch in ld:
+            got.extend(np.asarray(batch[0]))
+    assert len(got) == len(refs), (len(got), len(refs))
+    return float(np.mean([psnr(g, r) for g, r in zip(got, refs)]))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("folder")
+    p.add_argument("--max-side", type=int, default=320)
+    p.add_argument("--quality", type=int, default=90)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--size", type=int, default=224)
+    p.add_argument("--out", help="pack here (kept) instead of a temporary folder")
+    a = p.parse_args()
+
+    tmp = None
+    out = a.out
+    if not out:
+        tmp = tempfile.mkdtemp(prefix="rfpack")
+        out = os.path.join(tmp, "packed")
+    t0 = time.perf_counter()
+    r = ringfeed.pack.run(["--max-side", a.max_side, "--quality", a.quality,
+                           "--workers", a.workers, a.folder, out], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit("ringfeed-pack failed: " + r.stderr)
+    pack_s = time.perf_counter() - t0
+    m = json.load(open(os.path.join(out, "manifest.json")))
+    src_bytes = sum(os.path.getsize(os.path.join(d, f))
+                    for d, _, fs in os.walk(a.folder) for f in fs)
+    packed_bytes = sum(s["bytes"] for s in m["shards"])
+    print("packed %d samples into %d shards in %.1f s (%.0f images/s); %.1f MB -> %.1f MB"
+          % (m["samples"], len(m["shards"]), pack_s, m["samples"] / pack_s, src_bytes / 1e6,
+             packed_bytes / 1e6))
+    spec = os.path.join(out, "shard-*.tar")
+
+    runs = {"ringfeed shards": [], "ringfeed folder": [], "torchvision folder": []}
+    for k in range(a.rounds):
+        runs["ringfeed shards"].append(rf_rate(spec, a))
+        runs["ringfeed folder"].append(rf_rate(a.folder, a))
+        runs["torchvision folder"].append(torch_rate(a.folder, a))
+        print("round %d: %s" % (k + 1, ", ".join("%s %.0f" % (n, v[-1]) for n, v in runs.items())),
+              flush=True)
+    med = {n: statistics.median(v) for n, v in runs.items()}
+    print("random_resized_crop %d, flip, %d workers, batch %d, medians of %d rounds (images/s):"
+          % (a.size, a.workers, a.batch, a.rounds))
+    for n, v in med.items():
+        print("  %-20s %8.0f" % (n, v))
+    print("  shards / ringfeed folder:    %.2fx" % (med["ringfeed shards"] / med["ringfeed folder"]))
+    print("  shards / torchvision folder: %.2fx"
+          % (med["ringfeed shards"] / med["torchvision folder"]))
+
+    from torchvision.datasets import ImageFolder
+    sys.path.insert(0, os.path.join(HERE, "..", "bindings", "python", "tests"))
+    from rfhelpers import reference_center
+    refs = [reference_center(path, a.size) for path, _ in ImageFolder(a.folder).samples]
+    print("center %d mean PSNR vs torchvision on the originals: packed shards %.2f dB, "
+          "ringfeed on the folder %.2f dB"
+          % (a.size, center_psnr(spec, refs, a), center_psnr(a.folder, refs, a)))
+    if tmp:
+        shutil.rmtree(tmp)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,198 @@
+/*
+ * pack_image.c - one sample's bytes to the JPEG that ringfeed-pack stores.
+ *
+ * Decoding goes through the library's own format seam (decode_formats.h) at
+ * full resolution (max_denom 1: the pixels PIL decodes), shrinking through
+ * the library's Pillow-exact antialiased resampler with a whole-picture
+ * geometry, so a packed picture is what torchvision's Resize would make of
+ * the original. Encoding is libjpeg-turbo's compressor with fixed settings,
+ * so the same input gives the same bytes on every run and for any worker
+ * count (the resume and determinism guarantees rest on that).
+ *
+ * Only the JPEG format is decoded here for now: decode.c keeps its format
+ * list private, and the other formats' files are not in this tree yet.
+ */
+#define _GNU_SOURCE
+#include "pack.h"
+
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jpeglib.h>
+
+#include "decode_formats.h"
+#include "resample.h"
+#include "ringfeed.h"
+
+/* The loader's defaults for the same limits (lib/options.c). */
+enum { PACK_MAX_SCANS = 1000 };
+#define PACK_MAX_PIXELS INT64_C(178956970)
+
+typedef struct pack_jerr {
+    struct jpeg_error_mgr mgr;
+    jmp_buf jump;
+    char msg[JMSG_LENGTH_MAX];
+} pack_jerr;
+
+struct pack_coder {
+    void *jpeg;            /* rf__format_jpeg's decoder state */
+    rf_resampler *rs;
+    uint8_t *pix;          /* the shrunk picture, RGB */
+    size_t pix_cap;
+};
+
+pack_coder *pack_coder_create(void)
+{
+    pack_coder *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->jpeg = rf__format_jpeg.create();
+    c->rs = rf__resampler_create();
+    if (!c->jpeg || !c->rs) {
+        pack_coder_destroy(c);
+        return NULL;
+    }
+    return c;
+}
+
+void pack_coder_destroy(pack_coder *c)
+{
+    if (!c)
+        return;
+    if (c->jpeg)
+        rf__format_jpeg.destroy(c->jpeg);
+    rf__resampler_destroy(c->rs);
+    free(c->pix);
+    free(c);
+}
+
+/* libjpeg reports fatal errors here; return to encode()'s setjmp. */
+static void on_error(j_common_ptr cinfo)
+{
+    pack_jerr *e = (pack_jerr *)cinfo->err;
+    cinfo->err->format_message(cinfo, e->msg);
+    longjmp(e->jump, 1);
+}
+
+/* RGB rows (stride bytes apart) to a JPEG in *out. */
+static int encode(const uint8_t *rows, size_t stride, int w, int h, int quality, uint8_t **out,
+                  size_t *out_len, char *err, size_t errcap)
+{
+    struct jpeg_compress_struct ci;
+    pack_jerr je;
+    /* volatile: read after a longjmp back into this frame */
+    unsigned char *volatile buf = NULL;
+    unsigned long size = 0;
+    ci.err = jpeg_std_error(&je.mgr);
+    je.mgr.error_exit = on_error;
+    if (setjmp(je.jump)) {
+        jpeg_destroy_compress(&ci);
+        free(buf);
+        snprintf(err, errcap, "encoding failed: %s", je.msg);
+        return RF_E_NOMEM;
+    }
+    jpeg_create_compress(&ci);
+    unsigned char *b = NULL;
+    jpeg_mem_dest(&ci, &b, &size);
+    ci.image_width = (JDIMENSION)w;
+    ci.image_height = (JDIMENSION)h;
+    ci.input_components = 3;
+    ci.in_color_space = JCS_RGB;
+    jpeg_set_defaults(&ci);
+    jpeg_set_quality(&ci, quality, TRUE);
+    /* 4:2:0 chroma, as jpeg_set_defaults gives for YCbCr, spelled out */
+    ci.comp_info[0].h_samp_factor = 2;
+    ci.comp_info[0].v_samp_factor = 2;
+    ci.comp_info[1].h_samp_factor = ci.comp_info[1].v_samp_factor = 1;
+    ci.comp_info[2].h_samp_factor = ci.comp_info[2].v_samp_factor = 1;
+    ci.optimize_coding = TRUE;
+    ci.write_JFIF_header = TRUE;
+    jpeg_start_compress(&ci, TRUE);
+    while (ci.next_scanline < ci.image_height) {
+        JSAMPROW row = (JSAMPROW)(rows + (size_t)ci.next_scanline * stride);
+        jpeg_write_scanlines(&ci, &row, 1);
+        buf = b; /* jpeg_mem_dest may have moved it */
+    }
+    jpeg_finish_compress(&ci);
+    jpeg_destroy_compress(&ci);
+    *out = b;
+    *out_len = size;
+    return 0;
+}
+
+/* Size of a w x h picture shrunk so that its longer side is at most max_side. */
+static void target_size(int w, int h, int max_side, int *ow, int *oh)
+{
+    *ow = w;
+    *oh = h;
+    if (max_side <= 0 || (w <= max_side && h <= max_side))
+        return;
+    if (w >= h) {
+        *ow = max_side;
+        *oh = (int)((double)h * max_side / w + 0.5);
+    } else {
+        *oh = max_side;
+        *ow = (int)((double)w * max_side / h + 0.5);
+    }
+    if (*ow < 1)
+        *ow = 1;
+    if (*oh < 1)
+        *oh = 1;
+}
+
+int pack_image(pack_coder *c, const uint8_t *data, size_t len, const pack_image_opts *o,
+               uint8_t **out, size_t *out_len, char *err, size_t errcap)
+{
+    const rf_format *fmt = &rf__format_jpeg;
+    *out = NULL;
+    *out_len = 0;
+    if (!fmt->sniff(data, len)) {
+        snprintf(err, errcap, "not a JPEG (%zu bytes; only JPEG sources are packed so far)", len);
+        return RF_E_DECODE;
+    }
+    int w, h;
+    int rc = fmt->header(c->jpeg, data, len, PACK_MAX_SCANS, &w, &h, err, errcap);
+    if (rc != 0)
+        return rc;
+    if ((int64_t)w * h > PACK_MAX_PIXELS) {
+        fmt->abandon(c->jpeg);
+        snprintf(err, errcap, "picture of %dx%d pixels exceeds the limit of %lld pixels", w, h,
+                 (long long)PACK_MAX_PIXELS);
+        return RF_E_LIMIT;
+    }
+    int ow, oh;
+    target_size(w, h, o->max_side, &ow, &oh);
+    rf_geom g = {0, 0, w, h, ow, oh, 0, 0, ow, oh, 0};
+    rf_region r;
+    /* check_tail: the whole stream is decoded, so damage anywhere is found
+     * here and not by the loader that reads the shards */
+    if ((rc = fmt->region(c->jpeg, &g, 1, 1, &r, err, errcap)) != 0)
+        return rc;
+    if (ow == w && oh == h && o->keep_original) {
+        if (!(*out = malloc(len))) {
+            snprintf(err, errcap, "out of memory");
+            return RF_E_NOMEM;
+        }
+        memcpy(*out, data, len);
+        *out_len = len;
+        return 0;
+    }
+    size_t need = (size_t)ow * (size_t)oh * 3;
+    if (need > c->pix_cap) {
+        uint8_t *p = realloc(c->pix, need);
+        if (!p) {
+            snprintf(err, errcap, "out of memory");
+            return RF_E_NOMEM;
+        }
+        c->pix = p;
+        c->pix_cap = need;
+    }
+    if (rf__resample(c->rs, &g, r.full_w, r.full_h, r.rows, r.stride, r.x0, r.y0, r.w, r.h,
+                     c->pix, RF__LAYOUT_NHWC) != 0) {
+        snprintf(err, errcap, "out of memory while resizing");
+        return RF_E_NOMEM;
+    }
+    return encode(c->pix, (size_t)ow * 3, ow, oh, o->quality, out, out_len, err, errcap);
+}

@@ -541,16 +541,22 @@ unsigned rf__reader_inflight(const rf_reader *r)
     return r->inflight;
 }
 
-int rf__reader_submit(rf_reader *r, rf_read *req)
+/* A request's results cleared, its submission time stamped. */
+static void read_begin(rf_read *req)
 {
-    if (r->inflight >= r->depth)
-        return RF_E_STATE;
     req->len = 0;
     req->size = 0;
     req->err = 0;
     req->what = "";
     req->slot = -1;
     req->t_submit_ns = rf__now_ns();
+}
+
+int rf__reader_submit(rf_reader *r, rf_read *req)
+{
+    if (r->inflight >= r->depth)
+        return RF_E_STATE;
+    read_begin(req);
     int rc = 0;
 #ifdef RF_HAVE_URING
     if (r->backend == RF__IO_URING)
@@ -565,12 +571,7 @@ int rf__reader_submit(rf_reader *r, rf_read *req)
 
 int rf__read_sync(rf_read *req, uint64_t max_bytes)
 {
-    req->len = 0;
-    req->size = 0;
-    req->err = 0;
-    req->what = "";
-    req->slot = -1;
-    req->t_submit_ns = rf__now_ns();
+    read_begin(req);
     pread_one(req, max_bytes);
     req->t_done_ns = rf__now_ns();
     return req->err ? -1 : 0;

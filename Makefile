@@ -50,7 +50,7 @@ TEST_VENV := .venv-test
 
 # python3-venv: make deps' virtualenv and the pip_install test's fresh one; git:
 # that test installs a copy of the tracked files.
-DEB_PACKAGES := build-essential cmake pkg-config liburing-dev libturbojpeg0-dev \
+DEB_PACKAGES := build-essential cmake pkg-config liburing-dev libturbojpeg0-dev libspng-dev \
 	libjpeg62-turbo-dev libcmocka-dev python3-numpy python3-pytest python3-torch \
 	python3-torchvision python3-matplotlib python3-pil python3-venv git valgrind clang \
 	libclang-rt-14-dev

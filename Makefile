@@ -146,7 +146,8 @@ memcheck: deps
 fuzz: deps
 	CC=$(FUZZ_CC) $(CMAKE) -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Release -DRF_FUZZ=ON \
 		-DRF_SANITIZE=address,undefined -DRF_WITH_CUDA=OFF $(CMAKE_ARGS)
-	$(CMAKE) --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_decode fuzz_decode_seeds
+	$(CMAKE) --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_decode fuzz_decode_seeds \
+		fuzz_formats fuzz_formats_seeds
 	$(CTEST) --test-dir $(FUZZ_BUILD) --output-on-failure -L fuzz $(CTEST_ARGS)
 ifneq ($(FUZZ_TIME),)
 	cd $(FUZZ_BUILD)/test-tmp/fuzz && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

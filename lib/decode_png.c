@@ -218,10 +218,10 @@ static int png_region(void *state, rf_geom *g, int check_tail, rf_region *r, cha
     /* Reads the chunks before the image data (PLTE, tRNS, ...) too. */
     int ret = spng_decode_image(p->ctx, NULL, 0, SPNG_FMT_PNG, SPNG_DECODE_PROGRESSIVE);
     if (ret)
-        return png_failed(p, ret, "header", err, errcap);
+        return png_failed(p, ret, "chunks", err, errcap);
     size_t image_size, row_bytes;
     if ((ret = spng_decoded_image_size(p->ctx, SPNG_FMT_PNG, &image_size)) != 0)
-        return png_failed(p, ret, "header", err, errcap);
+        return png_failed(p, ret, "chunks", err, errcap);
     row_bytes = image_size / h->height;
     int rc = make_lut(p, err, errcap);
     if (rc)

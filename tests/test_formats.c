@@ -16,6 +16,9 @@
 #include <spng.h>
 #endif
 
+/* ------------------------------------------------------------------ PNG */
+
+#ifdef RF_HAVE_SPNG
 /* CRC-32 of PNG chunks (to fix one up after an edit). */
 static uint32_t crc32_of(const uint8_t *p, size_t n)
 {
@@ -28,9 +31,6 @@ static uint32_t crc32_of(const uint8_t *p, size_t n)
     return c ^ 0xFFFFFFFFu;
 }
 
-/* ------------------------------------------------------------------ PNG */
-
-#ifdef RF_HAVE_SPNG
 /* A PNG of random-ish samples (photo-like where 8 bits allow) at the given
  * depth and colour type; n_plte palette entries (indices run past them);
  * tRNS where the colour type has one. */

@@ -40,9 +40,9 @@ typedef struct rf_bmp {
     const uint8_t *data; /* borrowed, from header to region */
     size_t len;
     int w, h, topdown, bits, pix, comp;
-    int pos[3];       /* PIX_BYTES: byte offset of R, G, B in a pixel */
-    size_t offset;    /* of the pixel data */
-    size_t stride;    /* of an uncompressed row */
+    int pos[3];    /* PIX_BYTES: byte offset of R, G, B in a pixel */
+    size_t offset; /* of the pixel data */
+    size_t stride; /* of an uncompressed row */
     uint8_t pal[256][3];
     uint8_t *rgb, *index; /* crop rows as RGB; RLE: the whole picture's indices */
     size_t rgb_cap, index_cap;
@@ -98,13 +98,13 @@ static int bitfields(rf_bmp *b, uint32_t rm, uint32_t gm, uint32_t bm, uint32_t 
         uint32_t m[4];
         int pix, r, g, b;
     } ok[] = {
-        {32, {0xFF0000, 0xFF00, 0xFF, 0x0}, PIX_BYTES, 2, 1, 0},             /* BGRX */
-        {32, {0xFF000000, 0xFF0000, 0xFF00, 0x0}, PIX_BYTES, 3, 2, 1},       /* XBGR */
-        {32, {0xFF000000, 0xFF0000, 0xFF00, 0xFF}, PIX_BYTES, 3, 2, 1},      /* ABGR */
-        {32, {0xFF, 0xFF00, 0xFF0000, 0xFF000000}, PIX_BYTES, 0, 1, 2},      /* RGBA */
-        {32, {0xFF0000, 0xFF00, 0xFF, 0xFF000000}, PIX_BYTES, 2, 1, 0},      /* BGRA */
-        {32, {0x0, 0x0, 0x0, 0x0}, PIX_BYTES, 2, 1, 0},                      /* BGRA */
-        {24, {0xFF0000, 0xFF00, 0xFF, 0}, PIX_BYTES, 2, 1, 0},               /* BGR */
+        {32, {0xFF0000, 0xFF00, 0xFF, 0x0}, PIX_BYTES, 2, 1, 0},        /* BGRX */
+        {32, {0xFF000000, 0xFF0000, 0xFF00, 0x0}, PIX_BYTES, 3, 2, 1},  /* XBGR */
+        {32, {0xFF000000, 0xFF0000, 0xFF00, 0xFF}, PIX_BYTES, 3, 2, 1}, /* ABGR */
+        {32, {0xFF, 0xFF00, 0xFF0000, 0xFF000000}, PIX_BYTES, 0, 1, 2}, /* RGBA */
+        {32, {0xFF0000, 0xFF00, 0xFF, 0xFF000000}, PIX_BYTES, 2, 1, 0}, /* BGRA */
+        {32, {0x0, 0x0, 0x0, 0x0}, PIX_BYTES, 2, 1, 0},                 /* BGRA */
+        {24, {0xFF0000, 0xFF00, 0xFF, 0}, PIX_BYTES, 2, 1, 0},          /* BGR */
         {16, {0xF800, 0x7E0, 0x1F, 0}, PIX_565, 0, 0, 0},
         {16, {0x7C00, 0x3E0, 0x1F, 0}, PIX_555, 0, 0, 0},
     };
@@ -171,7 +171,7 @@ static int bmp_header(void *state, const uint8_t *d, size_t len, int max_scans, 
     if (bits != 1 && bits != 4 && bits != 8 && bits != 16 && bits != 24 && bits != 32)
         return bmp_error(err, errcap, "unsupported BMP depth of %llu bits", (unsigned)bits);
     if (w == 0 || h == 0)
-        return bmp_error(err, errcap, "BMP of %llu pixels (a side is 0)", w * h);
+        return bmp_error(err, errcap, "BMP of %llu pixels (a side is 0)", 0);
     if (w > INT32_MAX || h > INT32_MAX) {
         snprintf(err, errcap, "BMP of %llux%llu pixels is too large", (unsigned long long)w,
                  (unsigned long long)h);
@@ -220,12 +220,16 @@ static int bmp_header(void *state, const uint8_t *d, size_t len, int max_scans, 
         at += pal_entry * colors;
         if (bw) { /* PIL's mode "1": 1-bit raw data, whatever the depth */
             if (b->comp != BMP_RAW)
-                return bmp_error(err, errcap, "unsupported BMP: RLE with a black and white "
-                                              "palette (%llu colours)", colors);
+                return bmp_error(err, errcap,
+                                 "unsupported BMP: RLE with a black and white "
+                                 "palette (%llu colours)",
+                                 colors);
             b->pix = PIX_BW;
         } else if (gray && bits != 8 && b->comp == BMP_RAW) {
-            return bmp_error(err, errcap, "unsupported BMP: %llu-bit data with a gray "
-                                          "ramp palette", (unsigned)bits);
+            return bmp_error(err, errcap,
+                             "unsupported BMP: %llu-bit data with a gray "
+                             "ramp palette",
+                             (unsigned)bits);
         }
     }
     b->offset = offset ? offset : at;
@@ -404,8 +408,8 @@ static int bmp_region(void *state, rf_geom *g, int check_tail, rf_region *r, cha
     }
     for (int y = by0; y < by1; y++) {
         size_t file_row = b->topdown ? (size_t)y : (size_t)(b->h - 1 - y);
-        const uint8_t *in = rle ? b->index + file_row * (size_t)b->w
-                                : b->data + b->offset + file_row * b->stride;
+        const uint8_t *in =
+            rle ? b->index + file_row * (size_t)b->w : b->data + b->offset + file_row * b->stride;
         row_to_rgb(b, in, rle, bx0, bx1, b->rgb + (size_t)(y - by0) * stride);
     }
     b->data = NULL;

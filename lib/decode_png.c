@@ -54,10 +54,10 @@ static int png_sniff(const uint8_t *data, size_t len)
 
 /* The state of one worker. */
 typedef struct rf_png {
-    spng_ctx *ctx;                    /* this picture's, or NULL */
+    spng_ctx *ctx; /* this picture's, or NULL */
     struct spng_ihdr ihdr;
-    uint8_t lut[256][3];              /* gray or palette index -> RGB */
-    uint8_t *native, *rgb, *scratch;  /* crop rows as decoded, as RGB; a spare row */
+    uint8_t lut[256][3];             /* gray or palette index -> RGB */
+    uint8_t *native, *rgb, *scratch; /* crop rows as decoded, as RGB; a spare row */
     size_t native_cap, rgb_cap, scratch_cap;
 } rf_png;
 

@@ -262,8 +262,10 @@ static int plain_samples(rf_pnm *p, char *err, size_t errcap)
         for (size_t j = 0; j < k; j++) {
             if (tok[j] < '0' || tok[j] > '9') {
                 tok[k] = '\0';
-                snprintf(err, errcap, "PNM data: '%s' is not a plain decimal number "
-                                      "(unsupported)", tok);
+                snprintf(err, errcap,
+                         "PNM data: '%s' is not a plain decimal number "
+                         "(unsupported)",
+                         tok);
                 return -1;
             }
             v = v * 10 + (unsigned long)(tok[j] - '0');
@@ -312,8 +314,8 @@ static void binary_row(const rf_pnm *p, int y, int x0, int x1, uint8_t *out)
     const uint8_t *in = d + (size_t)y * (size_t)p->w * (size_t)bands * (size_t)nb;
     for (int x = x0; x < x1; x++, out += 3) {
         for (int c = 0; c < 3; c++) {
-            const uint8_t *s = in + ((size_t)x * (size_t)bands + (size_t)(bands == 3 ? c : 0)) *
-                                        (size_t)nb;
+            const uint8_t *s =
+                in + ((size_t)x * (size_t)bands + (size_t)(bands == 3 ? c : 0)) * (size_t)nb;
             out[c] = p->lut[nb == 2 ? (unsigned)s[0] << 8 | s[1] : s[0]];
         }
     }

@@ -46,8 +46,8 @@ static int fz_verbose;
 
 static void finding(const char *what, int rc1, int rc2, const char *e1, const char *e2)
 {
-    fprintf(stderr, "fuzz_formats: FINDING: %s (rc %d / %d; \"%s\" / \"%s\")\n", what, rc1, rc2,
-            e1, e2);
+    fprintf(stderr, "fuzz_formats: FINDING: %s (rc %d / %d; \"%s\" / \"%s\")\n", what, rc1, rc2, e1,
+            e2);
     abort(); /* libFuzzer saves the input as a crash artifact */
 }
 
@@ -230,20 +230,23 @@ static void png_seeds(corpus *c, uint64_t *rs)
 {
     static const struct {
         int w, h, depth, ctype, adam7, plte;
-    } v[] = {{23, 17, 8, 2, 0, 0}, {32, 32, 8, 6, 1, 0}, {30, 20, 16, 2, 0, 0},
-             {24, 24, 16, 0, 1, 0}, {40, 9, 1, 0, 0, 0}, {21, 21, 2, 3, 1, 3},
+    } v[] = {{23, 17, 8, 2, 0, 0},  {32, 32, 8, 6, 1, 0},   {30, 20, 16, 2, 0, 0},
+             {24, 24, 16, 0, 1, 0}, {40, 9, 1, 0, 0, 0},    {21, 21, 2, 3, 1, 3},
              {19, 33, 4, 3, 0, 16}, {32, 32, 8, 3, 0, 200}, {17, 29, 8, 4, 0, 0},
              {16, 16, 16, 6, 0, 0}, {64, 48, 8, 2, 1, 0}};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
-        int ch = v[i].ctype == 0 || v[i].ctype == 3 ? 1 : v[i].ctype == 4 ? 2
-                 : v[i].ctype == 2                  ? 3 : 4;
+        int ch = v[i].ctype == 0 || v[i].ctype == 3 ? 1
+                 : v[i].ctype == 4                  ? 2
+                 : v[i].ctype == 2                  ? 3
+                                                    : 4;
         size_t row = ((size_t)v[i].w * ch * v[i].depth + 7) / 8, n = row * v[i].h;
         uint8_t *img = malloc(n);
         for (size_t k = 0; k < n; k++)
             img[k] = (uint8_t)(k * 7 + xs(rs) % 5);
         spng_ctx *e = spng_ctx_new(SPNG_CTX_ENCODER);
-        struct spng_ihdr ih = {(uint32_t)v[i].w, (uint32_t)v[i].h, (uint8_t)v[i].depth,
-                               (uint8_t)v[i].ctype, 0, 0, (uint8_t)v[i].adam7};
+        struct spng_ihdr ih = {
+            (uint32_t)v[i].w,   (uint32_t)v[i].h, (uint8_t)v[i].depth, (uint8_t)v[i].ctype, 0, 0,
+            (uint8_t)v[i].adam7};
         struct spng_plte pl = {.n_entries = (uint32_t)v[i].plte};
         for (int k = 0; k < v[i].plte; k++)
             pl.entries[k].red = pl.entries[k].green = (uint8_t)(k * 3);
@@ -290,12 +293,16 @@ static void bmp_seeds(corpus *c, uint64_t *rs)
     static const struct {
         int w, h, bits, comp, header, colors, topdown;
         uint32_t m[4];
-    } v[] = {{23, 17, 24, 0, 40, 0, 0, {0}},    {32, 32, 8, 0, 40, 256, 0, {0}},
-             {19, 21, 4, 0, 40, 16, 1, {0}},    {37, 37, 1, 0, 40, 2, 0, {0}},
+    } v[] = {{23, 17, 24, 0, 40, 0, 0, {0}},
+             {32, 32, 8, 0, 40, 256, 0, {0}},
+             {19, 21, 4, 0, 40, 16, 1, {0}},
+             {37, 37, 1, 0, 40, 2, 0, {0}},
              {20, 13, 16, 3, 40, 0, 0, {0xF800, 0x7E0, 0x1F}},
              {16, 16, 32, 3, 108, 0, 0, {0xFF, 0xFF00, 0xFF0000, 0xFF000000u}},
-             {25, 25, 8, 0, 12, 256, 0, {0}},   {30, 12, 32, 0, 124, 0, 1, {0}},
-             {24, 24, 8, 1, 40, 256, 0, {0}},   {22, 14, 4, 2, 40, 16, 0, {0}}};
+             {25, 25, 8, 0, 12, 256, 0, {0}},
+             {30, 12, 32, 0, 124, 0, 1, {0}},
+             {24, 24, 8, 1, 40, 256, 0, {0}},
+             {22, 14, 4, 2, 40, 16, 0, {0}}};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         int entry = v[i].header == 12 ? 3 : 4, rle = v[i].comp == 1 || v[i].comp == 2;
         size_t stride = (((size_t)v[i].w * v[i].bits + 31) >> 3) & ~(size_t)3;
@@ -357,9 +364,9 @@ static void pnm_seeds(corpus *c, uint64_t *rs)
 {
     static const struct {
         int magic, w, h, maxval;
-    } v[] = {{1, 13, 7, 1},   {2, 9, 9, 15},    {3, 7, 5, 1000}, {4, 20, 20, 1},
-             {5, 31, 31, 255}, {5, 17, 9, 4095}, {6, 24, 16, 255}, {6, 12, 12, 65535},
-             {5, 16, 16, 65535}};
+    } v[] = {{1, 13, 7, 1},    {2, 9, 9, 15},      {3, 7, 5, 1000},
+             {4, 20, 20, 1},   {5, 31, 31, 255},   {5, 17, 9, 4095},
+             {6, 24, 16, 255}, {6, 12, 12, 65535}, {5, 16, 16, 65535}};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         int bands = v[i].magic == 3 || v[i].magic == 6 ? 3 : 1;
         size_t ns = (size_t)v[i].w * v[i].h * bands, cap = ns * 8 + 64;
@@ -384,9 +391,8 @@ static void pnm_seeds(corpus *c, uint64_t *rs)
         add_all(c, nm, (const uint8_t *)f, n, v[i].w == v[i].h, 4, rs);
         free(f);
     }
-    static const char *odd[] = {"P6\n60000 60000\n255\n", "P5 1025 1024 255 ",
-                                "P2 2 1 255 7",           "P5 1#x\n2 1 255\nAB",
-                                "P3 1 1 7 1 2 9",         "P1 3 1 0x1"};
+    static const char *odd[] = {"P6\n60000 60000\n255\n", "P5 1025 1024 255 ", "P2 2 1 255 7",
+                                "P5 1#x\n2 1 255\nAB",    "P3 1 1 7 1 2 9",    "P1 3 1 0x1"};
     for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++)
         add(c, "pnm-odd", ctl_of((int)i % 3, 2, 0), (const uint8_t *)odd[i], strlen(odd[i]));
 }
@@ -397,9 +403,9 @@ static void make_corpus(corpus *c)
 #ifdef RF_HAVE_SPNG
     png_seeds(c, &rs);
 #else
-    static const uint8_t png[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13, 'I',
-                                  'H', 'D', 'R', 0, 0, 0, 16, 0, 0, 0, 16, 8, 2, 0, 0, 0, 0x90,
-                                  0x91, 0x68, 0x36};
+    static const uint8_t png[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0,    0,    0,
+                                  13,   'I', 'H', 'D', 'R',  0,    0,    0,    16,   0,    0,
+                                  0,    16,  8,   2,   0,    0,    0,    0x90, 0x91, 0x68, 0x36};
     add(c, "png-nolib", ctl_of(1, 3, 0), png, sizeof png);
 #endif
     bmp_seeds(c, &rs);

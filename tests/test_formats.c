@@ -78,9 +78,9 @@ static void png_make(int w, int h, int depth, int ctype, int adam7, int n_plte, 
                     out[1] = in ? plte.entries[v].green : (uint8_t)v;
                     out[2] = in ? plte.entries[v].blue : (uint8_t)v;
                 } else if (ctype == 0) {
-                    out[0] = out[1] = out[2] =
-                        depth == 16 ? (v > 255 ? 255 : (uint8_t)v)
-                                    : (uint8_t)(v * (255u / ((1u << depth) - 1u)));
+                    out[0] = out[1] = out[2] = depth == 16
+                                                   ? (v > 255 ? 255 : (uint8_t)v)
+                                                   : (uint8_t)(v * (255u / ((1u << depth) - 1u)));
                 } else if (c < 3 && (ctype != 4 || c == 0)) {
                     uint8_t b = depth == 16 ? (uint8_t)(v >> 8) : (uint8_t)v;
                     if (ctype == 4)
@@ -94,8 +94,8 @@ static void png_make(int w, int h, int depth, int ctype, int adam7, int n_plte, 
     spng_ctx *e = spng_ctx_new(SPNG_CTX_ENCODER);
     assert_non_null(e);
     assert_int_equal(spng_set_option(e, SPNG_ENCODE_TO_BUFFER, 1), 0);
-    struct spng_ihdr ihdr = {(uint32_t)w, (uint32_t)h, (uint8_t)depth, (uint8_t)ctype, 0, 0,
-                             (uint8_t)adam7};
+    struct spng_ihdr ihdr = {(uint32_t)w, (uint32_t)h, (uint8_t)depth, (uint8_t)ctype,
+                             0,           0,           (uint8_t)adam7};
     assert_int_equal(spng_set_ihdr(e, &ihdr), 0);
     if (ctype == 3)
         assert_int_equal(spng_set_plte(e, &plte), 0);
@@ -122,10 +122,10 @@ static void test_png_variants(void **state)
     rf_decoder *d = rf__decoder_create();
     static const struct {
         int depth, ctype, n_plte, trns;
-    } v[] = {{1, 0, 0, 0}, {2, 0, 0, 1}, {4, 0, 0, 0}, {8, 0, 0, 1},   {16, 0, 0, 1},
-             {8, 4, 0, 0}, {16, 4, 0, 0}, {8, 2, 0, 1}, {16, 2, 0, 1}, {8, 6, 0, 0},
-             {16, 6, 0, 0}, {1, 3, 2, 1}, {1, 3, 1, 0}, {2, 3, 3, 1},  {4, 3, 16, 0},
-             {4, 3, 9, 1}, {8, 3, 256, 1}, {8, 3, 100, 0}};
+    } v[] = {{1, 0, 0, 0},  {2, 0, 0, 1},   {4, 0, 0, 0},  {8, 0, 0, 1},  {16, 0, 0, 1},
+             {8, 4, 0, 0},  {16, 4, 0, 0},  {8, 2, 0, 1},  {16, 2, 0, 1}, {8, 6, 0, 0},
+             {16, 6, 0, 0}, {1, 3, 2, 1},   {1, 3, 1, 0},  {2, 3, 3, 1},  {4, 3, 16, 0},
+             {4, 3, 9, 1},  {8, 3, 256, 1}, {8, 3, 100, 0}};
     static const int sizes[][2] = {{37, 37}, {64, 41}, {29, 70}};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         for (int adam7 = 0; adam7 <= 1; adam7++)
@@ -182,8 +182,7 @@ static void test_png_broken(void **state)
     const uint8_t dims[8] = {0, 1, 0, 0, 0, 1, 0, 0}; /* 65536 x 65536 */
     memcpy(f + 16, dims, 8);
     uint32_t crc = crc32_of(f + 12, 17);
-    uint8_t be[4] = {(uint8_t)(crc >> 24), (uint8_t)(crc >> 16), (uint8_t)(crc >> 8),
-                     (uint8_t)crc};
+    uint8_t be[4] = {(uint8_t)(crc >> 24), (uint8_t)(crc >> 16), (uint8_t)(crc >> 8), (uint8_t)crc};
     memcpy(f + 29, be, 4);
     expect_error(d, f, p.len, 1, RF_E_LIMIT, "exceeds the limit", "65536 x 65536");
     /* The worker's decoder goes on after all that. */
@@ -203,15 +202,14 @@ static void test_png_broken(void **state)
 {
     (void)state;
     rf_decoder *d = rf__decoder_create();
-    static const uint8_t png[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13,
-                                  'I',  'H', 'D', 'R', 0,    0,    0,    16,  0, 0, 0, 16,
-                                  8,    2,   0,   0,   0,    0x90, 0x91, 0x68, 0x36};
+    static const uint8_t png[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0,    0,    0,
+                                  13,   'I', 'H', 'D', 'R',  0,    0,    0,    16,   0,    0,
+                                  0,    16,  8,   2,   0,    0,    0,    0x90, 0x91, 0x68, 0x36};
     expect_error(d, png, sizeof png, 1, RF_E_DECODE,
                  "unsupported format: PNG (this build has no libspng)", "PNG without libspng");
     rf__decoder_destroy(d);
 }
 #endif
-
 
 /* ------------------------------------------------------------------ PNM */
 
@@ -285,9 +283,8 @@ static void test_pnm_variants(void **state)
                 if ((magic == 1 || magic == 4) && m > 0)
                     break;
                 pic p;
-                pnm_make(magic, sizes[k][0], sizes[k][1], maxvals[m], (uint32_t)(magic * 100 +
-                                                                                 m * 3 + k + 1),
-                         &p);
+                pnm_make(magic, sizes[k][0], sizes[k][1], maxvals[m],
+                         (uint32_t)(magic * 100 + m * 3 + k + 1), &p);
                 char what[64];
                 snprintf(what, sizeof what, "P%d maxval %u %dx%d", magic, maxvals[m], p.w, p.h);
                 check_pic(d, &p, what);

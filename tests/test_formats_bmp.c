@@ -177,29 +177,34 @@ static void test_bmp_variants(void **state)
     const uint8_t bw[6] = {0, 0, 0, 255, 255, 255};
     const bmp_spec v[] = {
         {.bits = 8, .header = 40, .colors = 256, .pal = pal},
-        {.bits = 8, .header = 40, .colors = 100, .pal = pal},     /* indices past it: gray */
-        {.bits = 8, .header = 40, .colors = 256, .pal = ramp},    /* PIL's mode "L" */
-        {.bits = 8, .header = 40, .colors = 2, .pal = bw},        /* PIL reads 1-bit data */
+        {.bits = 8, .header = 40, .colors = 100, .pal = pal},  /* indices past it: gray */
+        {.bits = 8, .header = 40, .colors = 256, .pal = ramp}, /* PIL's mode "L" */
+        {.bits = 8, .header = 40, .colors = 2, .pal = bw},     /* PIL reads 1-bit data */
         {.bits = 4, .header = 40, .colors = 16, .pal = pal},
         {.bits = 4, .header = 40, .colors = 5, .pal = pal},
         {.bits = 4, .header = 40, .colors = 2, .pal = bw},
         {.bits = 1, .header = 40, .colors = 2, .pal = pal},
         {.bits = 1, .header = 40, .colors = 2, .pal = bw},
-        {.bits = 8, .header = 12, .colors = 256, .pal = pal},     /* OS/2 */
+        {.bits = 8, .header = 12, .colors = 256, .pal = pal}, /* OS/2 */
         {.bits = 24, .header = 12},
         {.bits = 24, .header = 40},
         {.bits = 24, .header = 124, .topdown = 1},
-        {.bits = 16, .header = 40},                               /* 5-5-5 */
+        {.bits = 16, .header = 40}, /* 5-5-5 */
         {.bits = 16, .header = 40, .comp = BM_FIELDS, .masks = {0xF800, 0x7E0, 0x1F}},
         {.bits = 16, .header = 108, .comp = BM_FIELDS, .masks = {0x7C00, 0x3E0, 0x1F}},
         {.bits = 24, .header = 40, .comp = BM_FIELDS, .masks = {0xFF0000, 0xFF00, 0xFF}},
-        {.bits = 32, .header = 40},                               /* BGRX */
+        {.bits = 32, .header = 40}, /* BGRX */
         {.bits = 32, .header = 40, .comp = BM_FIELDS, .masks = {0xFF0000, 0xFF00, 0xFF}},
-        {.bits = 32, .header = 108, .comp = BM_FIELDS,
+        {.bits = 32,
+         .header = 108,
+         .comp = BM_FIELDS,
          .masks = {0xFF, 0xFF00, 0xFF0000, 0xFF000000u}},
-        {.bits = 32, .header = 124, .comp = BM_FIELDS,
-         .masks = {0xFF000000u, 0xFF0000, 0xFF00, 0xFF}, .topdown = 1},
-        {.bits = 32, .header = 108, .comp = BM_FIELDS},           /* all zero: BGRA */
+        {.bits = 32,
+         .header = 124,
+         .comp = BM_FIELDS,
+         .masks = {0xFF000000u, 0xFF0000, 0xFF00, 0xFF},
+         .topdown = 1},
+        {.bits = 32, .header = 108, .comp = BM_FIELDS}, /* all zero: BGRA */
         {.bits = 8, .header = 40, .comp = BM_RLE8, .colors = 256, .pal = pal},
         {.bits = 8, .header = 40, .comp = BM_RLE8, .colors = 40, .pal = pal},
         {.bits = 4, .header = 40, .comp = BM_RLE4, .colors = 16, .pal = pal},
@@ -260,7 +265,11 @@ static void test_bmp_broken(void **state)
     pic_free(&p);
     free(f);
 
-    bmp_spec b = {.w = 16, .h = 8, .bits = 24, .header = 40, .comp = BM_FIELDS,
+    bmp_spec b = {.w = 16,
+                  .h = 8,
+                  .bits = 24,
+                  .header = 40,
+                  .comp = BM_FIELDS,
                   .masks = {0xFF, 0xFF00, 0xFF0000}};
     bmp_make(&b, 4, &p);
     expect_error(d, p.file, p.len, 1, RF_E_DECODE, "bit field layout", "BGR masks reversed");
@@ -275,8 +284,8 @@ static void test_bmp_broken(void **state)
     expect_error(d, p.file, p.len, 1, RF_E_DECODE, "palette of 300", "300 colours");
     pic_free(&p);
 
-    bmp_spec r = {.w = 20, .h = 10, .bits = 8, .header = 40, .comp = BM_RLE8, .colors = 256,
-                  .pal = pal};
+    bmp_spec r = {
+        .w = 20, .h = 10, .bits = 8, .header = 40, .comp = BM_RLE8, .colors = 256, .pal = pal};
     bmp_rle(&r, 6, &p);
     /* An early end of bitmap leaves the picture short: PIL fails, so do we. */
     expect_error(d, p.file, p.len - 30, 1, RF_E_DECODE, "RLE data ends", "RLE cut");

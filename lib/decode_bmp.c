@@ -170,8 +170,11 @@ static int bmp_header(void *state, const uint8_t *d, size_t len, int max_scans, 
     int bits = b->bits;
     if (bits != 1 && bits != 4 && bits != 8 && bits != 16 && bits != 24 && bits != 32)
         return bmp_error(err, errcap, "unsupported BMP depth of %llu bits", (unsigned)bits);
-    if (w == 0 || h == 0)
-        return bmp_error(err, errcap, "BMP of %llu pixels (a side is 0)", 0);
+    if (w == 0 || h == 0) {
+        snprintf(err, errcap, "BMP of %llux%llu pixels (a side is 0)", (unsigned long long)w,
+                 (unsigned long long)h);
+        return RF_E_DECODE;
+    }
     if (w > INT32_MAX || h > INT32_MAX) {
         snprintf(err, errcap, "BMP of %llux%llu pixels is too large", (unsigned long long)w,
                  (unsigned long long)h);

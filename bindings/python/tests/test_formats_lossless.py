@@ -350,20 +350,26 @@ def test_bad_files_are_recorded_skips(bad_folder):
 
 def test_bad_files_raise_with_path_and_reason(bad_folder):
     lst, bad, good = bad_folder
-    seen = set()
+    seen, ok = set(), 0
     ld = ringfeed.Loader(lst, batch_size=1, image_size=32, shuffle=False, output="numpy",
                          on_error="raise")
     try:
-        while True:
+        for _ in range(len(bad) + 1):  # one error per bad file, then the end of the epoch
             try:
                 for _ in ld:
-                    pass
+                    ok += 1
                 break
             except ringfeed.RingfeedError as e:
                 hits = [n for n in bad if n in str(e)]
                 assert len(hits) == 1, str(e)
                 assert bad[hits[0]] in str(e), str(e)
                 seen.add(hits[0])
+                # resume after the failed batch (it was consumed)
+                state = ld.state_dict()
+                if state["epoch"] != 0:
+                    break
+                ld.load_state_dict(state)
     finally:
         ld.close()
     assert seen == set(bad)
+    assert ok == len(good)

@@ -52,7 +52,7 @@ TEST_VENV := .venv-test
 
 # python3-venv: make deps' virtualenv and the pip_install test's fresh one; git:
 # that test installs a copy of the tracked files.
-DEB_PACKAGES := build-essential cmake pkg-config liburing-dev libturbojpeg0-dev \
+DEB_PACKAGES := build-essential cmake pkg-config liburing-dev libturbojpeg0-dev libspng-dev \
 	libjpeg62-turbo-dev libwebp-dev libcmocka-dev python3-numpy python3-pytest python3-torch \
 	python3-torchvision python3-matplotlib python3-pil python3-venv git valgrind clang \
 	libclang-rt-14-dev
@@ -150,7 +150,7 @@ fuzz: deps
 	CC=$(FUZZ_CC) $(CMAKE) -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Release -DRF_FUZZ=ON \
 		-DRF_SANITIZE=address,undefined -DRF_WITH_CUDA=OFF $(CMAKE_ARGS)
 	$(CMAKE) --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_decode fuzz_decode_seeds \
-		fuzz_webp fuzz_webp_seeds
+		fuzz_webp fuzz_webp_seeds fuzz_formats fuzz_formats_seeds
 	$(CTEST) --test-dir $(FUZZ_BUILD) --output-on-failure -L fuzz $(CTEST_ARGS)
 ifneq ($(FUZZ_TIME),)
 	cd $(FUZZ_BUILD)/test-tmp/fuzz && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

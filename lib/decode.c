@@ -25,7 +25,13 @@
 #include "transform.h"
 
 /* The supported formats, in the order they are sniffed. */
-static const rf_format *const formats[] = {&rf__format_jpeg, &rf__format_webp};
+static const rf_format *const formats[] = {
+    &rf__format_jpeg,
+    &rf__format_webp,
+    &rf__format_png,
+    &rf__format_bmp,
+    &rf__format_pnm,
+};
 enum { NFORMATS = sizeof formats / sizeof formats[0] };
 
 struct rf_decoder {

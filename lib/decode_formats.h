@@ -62,5 +62,8 @@ typedef struct rf_format {
 /* The formats (sniffed in this order by decode.c). */
 extern const rf_format rf__format_jpeg; /* decode_jpeg.c: libjpeg-turbo */
 extern const rf_format rf__format_webp; /* decode_webp.c: libwebp (refuses WebP without it) */
+extern const rf_format rf__format_png;  /* decode_png.c: libspng (or "unsupported" without) */
+extern const rf_format rf__format_bmp;  /* decode_bmp.c: BMP, as PIL reads it */
+extern const rf_format rf__format_pnm;  /* decode_pnm.c: PBM/PGM/PPM P1..P6, as PIL reads them */
 
 #endif

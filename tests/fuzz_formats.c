@@ -1,0 +1,558 @@
+/*
+ * fuzz_formats.c - fuzz target over the PNG, BMP and PBM/PGM/PPM decoders:
+ * file bytes -> rf__decode_sample -> a slot-sized buffer, as a decode worker
+ * does it (the format is sniffed from the bytes, as for real files).
+ *
+ * Input: byte 0 picks the options (transform = b % 3, flip = bit 2, epoch =
+ * bits 3-4, output side = fz_sizes[b >> 5]; for transform "none" with epoch
+ * bits 11, the picture's own side when it is square and at most
+ * FZ_NONE_MAX_SIDE, learned from a first decode); the rest is the file.
+ * Every input is decoded twice, NHWC into a buffer filled with 0x00 and NCHW
+ * into one filled with 0xff, each exactly one sample's size (an overrun is
+ * an ASan report). Oracles beyond "no crash, no UB, no leak", as in
+ * fuzz_decode.c: both layouts agree on success or failure and on the reason,
+ * a success writes every byte and NCHW is NHWC transposed, a failure is
+ * RF_E_DECODE / RF_E_LIMIT / RF_E_NOMEM with a non-empty terminated reason.
+ * The decoder is reused from one input to the next, as a worker's is.
+ *
+ * Built two ways (tests/CMakeLists.txt), as fuzz_decode.c is:
+ *   fuzz_formats        clang -fsanitize=fuzzer,address,undefined (RF_FUZZ)
+ *   fuzz_formats_seeds  any compiler (RF_FUZZ_STANDALONE): --gen DIR writes the
+ *                       seed corpus (PNG via libspng when the build has it,
+ *                       BMP and PNM written here), --list, --self [N] replays
+ *                       the seeds and N deterministic mutations of each,
+ *                       FILE|DIR... replays inputs.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "decode.h"
+#include "ringfeed.h"
+
+/* 1 Mpixel: a lying header claiming the maximum still decodes quickly. */
+#define FZ_MAX_PIXELS (1024 * 1024)
+#define FZ_NONE_MAX_SIDE 512
+
+static const int fz_sizes[8] = {1, 2, 7, 16, 31, 32, 57, 64};
+static rf_decoder *fz_decoder;
+static int fz_verbose;
+
+static void finding(const char *what, int rc1, int rc2, const char *e1, const char *e2)
+{
+    fprintf(stderr, "fuzz_formats: FINDING: %s (rc %d / %d; \"%s\" / \"%s\")\n", what, rc1, rc2, e1,
+            e2);
+    abort(); /* libFuzzer saves the input as a crash artifact */
+}
+
+static void check_failure(int rc, const char *err, size_t cap)
+{
+    if (rc != RF_E_DECODE && rc != RF_E_LIMIT && rc != RF_E_NOMEM)
+        finding("unexpected status", rc, rc, "", "");
+    if (memchr(err, '\0', cap) == NULL)
+        finding("reason not NUL-terminated", rc, rc, "", "");
+    if (err[0] == '\0')
+        finding("failure without a reason", rc, rc, "", "");
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (!fz_decoder && !(fz_decoder = rf__decoder_create()))
+        abort();
+    uint8_t ctl = size ? data[0] : 0;
+    const uint8_t *file = size ? data + 1 : data;
+    size_t len = size ? size - 1 : 0;
+
+    rf_decode_opts o;
+    memset(&o, 0, sizeof o);
+    o.transform = ctl % 3;
+    o.flip = (ctl >> 2) & 1;
+    o.size = fz_sizes[ctl >> 5 & 7];
+    o.max_pixels = FZ_MAX_PIXELS;
+    o.max_scans = 64;
+    o.seed = (uint64_t)ctl * 0x9e3779b97f4a7c15ULL;
+    o.epoch = (ctl >> 3) & 3;
+    o.sample = (int64_t)len;
+    o.check_tail = (len & 1) == 0; /* both: decoded to the end and not */
+    char ea[512], eb[512];
+    rf_decode_times t;
+    uint8_t probe[3];
+    if (o.transform == RF_TRANSFORM_NONE && (ctl & 0x18) == 0x18) {
+        /* "none" at the picture's own side: the header says it */
+        rf_decode_opts c = o;
+        c.transform = RF_TRANSFORM_CENTER;
+        c.size = 1;
+        rf__decode_sample(fz_decoder, file, len, &c, probe, ea, sizeof ea, &t);
+        if (t.width == t.height && t.width >= 1 && t.width <= FZ_NONE_MAX_SIDE)
+            o.size = t.width;
+    }
+
+    size_t n = (size_t)o.size * (size_t)o.size * 3;
+    uint8_t *a = malloc(n), *b = malloc(n); /* exactly one sample's place */
+    if (!a || !b)
+        abort();
+    memset(a, 0x00, n);
+    memset(b, 0xff, n);
+    memset(ea, 'x', sizeof ea); /* no NUL: a failure must write a terminated reason */
+    memset(eb, 'x', sizeof eb);
+    o.layout = RF_LAYOUT_NHWC;
+    int ra = rf__decode_sample(fz_decoder, file, len, &o, a, ea, sizeof ea, &t);
+    o.layout = RF_LAYOUT_NCHW;
+    int rb = rf__decode_sample(fz_decoder, file, len, &o, b, eb, sizeof eb, &t);
+    if (ra != 0)
+        check_failure(ra, ea, sizeof ea);
+    if (rb != 0)
+        check_failure(rb, eb, sizeof eb);
+    ea[sizeof ea - 1] = eb[sizeof eb - 1] = '\0';
+    if (fz_verbose)
+        printf("  t=%d S=%d flip=%d len=%zu: %s\n", o.transform, o.size, o.flip, len,
+               ra ? ea : "ok");
+    if ((ra == 0) != (rb == 0))
+        finding("NHWC and NCHW disagree on success", ra, rb, ra ? ea : "", rb ? eb : "");
+    if (ra != 0) {
+        if (ra != rb || strcmp(ea, eb) != 0)
+            finding("the same input failed differently", ra, rb, ea, eb);
+    } else {
+        size_t S = (size_t)o.size;
+        for (size_t y = 0; y < S; y++)
+            for (size_t x = 0; x < S; x++)
+                for (size_t c = 0; c < 3; c++)
+                    if (a[(y * S + x) * 3 + c] != b[(c * S + y) * S + x])
+                        finding("NCHW is not NHWC transposed, or a byte was not written", ra, rb,
+                                ea, eb);
+    }
+    free(a);
+    free(b);
+    return 0;
+}
+
+#ifdef RF_FUZZ_STANDALONE
+/* ------------------------------------------------------------------------
+ * The seed corpus and the standalone driver (no libFuzzer needed).
+ * ------------------------------------------------------------------------ */
+#ifdef RF_HAVE_SPNG
+#include <spng.h>
+#endif
+
+typedef struct seed {
+    char name[64];
+    uint8_t *data; /* control byte + file */
+    size_t len;
+} seed;
+
+typedef struct corpus {
+    seed *v;
+    int n, cap;
+} corpus;
+
+static void add(corpus *c, const char *name, uint8_t ctl, const uint8_t *file, size_t len)
+{
+    if (c->n == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 64;
+        if (!(c->v = realloc(c->v, (size_t)c->cap * sizeof *c->v)))
+            abort();
+    }
+    seed *s = &c->v[c->n++];
+    snprintf(s->name, sizeof s->name, "%03d-%s", c->n - 1, name);
+    s->len = len + 1;
+    if (!(s->data = malloc(s->len)))
+        abort();
+    s->data[0] = ctl;
+    if (len)
+        memcpy(s->data + 1, file, len);
+}
+
+/* Control byte: transform t, size index k, flip; "none" at the own side: 0x18. */
+static uint8_t ctl_of(int t, int k, int flip)
+{
+    uint8_t c = (uint8_t)(t | (flip ? 4 : 0) | (k << 5));
+    for (int e = 0; e < 4 && c % 3 != t; e++)
+        c = (uint8_t)((c & ~0x18) | (e << 3));
+    return c;
+}
+
+static uint8_t ctl_none_own_side(void)
+{
+    for (int c = 0; c < 256; c++)
+        if (c % 3 == 0 && (c & 0x18) == 0x18)
+            return (uint8_t)c;
+    abort();
+}
+
+static uint32_t xs(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return (uint32_t)(*s >> 11);
+}
+
+/* Every transform on a file, then damaged copies: cut in half, cut short,
+ * bytes flipped past the first `header` bytes, and in them. */
+static void add_all(corpus *c, const char *name, const uint8_t *f, size_t len, int square,
+                    size_t header, uint64_t *rs)
+{
+    char nm[56];
+    for (int t = 1; t <= 2; t++) {
+        snprintf(nm, sizeof nm, "%s-t%d", name, t);
+        add(c, nm, ctl_of(t, (int)(len + (size_t)t) % 8, t == 2), f, len);
+    }
+    snprintf(nm, sizeof nm, "%s-none", name);
+    add(c, nm, square ? ctl_none_own_side() : ctl_of(0, 3, 0), f, len);
+    snprintf(nm, sizeof nm, "%s-half", name);
+    add(c, nm, ctl_of(1, 7, 0), f, len / 2);
+    snprintf(nm, sizeof nm, "%s-short", name);
+    add(c, nm, ctl_of(2, 6, 1), f, len - 3);
+    uint8_t *g = malloc(len);
+    memcpy(g, f, len);
+    for (int k = 0; k < 4 && len > header + 1; k++)
+        g[header + xs(rs) % (len - header)] ^= (uint8_t)(1u << (xs(rs) % 8));
+    snprintf(nm, sizeof nm, "%s-flip", name);
+    add(c, nm, ctl_of(1, 5, 0), g, len);
+    memcpy(g, f, len);
+    for (int k = 0; k < 2; k++)
+        g[2 + xs(rs) % (header - 2)] ^= (uint8_t)(1u << (xs(rs) % 8));
+    snprintf(nm, sizeof nm, "%s-hdrflip", name);
+    add(c, nm, ctl_of(2, 4, 0), g, len);
+    free(g);
+}
+
+#ifdef RF_HAVE_SPNG
+static void png_seeds(corpus *c, uint64_t *rs)
+{
+    static const struct {
+        int w, h, depth, ctype, adam7, plte;
+    } v[] = {{23, 17, 8, 2, 0, 0},  {32, 32, 8, 6, 1, 0},   {30, 20, 16, 2, 0, 0},
+             {24, 24, 16, 0, 1, 0}, {40, 9, 1, 0, 0, 0},    {21, 21, 2, 3, 1, 3},
+             {19, 33, 4, 3, 0, 16}, {32, 32, 8, 3, 0, 200}, {17, 29, 8, 4, 0, 0},
+             {16, 16, 16, 6, 0, 0}, {64, 48, 8, 2, 1, 0}};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        int ch = v[i].ctype == 0 || v[i].ctype == 3 ? 1
+                 : v[i].ctype == 4                  ? 2
+                 : v[i].ctype == 2                  ? 3
+                                                    : 4;
+        size_t row = ((size_t)v[i].w * ch * v[i].depth + 7) / 8, n = row * v[i].h;
+        uint8_t *img = malloc(n);
+        for (size_t k = 0; k < n; k++)
+            img[k] = (uint8_t)(k * 7 + xs(rs) % 5);
+        spng_ctx *e = spng_ctx_new(SPNG_CTX_ENCODER);
+        struct spng_ihdr ih = {
+            (uint32_t)v[i].w,   (uint32_t)v[i].h, (uint8_t)v[i].depth, (uint8_t)v[i].ctype, 0, 0,
+            (uint8_t)v[i].adam7};
+        struct spng_plte pl = {.n_entries = (uint32_t)v[i].plte};
+        for (int k = 0; k < v[i].plte; k++)
+            pl.entries[k].red = pl.entries[k].green = (uint8_t)(k * 3);
+        int err = !e || spng_set_option(e, SPNG_ENCODE_TO_BUFFER, 1) || spng_set_ihdr(e, &ih) ||
+                  (v[i].plte && spng_set_plte(e, &pl)) ||
+                  spng_encode_image(e, img, n, SPNG_FMT_PNG, SPNG_ENCODE_FINALIZE);
+        size_t len = 0;
+        uint8_t *png = err ? NULL : spng_get_png_buffer(e, &len, &err);
+        if (!png || err) {
+            fprintf(stderr, "fuzz_formats_seeds: cannot encode PNG %zu\n", i);
+            exit(1);
+        }
+        char nm[32];
+        snprintf(nm, sizeof nm, "png%zu-d%d-c%d%s", i, v[i].depth, v[i].ctype,
+                 v[i].adam7 ? "-adam7" : "");
+        add_all(c, nm, png, len, v[i].w == v[i].h, 33, rs);
+        if (i == 0) { /* IHDR sizes: huge, just over the limit (CRC not fixed: both paths) */
+            memcpy(png + 16, "\0\x01\0\0\0\x01\0\0", 8);
+            add(c, "png-65536x65536", ctl_of(1, 3, 0), png, len);
+            memcpy(png + 16, "\0\0\x04\x01\0\0\x04\0", 8);
+            add(c, "png-1025x1024", ctl_of(2, 3, 0), png, len);
+        }
+        free(png);
+        spng_ctx_free(e);
+        free(img);
+    }
+}
+#endif
+
+static void put16(uint8_t *p, unsigned v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    put16(p, v & 0xFFFF);
+    put16(p + 2, v >> 16);
+}
+
+static void bmp_seeds(corpus *c, uint64_t *rs)
+{
+    static const struct {
+        int w, h, bits, comp, header, colors, topdown;
+        uint32_t m[4];
+    } v[] = {{23, 17, 24, 0, 40, 0, 0, {0}},
+             {32, 32, 8, 0, 40, 256, 0, {0}},
+             {19, 21, 4, 0, 40, 16, 1, {0}},
+             {37, 37, 1, 0, 40, 2, 0, {0}},
+             {20, 13, 16, 3, 40, 0, 0, {0xF800, 0x7E0, 0x1F}},
+             {16, 16, 32, 3, 108, 0, 0, {0xFF, 0xFF00, 0xFF0000, 0xFF000000u}},
+             {25, 25, 8, 0, 12, 256, 0, {0}},
+             {30, 12, 32, 0, 124, 0, 1, {0}},
+             {24, 24, 8, 1, 40, 256, 0, {0}},
+             {22, 14, 4, 2, 40, 16, 0, {0}}};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        int entry = v[i].header == 12 ? 3 : 4, rle = v[i].comp == 1 || v[i].comp == 2;
+        size_t stride = (((size_t)v[i].w * v[i].bits + 31) >> 3) & ~(size_t)3;
+        size_t raster = rle ? (size_t)v[i].h * (2 * (size_t)v[i].w / 3 + 8) + 2 : stride * v[i].h;
+        size_t masks = v[i].comp == 3 && v[i].header == 40 ? 12 : 0;
+        size_t off = 14 + (size_t)v[i].header + masks + (size_t)entry * v[i].colors;
+        size_t len = off + raster;
+        uint8_t *f = calloc(1, len);
+        f[0] = 'B';
+        f[1] = 'M';
+        put32(f + 10, (uint32_t)off);
+        put32(f + 14, (uint32_t)v[i].header);
+        if (v[i].header == 12) {
+            put16(f + 18, (unsigned)v[i].w);
+            put16(f + 20, (unsigned)v[i].h);
+            put16(f + 24, (unsigned)v[i].bits);
+        } else {
+            put32(f + 18, (uint32_t)v[i].w);
+            put32(f + 22, v[i].topdown ? (uint32_t)-v[i].h : (uint32_t)v[i].h);
+            put16(f + 28, (unsigned)v[i].bits);
+            put32(f + 30, (uint32_t)v[i].comp);
+            put32(f + 46, (uint32_t)v[i].colors);
+            for (int k = 0; k < (v[i].header == 40 ? 3 : 4) && v[i].comp == 3; k++)
+                put32(f + 54 + 4 * k, v[i].m[k]);
+        }
+        for (size_t k = 14 + v[i].header + masks; k < off; k++)
+            f[k] = (uint8_t)xs(rs);
+        uint8_t *r = f + off;
+        if (rle) { /* runs of 3 per row: 2 bytes a run; end of line; end of bitmap */
+            size_t n = 0;
+            for (int y = 0; y < v[i].h; y++) {
+                for (int x = 0; x < v[i].w; x += 3, n += 2) {
+                    r[n] = (uint8_t)(v[i].w - x < 3 ? v[i].w - x : 3);
+                    r[n + 1] = (uint8_t)xs(rs);
+                }
+                n += 2;
+            }
+            r[n + 1] = 1;
+        } else {
+            for (size_t k = 0; k < raster; k++)
+                r[k] = (uint8_t)xs(rs);
+        }
+        char nm[32];
+        snprintf(nm, sizeof nm, "bmp%zu-%d-c%d-h%d", i, v[i].bits, v[i].comp, v[i].header);
+        add_all(c, nm, f, len, v[i].w == v[i].h, 14 + (size_t)v[i].header, rs);
+        if (i == 0) {
+            put32(f + 18, 60000);
+            put32(f + 22, 60000);
+            add(c, "bmp-60000x60000", ctl_of(1, 3, 0), f, len);
+            put32(f + 18, 1025);
+            put32(f + 22, (uint32_t)-1024);
+            add(c, "bmp-1025x-1024", ctl_of(2, 2, 0), f, len);
+        }
+        free(f);
+    }
+}
+
+static void pnm_seeds(corpus *c, uint64_t *rs)
+{
+    static const struct {
+        int magic, w, h, maxval;
+    } v[] = {{1, 13, 7, 1},    {2, 9, 9, 15},      {3, 7, 5, 1000},
+             {4, 20, 20, 1},   {5, 31, 31, 255},   {5, 17, 9, 4095},
+             {6, 24, 16, 255}, {6, 12, 12, 65535}, {5, 16, 16, 65535}};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        int bands = v[i].magic == 3 || v[i].magic == 6 ? 3 : 1;
+        size_t ns = (size_t)v[i].w * v[i].h * bands, cap = ns * 8 + 64;
+        char *f = malloc(cap);
+        size_t n = (size_t)snprintf(f, cap, "P%d\n# seed\n%d %d\n", v[i].magic, v[i].w, v[i].h);
+        if (v[i].magic != 1 && v[i].magic != 4)
+            n += (size_t)snprintf(f + n, cap - n, "%d\n", v[i].maxval);
+        if (v[i].magic == 4)
+            ns = ((size_t)v[i].w + 7) / 8 * v[i].h;
+        for (size_t k = 0; k < ns; k++) {
+            unsigned s = xs(rs) % ((unsigned)v[i].maxval + 1);
+            if (v[i].magic <= 3)
+                n += (size_t)snprintf(f + n, cap - n, k % 11 == 5 ? "%u #c\n" : "%u ", s);
+            else if (v[i].maxval > 255) {
+                f[n++] = (char)(s >> 8);
+                f[n++] = (char)s;
+            } else
+                f[n++] = (char)(v[i].magic == 4 ? xs(rs) : s);
+        }
+        char nm[32];
+        snprintf(nm, sizeof nm, "pnm%zu-P%d-%d", i, v[i].magic, v[i].maxval);
+        add_all(c, nm, (const uint8_t *)f, n, v[i].w == v[i].h, 4, rs);
+        free(f);
+    }
+    static const char *odd[] = {"P6\n60000 60000\n255\n", "P5 1025 1024 255 ", "P2 2 1 255 7",
+                                "P5 1#x\n2 1 255\nAB",    "P3 1 1 7 1 2 9",    "P1 3 1 0x1"};
+    for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++)
+        add(c, "pnm-odd", ctl_of((int)i % 3, 2, 0), (const uint8_t *)odd[i], strlen(odd[i]));
+}
+
+static void make_corpus(corpus *c)
+{
+    uint64_t rs = 0x243f6a8885a308d3ULL;
+#ifdef RF_HAVE_SPNG
+    png_seeds(c, &rs);
+#else
+    static const uint8_t png[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0,    0,    0,
+                                  13,   'I', 'H', 'D', 'R',  0,    0,    0,    16,   0,    0,
+                                  0,    16,  8,   2,   0,    0,    0,    0x90, 0x91, 0x68, 0x36};
+    add(c, "png-nolib", ctl_of(1, 3, 0), png, sizeof png);
+#endif
+    bmp_seeds(c, &rs);
+    pnm_seeds(c, &rs);
+}
+
+static void free_corpus(corpus *c)
+{
+    for (int i = 0; i < c->n; i++)
+        free(c->v[i].data);
+    free(c->v);
+}
+
+static int run_path(const char *path, int *count)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        fprintf(stderr, "fuzz_formats_seeds: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        DIR *d = opendir(path);
+        if (!d)
+            return -1;
+        struct dirent *e;
+        int rc = 0;
+        while ((e = readdir(d)) != NULL) {
+            char p[4096];
+            if (e->d_name[0] == '.')
+                continue;
+            snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+            rc |= run_path(p, count);
+        }
+        closedir(d);
+        return rc;
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    uint8_t *buf = malloc((size_t)st.st_size + 1);
+    size_t n = fread(buf, 1, (size_t)st.st_size, f);
+    fclose(f);
+    LLVMFuzzerTestOneInput(buf, n);
+    free(buf);
+    (*count)++;
+    return 0;
+}
+
+/* Deterministic mutations of a seed: flips, bytes, cuts, interesting values,
+ * copied chunks, a new control byte. */
+static size_t mutate(const uint8_t *in, size_t len, uint8_t *out, uint64_t *rs)
+{
+    size_t n = len;
+    memcpy(out, in, n);
+    int ops = 1 + (int)(xs(rs) % 4);
+    for (int k = 0; k < ops && n > 0; k++) {
+        switch (xs(rs) % 6) {
+        case 0:
+            out[xs(rs) % n] ^= (uint8_t)(1u << (xs(rs) % 8));
+            break;
+        case 1:
+            out[xs(rs) % n] = (uint8_t)xs(rs);
+            break;
+        case 2:
+            n = 1 + xs(rs) % n;
+            break;
+        case 3: {
+            static const uint8_t v[] = {0x00, 0x01, 0x7f, 0x80, 0xfe, 0xff};
+            out[xs(rs) % n] = v[xs(rs) % sizeof v];
+            break;
+        }
+        case 4: {
+            size_t a = xs(rs) % n, b = xs(rs) % n, m = 1 + xs(rs) % 64;
+            m = a + m > n ? n - a : m;
+            m = b + m > n ? n - b : m;
+            memmove(out + b, out + a, m);
+            break;
+        }
+        default:
+            out[0] = (uint8_t)xs(rs);
+            break;
+        }
+    }
+    return n;
+}
+
+int main(int argc, char **argv)
+{
+    corpus c = {0};
+    int rc = 0;
+    if (argc >= 3 && !strcmp(argv[1], "--gen")) {
+        char p[4200];
+        const char *sub[] = {"", "/seeds", "/corpus", "/artifacts"};
+        for (int i = 0; i < 4; i++) {
+            snprintf(p, sizeof p, "%s%s", argv[2], sub[i]);
+            if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+                fprintf(stderr, "fuzz_formats_seeds: mkdir %s: %s\n", p, strerror(errno));
+                return 1;
+            }
+        }
+        make_corpus(&c);
+        for (int i = 0; i < c.n && rc == 0; i++) {
+            snprintf(p, sizeof p, "%s/seeds/%s", argv[2], c.v[i].name);
+            FILE *f = fopen(p, "wb");
+            rc = !f || fwrite(c.v[i].data, 1, c.v[i].len, f) != c.v[i].len;
+            if (f && fclose(f) != 0)
+                rc = 1;
+        }
+        printf("fuzz_formats_seeds: %d seeds in %s/seeds%s\n", c.n, argv[2], rc ? " (FAILED)" : "");
+    } else if (argc >= 2 && !strcmp(argv[1], "--list")) {
+        make_corpus(&c);
+        fz_verbose = 1;
+        for (int i = 0; i < c.n; i++) {
+            printf("%s\n", c.v[i].name);
+            LLVMFuzzerTestOneInput(c.v[i].data, c.v[i].len);
+        }
+    } else if (argc >= 2 && !strcmp(argv[1], "--self")) {
+        int per = argc >= 3 ? atoi(argv[2]) : 50;
+        const char *env = getenv("RINGFEED_TEST_SCALE"); /* < 1 under slow tools */
+        if (env && atof(env) > 0 && atof(env) < 1)
+            per = (int)(per * atof(env));
+        make_corpus(&c);
+        uint64_t rs = 0x9e3779b97f4a7c15ULL;
+        size_t cap = 1;
+        for (int i = 0; i < c.n; i++)
+            cap = c.v[i].len > cap ? c.v[i].len : cap;
+        uint8_t *buf = malloc(cap);
+        long runs = 0;
+        for (int i = 0; i < c.n; i++) {
+            LLVMFuzzerTestOneInput(c.v[i].data, c.v[i].len);
+            for (int k = 0; k < per; k++)
+                LLVMFuzzerTestOneInput(buf, mutate(c.v[i].data, c.v[i].len, buf, &rs));
+            runs += 1 + per;
+        }
+        printf("fuzz_formats_seeds: %d seeds, %ld runs, no findings\n", c.n, runs);
+        free(buf);
+    } else if (argc >= 2 && argv[1][0] != '-') {
+        int count = 0;
+        for (int i = 1; i < argc; i++)
+            rc |= run_path(argv[i], &count) != 0;
+        printf("fuzz_formats_seeds: replayed %d inputs\n", count);
+    } else {
+        fprintf(stderr, "usage: %s --gen DIR | --list | --self [N] | FILE|DIR...\n", argv[0]);
+        return 2;
+    }
+    free_corpus(&c);
+    rf__decoder_destroy(fz_decoder);
+    return rc;
+}
+#endif /* RF_FUZZ_STANDALONE */

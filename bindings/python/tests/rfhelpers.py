@@ -219,3 +219,32 @@ def wait_child(pid, timeout=60):
             os.waitpid(pid, 0)
             return None
         time.sleep(0.02)
+
+
+def tiny_jpeg_folder(root, n, classes, seed):
+    """n small JPEGs (40..44 x 36) in `classes` class folders, image i in class
+    i % classes: an image folder whose size divides by few world sizes."""
+    for i in range(n):
+        write_jpeg(os.path.join(root, "c%d" % (i % classes), "i%02d.jpg" % i), 40 + i % 5, 36,
+                   seed + i)
+    return root
+
+
+def epoch_under_raise(ld):
+    """Iterates epoch 0 of ld (on_error="raise"), resuming after each batch
+    that raised (it was consumed): returns (batches delivered, the errors in
+    order, the state dict after the last error). Ends when an iteration
+    finishes or a resume would start the next epoch."""
+    import ringfeed
+    ok, errors, state = 0, [], None
+    while True:
+        try:
+            for _ in ld:
+                ok += 1
+            return ok, errors, state
+        except ringfeed.RingfeedError as e:
+            errors.append(e)
+            state = ld.state_dict()
+            if state["epoch"] != 0:
+                return ok, errors, state
+            ld.load_state_dict(state)

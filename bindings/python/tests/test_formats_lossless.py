@@ -24,9 +24,9 @@ import numpy as np
 import pytest
 
 import ringfeed
-from fmtwriters import (bmp_bytes, bmp_rows, png_bytes, png_chunk, pnm_binary, pnm_plain, rle4,
+from fmtwriters import (bmp_bytes, bmp_rows, png_bytes, pnm_binary, pnm_plain, rle4,
                         rle8)
-from rfhelpers import photo_like, reference_center
+from rfhelpers import epoch_under_raise, photo_like, reference_center
 
 PIL = pytest.importorskip("PIL.Image")
 
@@ -350,26 +350,17 @@ def test_bad_files_are_recorded_skips(bad_folder):
 
 def test_bad_files_raise_with_path_and_reason(bad_folder):
     lst, bad, good = bad_folder
-    seen, ok = set(), 0
+    seen = set()
     ld = ringfeed.Loader(lst, batch_size=1, image_size=32, shuffle=False, output="numpy",
                          on_error="raise")
     try:
-        for _ in range(len(bad) + 1):  # one error per bad file, then the end of the epoch
-            try:
-                for _ in ld:
-                    ok += 1
-                break
-            except ringfeed.RingfeedError as e:
-                hits = [n for n in bad if n in str(e)]
-                assert len(hits) == 1, str(e)
-                assert bad[hits[0]] in str(e), str(e)
-                seen.add(hits[0])
-                # resume after the failed batch (it was consumed)
-                state = ld.state_dict()
-                if state["epoch"] != 0:
-                    break
-                ld.load_state_dict(state)
+        ok, errors, _ = epoch_under_raise(ld)  # one error per bad file, then the epoch's end
     finally:
         ld.close()
+    for e in errors:
+        hits = [n for n in bad if n in str(e)]
+        assert len(hits) == 1, str(e)
+        assert bad[hits[0]] in str(e), str(e)
+        seen.add(hits[0])
     assert seen == set(bad)
     assert ok == len(good)

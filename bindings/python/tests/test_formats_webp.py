@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import ringfeed
-from rfhelpers import photo_like, reference_center
+from rfhelpers import epoch_under_raise, photo_like, reference_center
 
 pytest.importorskip("PIL.WebPImagePlugin")
 
@@ -208,28 +208,19 @@ def test_bad_webp_skipped_with_reasons(bad_set):
 
 def test_bad_webp_raise_names_path_and_reason(bad_set):
     lf, entries, bad = bad_set
-    seen, ok = {}, 0
+    seen = {}
     ld = ringfeed.Loader(lf, batch_size=1, image_size=32, transform="center", shuffle=False,
                          num_workers=1, on_error="raise", output="numpy")
     try:
-        while True:
-            try:
-                for _ in ld:
-                    ok += 1
-                break
-            except ringfeed.RingfeedError as e:
-                msg = str(e)
-                hits = [n for n in bad if n in msg]
-                assert len(hits) == 1, msg
-                assert bad[hits[0]][1] in msg, msg
-                assert hits[0] not in seen, "reported twice: " + msg
-                seen[hits[0]] = msg
-                # Resume after the failed batch (a new iteration would restart the epoch).
-                state = ld.state_dict()
-                if state["epoch"] != 0:
-                    break
-                ld.load_state_dict(state)
+        ok, errors, _ = epoch_under_raise(ld)
     finally:
         ld.close()
+    for e in errors:
+        msg = str(e)
+        hits = [n for n in bad if n in msg]
+        assert len(hits) == 1, msg
+        assert bad[hits[0]][1] in msg, msg
+        assert hits[0] not in seen, "reported twice: " + msg
+        seen[hits[0]] = msg
     assert set(seen) == set(bad)
     assert ok == len(entries) - len(bad)

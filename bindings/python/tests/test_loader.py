@@ -6,8 +6,6 @@ import json
 import math
 import os
 import re
-import signal
-import time
 
 import numpy as np
 import pytest

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import ringfeed
-from rfhelpers import (find_gen, photo_like, psnr, reference_center, run_python, wait_child,
-                       write_jpeg)
+from rfhelpers import (epoch_under_raise, find_gen, photo_like, psnr, reference_center, run_python,
+                       wait_child, write_jpeg)
 
 S = 32  # output side
 
@@ -200,30 +200,23 @@ def test_raise_names_path_sample_and_reason_then_goes_on(bad_folder):
     mixed, valid, bad, kinds = bad_folder
     n_valid = len(_valid_refs(valid))
     ld = _make(mixed, on_error="raise", shuffle=False, batch_size=1)
-    errors, ok = {}, 0
-    while True:
-        try:
-            for _ in ld:
-                ok += 1
-            break
-        except ringfeed.RingfeedError as e:
-            msg = str(e)
-            assert e.status is not None and e.status < 0
-            hits = [rel for rel in bad if os.path.join(mixed, rel) in msg]
-            assert len(hits) == 1, "error names no bad file: %s" % msg
-            rel = hits[0]
-            assert bad[rel] in msg, "reason %r missing: %s" % (bad[rel], msg)
-            assert "(sample " in msg, msg
-            sample = int(msg.split("(sample ", 1)[1].split(")", 1)[0])
-            assert _rel(mixed, ld.sample_path(sample)) == rel
-            errors[rel] = msg
-            # Resume after the failed batch (it was consumed); when it was the
-            # epoch's last, the state dict names batch 0 of the next epoch.
-            state = ld.state_dict()
-            if state["epoch"] != 0:
-                assert state["batch"] == 0 and state["epoch"] == 1
-                break
-            ld.load_state_dict(state)
+    # Resumes after each failed batch (it was consumed); when that was the
+    # epoch's last, the state dict names batch 0 of the next epoch.
+    ok, raised, state = epoch_under_raise(ld)
+    if state is not None and state["epoch"] != 0:
+        assert state["batch"] == 0 and state["epoch"] == 1
+    errors = {}
+    for e in raised:
+        msg = str(e)
+        assert e.status is not None and e.status < 0
+        hits = [rel for rel in bad if os.path.join(mixed, rel) in msg]
+        assert len(hits) == 1, "error names no bad file: %s" % msg
+        rel = hits[0]
+        assert bad[rel] in msg, "reason %r missing: %s" % (bad[rel], msg)
+        assert "(sample " in msg, msg
+        sample = int(msg.split("(sample ", 1)[1].split(")", 1)[0])
+        assert _rel(mixed, ld.sample_path(sample)) == rel
+        errors[rel] = msg
     assert ok == n_valid
     assert set(errors) == set(bad)
     # After an error the loader goes on to the next epoch ...

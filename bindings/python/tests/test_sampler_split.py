@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import ringfeed
-from rfhelpers import walk_folder, write_jpeg
+from rfhelpers import tiny_jpeg_folder, walk_folder
 
 try:
     import torch
@@ -63,10 +63,7 @@ def indices(ld, epoch=0):
 @pytest.fixture(scope="module")
 def small_folder(tmp_path_factory):
     """23 tiny images in 3 classes (23 is a multiple of none of 2..5)."""
-    root = str(tmp_path_factory.mktemp("sdl") / "data")
-    for i in range(23):
-        write_jpeg(os.path.join(root, "c%d" % (i % 3), "i%02d.jpg" % i), 40 + i % 5, 36, 700 + i)
-    return root
+    return tiny_jpeg_folder(str(tmp_path_factory.mktemp("sdl") / "data"), 23, 3, 700)
 
 
 def image_sources(folder, out_dir):

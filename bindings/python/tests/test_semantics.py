@@ -7,13 +7,12 @@ across a state_dict() resume."""
 import copy
 import json
 import math
-import os
 import pickle
 
 import pytest
 
 import ringfeed
-from rfhelpers import batch_digest, epoch_digests, run_python, write_jpeg
+from rfhelpers import batch_digest, epoch_digests, run_python, tiny_jpeg_folder
 
 DET = dict(transform="random_resized_crop", flip=True, image_size=40, batch_size=8, seed=1234,
            num_workers=2)
@@ -176,10 +175,7 @@ def test_mid_epoch_resume_is_exact_then_advances(folder, refs):
 @pytest.fixture(scope="module")
 def odd_folder(tmp_path_factory):
     """23 tiny images in 3 classes (23 is not a multiple of 2)."""
-    root = str(tmp_path_factory.mktemp("odd_sem") / "data")
-    for i in range(23):
-        write_jpeg(os.path.join(root, "c%d" % (i % 3), "i%02d.jpg" % i), 40 + i % 5, 36, 900 + i)
-    return root
+    return tiny_jpeg_folder(str(tmp_path_factory.mktemp("odd_sem") / "data"), 23, 3, 900)
 
 
 @pytest.mark.parametrize("n_kind", ["even", "odd"])

@@ -5,7 +5,6 @@ values), and exact resume across processes on both.
 Shards are written here with Python's own tarfile module (GNU, pax and ustar
 formats), an independent writer for the library's header walk."""
 
-import glob
 import hashlib
 import io
 import json

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 import ringfeed
-from rfhelpers import as_numpy, photo_like
+from rfhelpers import photo_like
 
 PIL = pytest.importorskip("PIL")
 from PIL import Image  # noqa: E402

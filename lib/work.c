@@ -27,18 +27,11 @@ int rf__work_init(rf_work *k, const rf_config *cfg, const rf_source *src,
     k->gen = gen;
     k->sample_bytes = cfg->sample_bytes;
     /* Built once: per sample only epoch, sample and check_tail change. */
-    k->tmpl.transform = cfg->transform;
-    k->tmpl.size = cfg->image_size;
-    k->tmpl.flip = cfg->flip;
-    k->tmpl.layout = cfg->layout;
-    k->tmpl.max_pixels = cfg->max_pixels;
-    k->tmpl.max_scans = cfg->max_scans;
-    k->tmpl.seed = cfg->seed;
-    k->tmpl.exact = cfg->exact;
-    k->tmpl.scale_min = cfg->scale_min;
-    k->tmpl.scale_max = cfg->scale_max;
-    k->tmpl.ratio_min = cfg->ratio_min;
-    k->tmpl.ratio_max = cfg->ratio_max;
+    k->tmpl = (rf_decode_opts){
+        .transform = cfg->transform, .size = cfg->image_size, .flip = cfg->flip,
+        .layout = cfg->layout, .max_pixels = cfg->max_pixels, .max_scans = cfg->max_scans,
+        .seed = cfg->seed, .exact = cfg->exact, .scale_min = cfg->scale_min,
+        .scale_max = cfg->scale_max, .ratio_min = cfg->ratio_min, .ratio_max = cfg->ratio_max};
     if (cfg->verify == RF_VERIFY_ONCE && src->kind != RF_SOURCE_RECORDS) {
         k->verified_bytes = ((size_t)src->n / 64 + 1) * sizeof *k->verified;
         k->verified = calloc(1, k->verified_bytes);

@@ -246,19 +246,6 @@ static int bmp_header(void *state, const uint8_t *d, size_t len, int max_scans, 
     return 0;
 }
 
-static int reserve(uint8_t **buf, size_t *cap, size_t need)
-{
-    if (*cap >= need)
-        return 0;
-    free(*buf);
-    *cap = 0;
-    *buf = malloc(need ? need : 1);
-    if (!*buf)
-        return -1;
-    *cap = need;
-    return 0;
-}
-
 /* The RLE stream as PIL 9's BmpRleDecoder expands it, into b->index (w*h
  * indices in file row order, 0 where nothing is written). 0, or -1 when
  * PIL's decoder would leave the picture short. */
@@ -400,8 +387,8 @@ static int bmp_region(void *state, rf_geom *g, int max_denom, int check_tail, rf
         b->data = NULL;
         return RF_E_DECODE;
     }
-    if (reserve(&b->rgb, &b->rgb_cap, stride * (size_t)rows) != 0 ||
-        (rle && reserve(&b->index, &b->index_cap, (size_t)b->w * (size_t)b->h) != 0)) {
+    if (rf__buf_reserve(&b->rgb, &b->rgb_cap, stride * (size_t)rows) != 0 ||
+        (rle && rf__buf_reserve(&b->index, &b->index_cap, (size_t)b->w * (size_t)b->h) != 0)) {
         b->data = NULL;
         snprintf(err, errcap, "out of memory for a %dx%d region", cols, rows);
         return RF_E_NOMEM;

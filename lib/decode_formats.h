@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "transform.h"
 
@@ -65,5 +66,21 @@ extern const rf_format rf__format_webp; /* decode_webp.c: libwebp (refuses WebP 
 extern const rf_format rf__format_png;  /* decode_png.c: libspng (or "unsupported" without) */
 extern const rf_format rf__format_bmp;  /* decode_bmp.c: BMP, as PIL reads it */
 extern const rf_format rf__format_pnm;  /* decode_pnm.c: PBM/PGM/PPM P1..P6, as PIL reads them */
+
+/* A per-worker buffer *buf of *cap bytes, replaced (contents not kept) by one
+ * of at least need bytes when smaller. 0, or -1 when out of memory (then
+ * *buf is NULL and *cap 0). The formats' scratch rows and tables. */
+static inline int rf__buf_reserve(uint8_t **buf, size_t *cap, size_t need)
+{
+    if (*cap >= need)
+        return 0;
+    free(*buf);
+    *cap = 0;
+    *buf = malloc(need ? need : 1);
+    if (!*buf)
+        return -1;
+    *cap = need;
+    return 0;
+}
 
 #endif

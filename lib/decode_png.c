@@ -125,19 +125,6 @@ static int png_header(void *state, const uint8_t *data, size_t len, int max_scan
     return 0;
 }
 
-static int reserve(uint8_t **buf, size_t *cap, size_t need)
-{
-    if (*cap >= need)
-        return 0;
-    free(*buf);
-    *cap = 0;
-    *buf = malloc(need ? need : 1);
-    if (!*buf)
-        return -1;
-    *cap = need;
-    return 0;
-}
-
 /* The gray or palette lookup table, by PIL's rules (see the top). */
 static int make_lut(rf_png *p, char *err, size_t errcap)
 {
@@ -241,9 +228,9 @@ static int png_region(void *state, rf_geom *g, int max_denom, int check_tail, rf
         cols = full_w;
     }
     size_t rgb_stride = (size_t)cols * 3;
-    if (reserve(&p->scratch, &p->scratch_cap, row_bytes) != 0 ||
-        (!direct && reserve(&p->native, &p->native_cap, row_bytes * (size_t)rows) != 0) ||
-        reserve(&p->rgb, &p->rgb_cap, rgb_stride * (size_t)rows) != 0) {
+    if (rf__buf_reserve(&p->scratch, &p->scratch_cap, row_bytes) != 0 ||
+        (!direct && rf__buf_reserve(&p->native, &p->native_cap, row_bytes * (size_t)rows) != 0) ||
+        rf__buf_reserve(&p->rgb, &p->rgb_cap, rgb_stride * (size_t)rows) != 0) {
         png_abandon(p);
         snprintf(err, errcap, "out of memory for a %dx%d region", cols, rows);
         return RF_E_NOMEM;

@@ -170,19 +170,6 @@ static int pnm_header(void *state, const uint8_t *d, size_t len, int max_scans, 
     return 0;
 }
 
-static int reserve(uint8_t **buf, size_t *cap, size_t need)
-{
-    if (*cap >= need)
-        return 0;
-    free(*buf);
-    *cap = 0;
-    *buf = malloc(need ? need : 1);
-    if (!*buf)
-        return -1;
-    *cap = need;
-    return 0;
-}
-
 /* Skips a comment at d[*i] == '#' through its CR or LF. */
 static void skip_comment(const uint8_t *d, size_t len, size_t *i)
 {
@@ -347,7 +334,7 @@ static int pnm_region(void *state, rf_geom *g, int max_denom, int check_tail, rf
             return RF_E_DECODE;
         }
     }
-    if (reserve(&p->rgb, &p->rgb_cap, stride * (size_t)rows) != 0) {
+    if (rf__buf_reserve(&p->rgb, &p->rgb_cap, stride * (size_t)rows) != 0) {
         p->data = NULL;
         snprintf(err, errcap, "out of memory for a %dx%d region", cols, rows);
         return RF_E_NOMEM;

@@ -142,33 +142,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #include <spng.h>
 #endif
 
-typedef struct seed {
-    char name[64];
-    uint8_t *data; /* control byte + file */
-    size_t len;
-} seed;
-
-typedef struct corpus {
-    seed *v;
-    int n, cap;
-} corpus;
-
-static void add(corpus *c, const char *name, uint8_t ctl, const uint8_t *file, size_t len)
-{
-    if (c->n == c->cap) {
-        c->cap = c->cap ? 2 * c->cap : 64;
-        if (!(c->v = realloc(c->v, (size_t)c->cap * sizeof *c->v)))
-            abort();
-    }
-    seed *s = &c->v[c->n++];
-    snprintf(s->name, sizeof s->name, "%03d-%s", c->n - 1, name);
-    s->len = len + 1;
-    if (!(s->data = malloc(s->len)))
-        abort();
-    s->data[0] = ctl;
-    if (len)
-        memcpy(s->data + 1, file, len);
-}
+#include "fuzzmain.h"
 
 /* Control byte: transform t, size index k, flip; "none" at the own side: 0x18. */
 static uint8_t ctl_of(int t, int k, int flip)
@@ -185,14 +159,6 @@ static uint8_t ctl_none_own_side(void)
         if (c % 3 == 0 && (c & 0x18) == 0x18)
             return (uint8_t)c;
     abort();
-}
-
-static uint32_t xs(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return (uint32_t)(*s >> 11);
 }
 
 /* Every transform on a file, then damaged copies: cut in half, cut short,
@@ -410,13 +376,6 @@ static void make_corpus(corpus *c)
 #endif
     bmp_seeds(c, &rs);
     pnm_seeds(c, &rs);
-}
-
-static void free_corpus(corpus *c)
-{
-    for (int i = 0; i < c->n; i++)
-        free(c->v[i].data);
-    free(c->v);
 }
 
 static int run_path(const char *path, int *count)

@@ -191,36 +191,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
  * ------------------------------------------------------------------------ */
 #include "testutil.h"
 #include "webpgen.h"
-
-typedef struct seed {
-    char name[64];
-    uint8_t *data; /* control byte + file */
-    size_t len;
-} seed;
-
-typedef struct corpus {
-    seed *v;
-    int n, cap;
-} corpus;
-
-static void add(corpus *c, const char *name, uint8_t ctl, const uint8_t *file, size_t len)
-{
-    if (c->n == c->cap) {
-        c->cap = c->cap ? 2 * c->cap : 64;
-        c->v = realloc(c->v, (size_t)c->cap * sizeof *c->v);
-        if (!c->v)
-            abort();
-    }
-    seed *s = &c->v[c->n++];
-    snprintf(s->name, sizeof s->name, "%03d-%s", c->n - 1, name);
-    s->len = len + 1;
-    s->data = malloc(s->len);
-    if (!s->data)
-        abort();
-    s->data[0] = ctl;
-    if (len)
-        memcpy(s->data + 1, file, len);
-}
+#include "fuzzmain.h"
 
 /* Control byte for transform t (0 none, 1 center, 2 rrc), size index k;
  * own: "none" at the picture's own side. */
@@ -230,14 +201,6 @@ static uint8_t ctl_of(int t, int k, int flip, int own)
         if (c % 3 == t && (c >> 5) == k && ((c >> 2) & 1) == flip && (((c & 0x18) == 0x18) == own))
             return (uint8_t)c;
     abort();
-}
-
-static uint32_t xs(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return (uint32_t)(*s >> 11);
 }
 
 static void make_corpus(corpus *c)
@@ -306,13 +269,6 @@ static void make_corpus(corpus *c)
         (const uint8_t *)"RIFF\x16\x00\x00\x00WEBPVP8X\x0a\x00\x00\x00\x10\x00\x00\x00"
                          "\x0f\x00\x00\x0f\x00\x00",
         30);
-}
-
-static void free_corpus(corpus *c)
-{
-    for (int i = 0; i < c->n; i++)
-        free(c->v[i].data);
-    free(c->v);
 }
 
 static int run_path(const char *path, int *count)

@@ -1,0 +1,60 @@
+/*
+ * fuzzmain.h - the pieces of the fuzzers' standalone drivers (fuzz_decode.c,
+ * fuzz_webp.c, fuzz_formats.c, built with RF_FUZZ_STANDALONE) that are the
+ * same for every format: the in-memory seed corpus and the xorshift PRNG that
+ * makes seeds and mutations deterministic. Each fuzzer keeps its own seeds,
+ * mutations, oracle and main. Included once, inside #ifdef RF_FUZZ_STANDALONE,
+ * after <stdint.h>, <stdio.h>, <stdlib.h> and <string.h>; all static.
+ */
+#ifndef RF_TESTS_FUZZMAIN_H
+#define RF_TESTS_FUZZMAIN_H
+
+typedef struct seed {
+    char name[64];
+    uint8_t *data; /* control byte + file */
+    size_t len;
+} seed;
+
+typedef struct corpus {
+    seed *v;
+    int n, cap;
+} corpus;
+
+/* Appends seed "NNN-name": the control byte ctl, then the len bytes of file. */
+static void add(corpus *c, const char *name, uint8_t ctl, const uint8_t *file, size_t len)
+{
+    if (c->n == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 64;
+        c->v = realloc(c->v, (size_t)c->cap * sizeof *c->v);
+        if (!c->v)
+            abort();
+    }
+    seed *s = &c->v[c->n++];
+    snprintf(s->name, sizeof s->name, "%03d-%s", c->n - 1, name);
+    s->len = len + 1;
+    s->data = malloc(s->len);
+    if (!s->data)
+        abort();
+    s->data[0] = ctl;
+    if (len)
+        memcpy(s->data + 1, file, len);
+}
+
+static void free_corpus(corpus *c)
+{
+    for (int i = 0; i < c->n; i++)
+        free(c->v[i].data);
+    free(c->v);
+}
+
+/* xorshift64: the same sequence on every machine, so seeds and mutations are
+ * reproducible from the --self/--gen arguments alone. */
+static uint32_t xs(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return (uint32_t)(*s >> 11);
+}
+
+#endif /* RF_TESTS_FUZZMAIN_H */

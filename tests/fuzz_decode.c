@@ -340,8 +340,10 @@ static void make_corpus(corpus *c)
     add(c, "soi-random", ctl_of(2, 5, 0), rnd, sizeof rnd);
 }
 
-static int run_file(const char *path)
+static int run_file(const char *path, const struct stat *st, int *count)
 {
+    (void)st;
+    (*count)++;
     size_t len;
     uint8_t *d = tu_read_file(path, &len);
     if (!d && len != 0) {
@@ -351,34 +353,6 @@ static int run_file(const char *path)
     LLVMFuzzerTestOneInput(d ? d : (const uint8_t *)"", d ? len : 0);
     free(d);
     return 0;
-}
-
-static int run_path(const char *path, int *count)
-{
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        fprintf(stderr, "fuzz_decode_seeds: %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        (*count)++;
-        return run_file(path);
-    }
-    DIR *d = opendir(path);
-    if (!d)
-        return -1;
-    struct dirent *e;
-    int rc = 0;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        char p[4096];
-        snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-        if (run_path(p, count) != 0)
-            rc = -1;
-    }
-    closedir(d);
-    return rc;
 }
 
 /* Deterministic mutations of a seed, libFuzzer-style but much simpler. */
@@ -504,7 +478,7 @@ int main(int argc, char **argv)
     }
     int rc = 0, count = 0;
     for (int i = 1; i < argc; i++)
-        if (run_path(argv[i], &count) != 0)
+        if (fz_run_path("fuzz_decode_seeds", argv[i], &count, run_file) != 0)
             rc = 1;
     printf("fuzz_decode_seeds: replayed %d inputs\n", count);
     rf__decoder_destroy(fz_decoder);

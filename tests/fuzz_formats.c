@@ -378,34 +378,13 @@ static void make_corpus(corpus *c)
     pnm_seeds(c, &rs);
 }
 
-static int run_path(const char *path, int *count)
+static int run_file(const char *path, const struct stat *st, int *count)
 {
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        fprintf(stderr, "fuzz_formats_seeds: %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    if (S_ISDIR(st.st_mode)) {
-        DIR *d = opendir(path);
-        if (!d)
-            return -1;
-        struct dirent *e;
-        int rc = 0;
-        while ((e = readdir(d)) != NULL) {
-            char p[4096];
-            if (e->d_name[0] == '.')
-                continue;
-            snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-            rc |= run_path(p, count);
-        }
-        closedir(d);
-        return rc;
-    }
     FILE *f = fopen(path, "rb");
     if (!f)
         return -1;
-    uint8_t *buf = malloc((size_t)st.st_size + 1);
-    size_t n = fread(buf, 1, (size_t)st.st_size, f);
+    uint8_t *buf = malloc((size_t)st->st_size + 1);
+    size_t n = fread(buf, 1, (size_t)st->st_size, f);
     fclose(f);
     LLVMFuzzerTestOneInput(buf, n);
     free(buf);
@@ -504,7 +483,7 @@ int main(int argc, char **argv)
     } else if (argc >= 2 && argv[1][0] != '-') {
         int count = 0;
         for (int i = 1; i < argc; i++)
-            rc |= run_path(argv[i], &count) != 0;
+            rc |= fz_run_path("fuzz_formats_seeds", argv[i], &count, run_file) != 0;
         printf("fuzz_formats_seeds: replayed %d inputs\n", count);
     } else {
         fprintf(stderr, "usage: %s --gen DIR | --list | --self [N] | FILE|DIR...\n", argv[0]);

@@ -271,38 +271,17 @@ static void make_corpus(corpus *c)
         30);
 }
 
-static int run_path(const char *path, int *count)
+static int run_file(const char *path, const struct stat *st, int *count)
 {
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        fprintf(stderr, "fuzz_webp_seeds: %s: %s\n", path, strerror(errno));
+    (void)st;
+    size_t len;
+    uint8_t *d = tu_read_file(path, &len);
+    if (!d && len != 0)
         return -1;
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        size_t len;
-        uint8_t *d = tu_read_file(path, &len);
-        if (!d && len != 0)
-            return -1;
-        LLVMFuzzerTestOneInput(d ? d : (const uint8_t *)"", d ? len : 0);
-        free(d);
-        (*count)++;
-        return 0;
-    }
-    DIR *d = opendir(path);
-    if (!d)
-        return -1;
-    struct dirent *e;
-    int rc = 0;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        char p[4096];
-        snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-        if (run_path(p, count) != 0)
-            rc = -1;
-    }
-    closedir(d);
-    return rc;
+    LLVMFuzzerTestOneInput(d ? d : (const uint8_t *)"", d ? len : 0);
+    free(d);
+    (*count)++;
+    return 0;
 }
 
 /* Deterministic mutations of a seed: bit flips, bytes, cuts, copied runs,
@@ -419,7 +398,7 @@ int main(int argc, char **argv)
     } else {
         int count = 0;
         for (int i = 1; i < argc; i++)
-            if (run_path(argv[i], &count) != 0)
+            if (fz_run_path("fuzz_webp_seeds", argv[i], &count, run_file) != 0)
                 rc = 1;
         printf("fuzz_webp_seeds: replayed %d inputs\n", count);
     }

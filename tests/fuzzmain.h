@@ -4,7 +4,8 @@
  * same for every format: the in-memory seed corpus and the xorshift PRNG that
  * makes seeds and mutations deterministic. Each fuzzer keeps its own seeds,
  * mutations, oracle and main. Included once, inside #ifdef RF_FUZZ_STANDALONE,
- * after <stdint.h>, <stdio.h>, <stdlib.h> and <string.h>; all static.
+ * after <dirent.h>, <errno.h>, <stdint.h>, <stdio.h>, <stdlib.h>, <string.h>
+ * and <sys/stat.h>; all static.
  */
 #ifndef RF_TESTS_FUZZMAIN_H
 #define RF_TESTS_FUZZMAIN_H
@@ -55,6 +56,38 @@ static uint32_t xs(uint64_t *s)
     *s ^= *s >> 7;
     *s ^= *s << 17;
     return (uint32_t)(*s >> 11);
+}
+
+/* Runs every file under path (a file, or a directory walked recursively,
+ * dot files skipped) through run_file, which counts what it ran in *count.
+ * prog names the program in the message for a path that cannot be stat'ed.
+ * 0, or -1 when some path could not be read (the walk goes on). */
+typedef int (*fz_file_fn)(const char *path, const struct stat *st, int *count);
+
+static int fz_run_path(const char *prog, const char *path, int *count, fz_file_fn run_file)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        fprintf(stderr, "%s: %s: %s\n", prog, path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode))
+        return run_file(path, &st, count);
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    struct dirent *e;
+    int rc = 0;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+        if (fz_run_path(prog, p, count, run_file) != 0)
+            rc = -1;
+    }
+    closedir(d);
+    return rc;
 }
 
 #endif /* RF_TESTS_FUZZMAIN_H */

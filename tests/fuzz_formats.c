@@ -394,8 +394,9 @@ static int run_file(const char *path, const struct stat *st, int *count)
 
 /* Deterministic mutations of a seed: flips, bytes, cuts, interesting values,
  * copied chunks, a new control byte. */
-static size_t mutate(const uint8_t *in, size_t len, uint8_t *out, uint64_t *rs)
+static size_t mutate(const uint8_t *in, size_t len, uint8_t *out, size_t cap, uint64_t *rs)
 {
+    (void)cap; /* out holds the longest seed */
     size_t n = len;
     memcpy(out, in, n);
     int ops = 1 + (int)(xs(rs) % 4);
@@ -461,25 +462,10 @@ int main(int argc, char **argv)
             LLVMFuzzerTestOneInput(c.v[i].data, c.v[i].len);
         }
     } else if (argc >= 2 && !strcmp(argv[1], "--self")) {
-        int per = argc >= 3 ? atoi(argv[2]) : 50;
-        const char *env = getenv("RINGFEED_TEST_SCALE"); /* < 1 under slow tools */
-        if (env && atof(env) > 0 && atof(env) < 1)
-            per = (int)(per * atof(env));
+        int per = fz_self_per(argc, argv);
         make_corpus(&c);
-        uint64_t rs = 0x9e3779b97f4a7c15ULL;
-        size_t cap = 1;
-        for (int i = 0; i < c.n; i++)
-            cap = c.v[i].len > cap ? c.v[i].len : cap;
-        uint8_t *buf = malloc(cap);
-        long runs = 0;
-        for (int i = 0; i < c.n; i++) {
-            LLVMFuzzerTestOneInput(c.v[i].data, c.v[i].len);
-            for (int k = 0; k < per; k++)
-                LLVMFuzzerTestOneInput(buf, mutate(c.v[i].data, c.v[i].len, buf, &rs));
-            runs += 1 + per;
-        }
+        long runs = fz_self(&c, per, mutate);
         printf("fuzz_formats_seeds: %d seeds, %ld runs, no findings\n", c.n, runs);
-        free(buf);
     } else if (argc >= 2 && argv[1][0] != '-') {
         int count = 0;
         for (int i = 1; i < argc; i++)

@@ -368,29 +368,11 @@ int main(int argc, char **argv)
         }
         free_corpus(&c);
     } else if (argc >= 2 && !strcmp(argv[1], "--self")) {
-        int per = argc >= 3 ? atoi(argv[2]) : 50;
-        const char *env = getenv("RINGFEED_TEST_SCALE"); /* < 1 under slow tools */
-        if (env && atof(env) > 0 && atof(env) < 1)
-            per = (int)(per * atof(env));
+        int per = fz_self_per(argc, argv);
         corpus c = {0};
         make_corpus(&c);
-        uint64_t rs = 0x9e3779b97f4a7c15ULL;
-        size_t cap = 0;
-        for (int i = 0; i < c.n; i++)
-            cap = c.v[i].len > cap ? c.v[i].len : cap;
-        uint8_t *buf = malloc(cap);
-        long runs = 0;
-        for (int i = 0; i < c.n; i++) {
-            LLVMFuzzerTestOneInput(c.v[i].data, c.v[i].len);
-            runs++;
-            for (int k = 0; k < per; k++) {
-                size_t n = mutate(c.v[i].data, c.v[i].len, buf, cap, &rs);
-                LLVMFuzzerTestOneInput(buf, n);
-                runs++;
-            }
-        }
+        long runs = fz_self(&c, per, mutate);
         printf("fuzz_webp_seeds: %d seeds, %ld runs, no findings\n", c.n, runs);
-        free(buf);
         free_corpus(&c);
     } else if (argc < 2 || argv[1][0] == '-') {
         fprintf(stderr, "usage: %s --gen DIR | --list | --self [N] | FILE|DIR...\n", argv[0]);

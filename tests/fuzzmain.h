@@ -90,4 +90,42 @@ static int fz_run_path(const char *prog, const char *path, int *count, fz_file_f
     return rc;
 }
 
+/* Mutates seed in (len bytes) into out (cap >= len bytes); returns the length. */
+typedef size_t (*fz_mutate_fn)(const uint8_t *in, size_t len, uint8_t *out, size_t cap,
+                               uint64_t *rs);
+
+/* --self [N]: N mutations per seed (default 50), fewer under RINGFEED_TEST_SCALE
+ * < 1 (slow tools such as valgrind). */
+static int fz_self_per(int argc, char **argv)
+{
+    int per = argc >= 3 ? atoi(argv[2]) : 50;
+    const char *env = getenv("RINGFEED_TEST_SCALE"); /* < 1 under slow tools */
+    if (env && atof(env) > 0 && atof(env) < 1)
+        per = (int)(per * atof(env));
+    return per;
+}
+
+/* Runs every seed of c, each followed by per deterministic mutations of it
+ * (one PRNG stream over the whole corpus); returns the number of runs. */
+static long fz_self(const corpus *c, int per, fz_mutate_fn mutate)
+{
+    uint64_t rs = 0x9e3779b97f4a7c15ULL;
+    size_t cap = 1;
+    for (int i = 0; i < c->n; i++)
+        cap = c->v[i].len > cap ? c->v[i].len : cap;
+    uint8_t *buf = malloc(cap);
+    long runs = 0;
+    for (int i = 0; i < c->n; i++) {
+        LLVMFuzzerTestOneInput(c->v[i].data, c->v[i].len);
+        runs++;
+        for (int k = 0; k < per; k++) {
+            size_t n = mutate(c->v[i].data, c->v[i].len, buf, cap, &rs);
+            LLVMFuzzerTestOneInput(buf, n);
+            runs++;
+        }
+    }
+    free(buf);
+    return runs;
+}
+
 #endif /* RF_TESTS_FUZZMAIN_H */

@@ -53,14 +53,15 @@ TEST_VENV := .venv-test
 # python3-venv: make deps' virtualenv and the pip_install test's fresh one; git:
 # that test installs a copy of the tracked files.
 DEB_PACKAGES := build-essential cmake pkg-config liburing-dev libturbojpeg0-dev libspng-dev \
-	libjpeg62-turbo-dev libwebp-dev libcmocka-dev python3-numpy python3-pytest python3-torch \
-	python3-torchvision python3-matplotlib python3-pil python3-venv git valgrind clang \
-	libclang-rt-14-dev
+	libjpeg62-turbo-dev libwebp-dev libdeflate-dev libcurl4-openssl-dev libcmocka-dev \
+	python3-numpy python3-pytest python3-torch python3-torchvision python3-matplotlib \
+	python3-pil python3-venv git valgrind clang libclang-rt-14-dev
 
 # Test-only packages from PyPI (not in Debian 12, or too old there), installed
 # into $(TEST_VENV). scikit-build-core: pyproject.toml's build backend; webdataset:
-# the tar-shard tests write shards with its ShardWriter and compare with its reader.
-TEST_PIP_PACKAGES := scikit-build-core>=0.10 webdataset
+# the tar-shard tests write shards with its ShardWriter and compare with its reader;
+# moto[server] + boto3: the remote-shard tests run an S3-compatible server on 127.0.0.1.
+TEST_PIP_PACKAGES := scikit-build-core>=0.10 webdataset moto[server] boto3
 
 .PHONY: all deps deps-debian deps-venv build test bench sanitize memcheck fuzz format clean
 

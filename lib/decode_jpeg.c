@@ -50,6 +50,7 @@ typedef struct rf_jpeg {
     struct jpeg_decompress_struct cinfo;
     rf_jerr jerr;
     struct jpeg_progress_mgr progress;
+    int used;      /* cinfo has read a picture since it was created */
     int cmyk;      /* the picture is CMYK or YCCK (decoded as CMYK) */
     uint8_t *rows; /* decoded region, RGB (or CMYK while converting) */
     size_t rows_cap;
@@ -132,6 +133,24 @@ static int jpg_failed(rf_jpeg *j, char *err, size_t errcap)
     return j->jerr.limit ? RF_E_LIMIT : RF_E_DECODE;
 }
 
+/* A decompressor keeps the quantization and Huffman tables of the pictures
+ * it has read (libjpeg's support for abbreviated streams), so a picture
+ * without its own tables would borrow those of whatever this worker decoded
+ * before: its pixels, or whether it fails, would depend on the order of
+ * work, and differ from PIL, which reads every file with a new one. So
+ * every picture gets a new decompressor (a few small allocations). Called
+ * under jpg_header's setjmp: if creating fails, cinfo.mem stays NULL, which
+ * jpeg_abort and jpeg_destroy accept. */
+static void renew(rf_jpeg *j)
+{
+    if (j->used) {
+        jpeg_destroy_decompress(&j->cinfo); /* keeps cinfo.err */
+        jpeg_create_decompress(&j->cinfo);
+        j->cinfo.progress = &j->progress;
+    }
+    j->used = 1;
+}
+
 static int jpg_header(void *state, const uint8_t *data, size_t len, int max_scans, int *width,
                       int *height, char *err, size_t errcap)
 {
@@ -142,6 +161,7 @@ static int jpg_header(void *state, const uint8_t *data, size_t len, int max_scan
     j->jerr.msg[0] = '\0';
     if (setjmp(j->jerr.jump))
         return jpg_failed(j, err, errcap);
+    renew(j);
     jpeg_mem_src(c, (unsigned char *)data, (unsigned long)len);
     jpeg_read_header(c, TRUE);
     *width = (int)c->image_width;

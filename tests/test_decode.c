@@ -407,6 +407,80 @@ static uint8_t *cmyk_jpeg(int w, int h, size_t *len)
  * scaling): the same bytes as a full decode, DCT-scaled ones close to it
  * (27 dB: DCT scaling of 4x-subsampled chroma is coarser than of 2x2), and
  * no hang (the alarm turns one into a failure). */
+/* Copy of a JPEG without its segments of one marker type (DQT 0xDB, DHT
+ * 0xC4) before the first scan; *out_len is the new size. */
+static uint8_t *strip_marker(const uint8_t *jpg, size_t len, int marker, size_t *out_len)
+{
+    uint8_t *out = malloc(len);
+    size_t i = 2, n = 2;
+    memcpy(out, jpg, 2);
+    while (i + 4 <= len) {
+        int m = jpg[i + 1];
+        size_t seg = 2 + ((size_t)jpg[i + 2] << 8 | jpg[i + 3]);
+        if (m == 0xDA)
+            break;
+        if (m != marker) {
+            memcpy(out + n, jpg + i, seg);
+            n += seg;
+        }
+        i += seg;
+    }
+    memcpy(out + n, jpg + i, len - i);
+    *out_len = n + len - i;
+    return out;
+}
+
+/* A picture that lacks its own tables decodes as on a new decoder (what PIL
+ * does), whatever the same worker decoded before: no table of an earlier
+ * picture leaks into it. */
+static void test_no_tables_carried_between_pictures(void **state)
+{
+    (void)state;
+    rf_decode_opts o = opts(RF_TRANSFORM_CENTER, 48);
+    size_t a_len, b_len, x_len, nq_len, nh_len;
+    tu_jpeg_opts to = {.width = 96, .height = 80, .quality = 20, .subsamp = TU_420, .seed = 3};
+    uint8_t *a;
+    assert_int_equal(tu_make_jpeg(&to, &a, &a_len), 0); /* other quantization tables */
+    to.quality = 95;
+    to.progressive = 1; /* progressive: optimized Huffman tables, not the standard ones */
+    uint8_t *b;
+    assert_int_equal(tu_make_jpeg(&to, &b, &b_len), 0);
+    to.progressive = 0;
+    to.seed = 4;
+    uint8_t *x;
+    assert_int_equal(tu_make_jpeg(&to, &x, &x_len), 0); /* standard Huffman tables */
+    uint8_t *no_dqt = strip_marker(x, x_len, 0xDB, &nq_len);
+    uint8_t *no_dht = strip_marker(x, x_len, 0xC4, &nh_len);
+    assert_true(nq_len < x_len && nh_len < x_len);
+
+    size_t out_size = (size_t)o.size * o.size * 3;
+    uint8_t *fresh = malloc(out_size), *after = malloc(out_size);
+    char err[512];
+    rf_decode_times t;
+    /* Without DHT, a new decoder uses the standard tables: same pixels as x. */
+    assert_int_equal(decode_err(no_dht, nh_len, &o, err, sizeof err), 0);
+    rf_decoder *d = rf__decoder_create();
+    assert_int_equal(rf__decode_sample(d, x, x_len, &o, fresh, err, sizeof err, &t), 0);
+    assert_int_equal(rf__decode_sample(d, b, b_len, &o, after, err, sizeof err, &t), 0);
+    assert_int_equal(rf__decode_sample(d, no_dht, nh_len, &o, after, err, sizeof err, &t), 0);
+    assert_memory_equal(fresh, after, out_size);
+    /* Without DQT there is nothing to decode with, before or after another picture. */
+    expect_error(no_dqt, nq_len, &o, RF_E_DECODE, "Quantization table 0x00 was not defined");
+    assert_int_equal(rf__decode_sample(d, a, a_len, &o, after, err, sizeof err, &t), 0);
+    err[0] = '\0';
+    assert_int_equal(rf__decode_sample(d, no_dqt, nq_len, &o, after, err, sizeof err, &t),
+                     RF_E_DECODE);
+    assert_non_null(strstr(err, "Quantization table 0x00 was not defined"));
+    rf__decoder_destroy(d);
+    free(fresh);
+    free(after);
+    free(no_dqt);
+    free(no_dht);
+    free(x);
+    free(b);
+    free(a);
+}
+
 static void test_unusual_sampling_decoded_whole(void **state)
 {
     (void)state;
@@ -560,6 +634,7 @@ int main(void)
         cmocka_unit_test(test_arithmetic_cut_below_the_crop),
         cmocka_unit_test(test_unusual_sampling_decoded_whole),
         cmocka_unit_test(test_bad_inputs_fail_with_reason),
+        cmocka_unit_test(test_no_tables_carried_between_pictures),
         cmocka_unit_test(test_cmyk_converts),
         cmocka_unit_test(test_rrc_deterministic),
     };

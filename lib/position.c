@@ -21,9 +21,10 @@ int rf_loader_seek_rest(rf_loader *l, int64_t epoch, int64_t start, int64_t batc
         rf__sampler_rest_counts(&l->sampler, start, &ns, &nb);
     if (epoch < 0 || batch < 0 || batch > nb) {
         if (nb < 0)
-            rf__loader_err(l, "loader: cannot seek to position %lld of epoch %lld's order (%lld "
-                              "samples)", (long long)start, (long long)epoch,
-                           (long long)l->src.n);
+            rf__loader_err(l,
+                           "loader: cannot seek to position %lld of epoch %lld's order (%lld "
+                           "samples)",
+                           (long long)start, (long long)epoch, (long long)l->src.n);
         else
             rf__loader_err(l, "loader: cannot seek to epoch %lld batch %lld (%lld batches %s)",
                            (long long)epoch, (long long)batch, (long long)nb,

@@ -24,9 +24,9 @@
 #include "ringfeed.h"
 #include "rng.h"
 
-#define TAG_PERM 0x5045524dULL                  /* "PERM": the global shuffle */
-#define TAG_SHARDS 0x53485244ULL                /* "SHRD": the shards' order */
-#define TAG_BLOCK (0x424c434bULL << 32)         /* "BLCK" + block number: a block's shuffle */
+#define TAG_PERM 0x5045524dULL          /* "PERM": the global shuffle */
+#define TAG_SHARDS 0x53485244ULL        /* "SHRD": the shards' order */
+#define TAG_BLOCK (0x424c434bULL << 32) /* "BLCK" + block number: a block's shuffle */
 
 void rf__sampler_rest_counts(const rf_sampler *s, int64_t start, int64_t *num_samples,
                              int64_t *num_batches)
@@ -141,8 +141,8 @@ static void block_order(rf_sampler *s, int64_t epoch)
             pos += count;
         }
         if (s->shuffle) {
-            rf_rng rng = rf__rng_make(s->seed, (uint64_t)epoch,
-                                      TAG_BLOCK + (uint64_t)(b0 / s->block));
+            rf_rng rng =
+                rf__rng_make(s->seed, (uint64_t)epoch, TAG_BLOCK + (uint64_t)(b0 / s->block));
             fisher_yates(s->perm + begin, pos - begin, &rng);
         }
     }

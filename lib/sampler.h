@@ -22,22 +22,22 @@
 #include <stdint.h>
 
 typedef struct rf_sampler {
-    int64_t n;            /* samples in the dataset */
+    int64_t n; /* samples in the dataset */
     int64_t batch_size;
     int64_t rank, world_size;
     int shuffle, drop_last;
     int sampler_drop_last; /* trim the order to a multiple of world_size, not pad */
     uint64_t seed;
-    int64_t epoch;        /* epoch whose order is in `order`, -1 before the first */
-    int64_t start;        /* the split covers perm[start..n): 0 but in a resumed epoch */
-    int64_t num_samples;  /* this rank's samples in the current split: ceil(rest / world_size),
+    int64_t epoch;         /* epoch whose order is in `order`, -1 before the first */
+    int64_t start;         /* the split covers perm[start..n): 0 but in a resumed epoch */
+    int64_t num_samples;   /* this rank's samples in the current split: ceil(rest / world_size),
                            * floor(rest / world_size) with sampler_drop_last, rest = n - start */
-    int64_t num_batches;  /* this rank's batches in the current split */
+    int64_t num_batches;   /* this rank's batches in the current split */
     int64_t epoch_batches; /* ... in a whole epoch (start 0); fixed at init */
-    int64_t *order;       /* num_samples global indices of this rank, this epoch */
-    uint32_t *perm;       /* the epoch's global order, n entries */
+    int64_t *order;        /* num_samples global indices of this rank, this epoch */
+    uint32_t *perm;        /* the epoch's global order, n entries */
     /* shard-aware shuffle (rf__sampler_set_shards); block 0: global shuffle */
-    int64_t block;        /* shards per block */
+    int64_t block; /* shards per block */
     int64_t nshards;
     uint32_t *members;    /* n sample indices grouped by shard, ascending within one */
     int64_t *shard_first; /* nshards + 1: shard s's samples are members[shard_first[s]..[s+1]) */

@@ -259,10 +259,8 @@ static void test_seek_rest_bounds(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_stop_at_4_resume_at_2),
-        cmocka_unit_test(test_blocks_deterministic),
-        cmocka_unit_test(test_fingerprint),
-        cmocka_unit_test(test_blocks_need_shards),
+        cmocka_unit_test(test_stop_at_4_resume_at_2), cmocka_unit_test(test_blocks_deterministic),
+        cmocka_unit_test(test_fingerprint),           cmocka_unit_test(test_blocks_need_shards),
         cmocka_unit_test(test_seek_rest_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -165,9 +165,13 @@ static void test_resume_exhaustive(void **state)
                 for (int64_t block = 0; block <= 2; block += 2)
                     for (int64_t nw = 1; nw <= MAXW; nw++)
                         for (int64_t mw = 1; mw <= MAXW; mw++) {
-                            cfg c = {.n = ns[t], .bs = bs, .drop_last = flags & 1,
-                                     .trim = flags >> 1, .block = block,
-                                     .seed = 77 + (uint64_t)ns[t], .epoch = 3};
+                            cfg c = {.n = ns[t],
+                                     .bs = bs,
+                                     .drop_last = flags & 1,
+                                     .trim = flags >> 1,
+                                     .block = block,
+                                     .seed = 77 + (uint64_t)ns[t],
+                                     .epoch = 3};
                             resume_case(&c, nw, mw);
                             cases++;
                         }

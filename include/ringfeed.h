@@ -152,6 +152,21 @@ enum rf_param {
                                   sample; each ring slot holds batch_size times this; a sample whose
                                   extras need more is an error (under RF_P_ON_ERROR) naming the shard,
                                   the key and the member; default 65536. Fixed. */
+    /* Shard-aware shuffle, for shards that do not all fit a local cache (remote
+     * shards) or the page cache. 0, the default: the epoch's global order is a
+     * permutation of all samples. K > 0: a seeded permutation of the shards (tar
+     * shards, or record files: each file is a shard), cut into consecutive
+     * blocks of K shards; each block's samples are shuffled together (a stream
+     * keyed on seed, epoch and block) and the blocks follow each other. The
+     * split across ranks, padding and batching are the same as with 0, so all
+     * ranks read from the same block at the same time: about K shards are live
+     * at once (2K across a block boundary), on every rank. Two samples can
+     * share a batch only when their shards share a block (or neighbouring
+     * blocks, at a boundary). Without RF_P_SHUFFLE the order is the shards' own
+     * order, as with 0. Deterministic for any worker count. An image folder or
+     * a list file has no shards: rf_loader_start refuses K > 0 (RF_E_INVALID).
+     * When the whole dataset is local, 0 mixes best. Fixed. */
+    RF_P_SHUFFLE_BLOCK = 36,   /* shards per block; 0 = global shuffle; default 0. Fixed. */
 };
 
 /* How much of a JPEG is decoded beyond the rows its crop needs (RF_P_VERIFY).
@@ -261,8 +276,8 @@ RF_API int rf_loader_start(rf_loader *l);
  * Thread-safety: any thread after rf_loader_start (a relaxed read). */
 RF_API int rf_loader_active_workers(const rf_loader *l);
 
-/* Number of samples in the index, and batches per epoch for this rank.
- * Both are 0 before rf_loader_start.
+/* Number of samples in the index, and batches per (whole) epoch for this
+ * rank. Both are 0 before rf_loader_start.
  * Thread-safety: any thread. */
 RF_API int64_t rf_loader_num_samples(const rf_loader *l);
 RF_API int64_t rf_loader_num_batches(const rf_loader *l);
@@ -283,6 +298,57 @@ RF_API int rf_loader_seek(rf_loader *l, int64_t epoch, int64_t batch);
  * rf_loader_next will return.
  * Thread-safety: the consumer thread. */
 RF_API int rf_loader_tell(const rf_loader *l, int64_t *epoch, int64_t *batch);
+
+/* ---- resuming on another number of ranks ---------------------------------
+ * An epoch's global order is the permutation that every rank draws from
+ * (seed, epoch) before taking its share (rank r: positions r, r + W, ...).
+ * Ranks that advance in lockstep (DDP: each takes one batch per step) have,
+ * after b batches of batch_size B each, consumed exactly the first W * b * B
+ * positions of that order together. A run of M ranks resumes a run of N by
+ * splitting the rest of the epoch across its M ranks: every sample of the
+ * epoch is then taken once across both runs, padding aside (the rest is
+ * padded by wrapping to a multiple of M, or trimmed under
+ * RF_P_SAMPLER_DROP_LAST, as a whole epoch's order is). Both runs need the
+ * same source, RF_P_SEED, RF_P_SHUFFLE and RF_P_SHUFFLE_BLOCK (they make the
+ * global order); batch_size and drop_last may differ (the position travels
+ * in samples). rf_loader_fingerprint tells whether the source is the same. */
+
+/* Positions the loader in `epoch` on the rest of the epoch's global order
+ * from position `start` on (0 <= start <= rf_loader_num_samples), split
+ * across this loader's ranks as a whole epoch's order is, at batch `batch`
+ * of this rank's part (0 <= batch <= rf_loader_epoch_batches after the
+ * call). start = 0 is rf_loader_seek. Later epochs (rf_loader_set_epoch) are
+ * whole again. To resume N ranks on M: start = the `consumed` of
+ * rf_loader_tell_rest on the N-rank run, batch = 0; to resume on N ranks
+ * again, exactly: the same start and the batch of rf_loader_tell. Returns
+ * RF_OK or RF_E_INVALID (out of range; nothing moves).
+ * Thread-safety: the consumer thread. */
+RF_API int rf_loader_seek_rest(rf_loader *l, int64_t epoch, int64_t start, int64_t batch);
+
+/* The current position's place in the epoch's global order: *start, where
+ * the current split begins (0 but after rf_loader_seek_rest), and
+ * *consumed, the positions all ranks have taken when every rank stands
+ * where this one does (lockstep): start + world_size * batch * batch_size,
+ * or rf_loader_num_samples once this split's last batch was taken (its
+ * padding, trimmed tail and dropped short batch then count as consumed).
+ * Either pointer may be NULL.
+ * Thread-safety: the consumer thread. */
+RF_API int rf_loader_tell_rest(const rf_loader *l, int64_t *start, int64_t *consumed);
+
+/* Batches of the current epoch for this rank: rf_loader_num_batches, but
+ * fewer in the rest of an epoch (rf_loader_seek_rest). 0 before
+ * rf_loader_start.
+ * Thread-safety: the consumer thread. */
+RF_API int64_t rf_loader_epoch_batches(const rf_loader *l);
+
+/* A 64-bit hash of the index, to tell whether a saved position belongs to
+ * this dataset: the sample count and, for each sample in index order, its
+ * file's base name (directories left out, so that moving the dataset keeps
+ * it), its tar member name or record offset, its byte length where the
+ * index holds one (tar members, records) and its label. 0 before
+ * rf_loader_start. O(samples).
+ * Thread-safety: any thread after rf_loader_start. */
+RF_API uint64_t rf_loader_fingerprint(const rf_loader *l);
 
 /* Lends the next batch of the epoch, in order, waiting until it is ready.
  * Returns RF_OK with *out set, RF_END_OF_EPOCH after the last batch, or an

@@ -85,12 +85,12 @@ void rf__dispatch_stop(rf_dispatch *d)
         pthread_cond_broadcast(&d->cv_disp);
 }
 
-void rf__dispatch_seek(rf_dispatch *d, int64_t epoch, int64_t batch)
+void rf__dispatch_seek(rf_dispatch *d, int64_t epoch, int64_t start, int64_t batch)
 {
     int64_t gen = atomic_load(&d->gen) + 1;
     atomic_store(&d->gen, gen);
     d->epoch = epoch;
-    rf__sampler_set_epoch(d->sampler, epoch);
+    rf__sampler_set_rest(d->sampler, epoch, start);
     d->next_batch = d->sched_batch = batch;
     d->nfill = 0;
     rf__ring_invalidate(d->ring, gen);

@@ -95,8 +95,9 @@ void rf__dispatch_free(rf_dispatch *d, int forked);
  * the prefetch window moved). */
 void rf__dispatch_wake(rf_dispatch *d);
 
-/* Under mu: moves the position to batch `batch` of `epoch` (new generation). */
-void rf__dispatch_seek(rf_dispatch *d, int64_t epoch, int64_t batch);
+/* Under mu: moves the position to batch `batch` of `epoch`, in the split of
+ * its order from `start` on (0: the whole epoch; sampler.h) (new generation). */
+void rf__dispatch_seek(rf_dispatch *d, int64_t epoch, int64_t start, int64_t batch);
 
 /* Under mu: the tuner wants k ring slots; the dispatcher grows the ring to
  * that many (never shrinks it), allocating outside the lock. */

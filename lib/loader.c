@@ -1,7 +1,8 @@
 /*
  * loader.c - the public API's lifecycle: options, start (wiring the stages),
- * stop and teardown (also in a forked child), the position (seek, tell), the
- * error message and the stats. The consumer's side is in consume.c.
+ * stop and teardown (also in a forked child), the error message and the
+ * stats. The position (seek, tell) is in position.c, the consumer's side in
+ * consume.c.
  *
  * rf_loader_start resolves the options once (options.c), indexes the source,
  * orders it (sampler.c), opens the copier and the ring, then builds the
@@ -263,6 +264,39 @@ static int start_failed(rf_loader *l, int rc)
     return rc;
 }
 
+static uint32_t sample_shard(const void *src, int64_t i)
+{
+    return rf__source_shard(src, i);
+}
+
+/* The sampler, shard-aware under RF_P_SHUFFLE_BLOCK; 0 or an error, recorded. */
+static int open_sampler(rf_loader *l)
+{
+    const rf_config *c = &l->cfg;
+    int rc = rf__sampler_init(&l->sampler, l->src.n, c->batch_size, c->shuffle, c->drop_last,
+                              c->sampler_drop_last, c->seed, c->rank, c->world_size);
+    if (rc < 0) {
+        rf__loader_err(l, "sampler: cannot order %lld samples", (long long)l->src.n);
+        return rc;
+    }
+    if (c->shuffle_block == 0)
+        return 0;
+    int64_t nshards = rf__source_nshards(&l->src);
+    if (nshards == 0) {
+        rf__loader_err(l,
+                       "options: shuffle_block=%lld needs a source made of shards (tar shards or "
+                       "record files); %s is %s, whose samples are files of their own: use "
+                       "shuffle_block=0",
+                       (long long)c->shuffle_block, l->spec,
+                       l->src.kind == RF_SOURCE_FOLDER ? "an image folder" : "a list file");
+        return RF_E_INVALID;
+    }
+    rc = rf__sampler_set_shards(&l->sampler, c->shuffle_block, nshards, sample_shard, &l->src);
+    if (rc < 0)
+        rf__loader_err(l, "sampler: cannot group %lld samples by shard", (long long)l->src.n);
+    return rc;
+}
+
 /* The ring and the copier; 0 or an error, recorded. */
 static int open_memory(rf_loader *l)
 {
@@ -385,12 +419,8 @@ int rf_loader_start(rf_loader *l)
         rf__loader_err(l, "%s", err);
         return rc;
     }
-    rc = rf__sampler_init(&l->sampler, l->src.n, c->batch_size, c->shuffle, c->drop_last,
-                          c->sampler_drop_last, c->seed, c->rank, c->world_size);
-    if (rc < 0) {
-        rf__loader_err(l, "sampler: cannot order %lld samples", (long long)l->src.n);
+    if ((rc = open_sampler(l)) < 0)
         return start_failed(l, rc);
-    }
     if ((rc = open_memory(l)) < 0)
         return start_failed(l, rc);
     plan_workers(l);
@@ -458,7 +488,12 @@ int64_t rf_loader_num_samples(const rf_loader *l)
 
 int64_t rf_loader_num_batches(const rf_loader *l)
 {
-    return l && l->started ? l->sampler.num_batches : 0;
+    return l && l->started ? l->sampler.epoch_batches : 0;
+}
+
+uint64_t rf_loader_fingerprint(const rf_loader *l)
+{
+    return l && l->started ? rf__source_fingerprint(&l->src) : 0;
 }
 
 const char *rf_loader_sample_path(const rf_loader *l, int64_t sample)
@@ -484,44 +519,6 @@ int64_t rf_loader_sample_name(const rf_loader *l, int64_t sample, char *buf, siz
     return rf__source_sample_name(&l->src, sample, cap ? buf : NULL, cap);
 }
 
-/* ---- position ------------------------------------------------------------ */
-
-int rf_loader_seek(rf_loader *l, int64_t epoch, int64_t batch)
-{
-    int rc = rf__loader_usable(l);
-    if (rc)
-        return rc;
-    if (epoch < 0 || batch < 0 || batch > l->sampler.num_batches) {
-        rf__loader_err(l, "loader: cannot seek to epoch %lld batch %lld (%lld batches per epoch)",
-                       (long long)epoch, (long long)batch, (long long)l->sampler.num_batches);
-        return RF_E_INVALID;
-    }
-    pthread_mutex_lock(&l->mu);
-    rf__dispatch_seek(&l->disp, epoch, batch);
-    l->last_return_ns = 0; /* time between epochs is not a training step */
-    pthread_mutex_unlock(&l->mu);
-    return RF_OK;
-}
-
-int rf_loader_set_epoch(rf_loader *l, int64_t epoch)
-{
-    return rf_loader_seek(l, epoch, 0);
-}
-
-int rf_loader_tell(const rf_loader *l, int64_t *epoch, int64_t *batch)
-{
-    if (!l)
-        return RF_E_INVALID;
-    rf_loader *m = (rf_loader *)l;
-    pthread_mutex_lock(&m->mu);
-    if (epoch)
-        *epoch = l->disp.epoch;
-    if (batch)
-        *batch = l->disp.next_batch;
-    pthread_mutex_unlock(&m->mu);
-    return RF_OK;
-}
-
 /* ---- stats --------------------------------------------------------------- */
 
 int64_t rf_loader_stats_json(rf_loader *l, char *buf, size_t cap)
@@ -543,7 +540,7 @@ int64_t rf_loader_stats_json(rf_loader *l, char *buf, size_t cap)
         .auto_workers = l->tuning,
         .epoch = l->disp.epoch,
         .num_samples = l->src.n,
-        .num_batches = l->sampler.num_batches,
+        .num_batches = l->sampler.epoch_batches,
         .batch_size = l->opts.v[RF_P_BATCH_SIZE],
         .io_backend = !l->reader                                    ? "none"
                       : rf__reader_backend(l->reader) == RF__IO_URING ? "io_uring"

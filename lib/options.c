@@ -53,6 +53,7 @@ static const param_def params_table[] = {
     [RF_P_RATIO_MAX] = {0, 1000000000, 0},
     [RF_P_SAMPLER_DROP_LAST] = {0, 1, 0},
     [RF_P_EXTRAS_BYTES] = {1, INT64_C(1) << 30, 65536},
+    [RF_P_SHUFFLE_BLOCK] = {0, UINT32_MAX, 0},
 };
 
 _Static_assert(sizeof params_table / sizeof params_table[0] == RF__NPARAMS,
@@ -168,6 +169,7 @@ int rf__options_resolve(const rf_options *o, rf_config *c, char *err, size_t err
     c->ratio_max = ppm_range(p[RF_P_RATIO_MAX], rf__rrc_default.ratio_hi);
     c->sampler_drop_last = (int)p[RF_P_SAMPLER_DROP_LAST];
     c->extras_bytes = (uint64_t)p[RF_P_EXTRAS_BYTES];
+    c->shuffle_block = p[RF_P_SHUFFLE_BLOCK];
     c->names = o->names;
 
     if (c->rank >= c->world_size) {

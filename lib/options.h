@@ -19,7 +19,7 @@
 /* The highest enum rf_param value: raise it when appending an option (the
  * table in options.c must then have an entry for it; a static assertion
  * there says so). */
-#define RF__PARAM_LAST RF_P_EXTRAS_BYTES
+#define RF__PARAM_LAST RF_P_SHUFFLE_BLOCK
 #define RF__NPARAMS (RF__PARAM_LAST + 1)
 
 #define RF__MAX_EXTRAS 16 /* = RF_SOURCE_MAX_EXTRAS */
@@ -71,6 +71,7 @@ typedef struct rf_config {
     double scale_min, scale_max, ratio_min, ratio_max;
     int sampler_drop_last;   /* trim the global order to a multiple of world_size */
     uint64_t extras_bytes;   /* all extras of one sample (with nextras > 0) */
+    int64_t shuffle_block;   /* > 0: shard-aware shuffle over blocks of this many shards */
     rf_member_names names;   /* tar: label member, extras */
     /* derived */
     int is_records;      /* record_size > 0: bytes passed through, no decode */

@@ -1,13 +1,19 @@
 /*
- * sampler.c - seeded per-epoch permutation and DistributedSampler's split.
+ * sampler.c - seeded per-epoch order and DistributedSampler's split.
  *
- * The permutation is recomputed once per epoch, O(n) time and 4 bytes per
- * sample of scratch; rank r keeps perm[r], perm[r + W], ... after padding by
- * wrapping around to a multiple of W, exactly as DistributedSampler with
+ * The epoch's global order is recomputed once per epoch, O(n) time and 4
+ * bytes per sample: a Fisher-Yates shuffle of all samples, or with a shard
+ * block K a shuffle of the shards, then of each block of K consecutive shards'
+ * samples (the shards' samples are grouped once, by a counting sort, when
+ * the block is set). Rank r keeps order[r], order[r + W], ... after padding
+ * by wrapping around to a multiple of W, exactly as DistributedSampler with
  * drop_last=False. With sampler_drop_last the tail is trimmed instead, as
  * DistributedSampler(drop_last=True) does: each rank keeps floor(n / W)
  * samples, so no sample is seen twice across ranks. Batching then cuts this
  * rank's list in order; drop_last drops a short final batch.
+ *
+ * A resumed epoch splits the order's rest from `start` the same way, as if
+ * that rest were a whole epoch's order: start 0 is exactly the split above.
  */
 #include "sampler.h"
 
@@ -17,6 +23,21 @@
 
 #include "ringfeed.h"
 #include "rng.h"
+
+#define TAG_PERM 0x5045524dULL          /* "PERM": the global shuffle */
+#define TAG_SHARDS 0x53485244ULL        /* "SHRD": the shards' order */
+#define TAG_BLOCK (0x424c434bULL << 32) /* "BLCK" + block number: a block's shuffle */
+
+void rf__sampler_rest_counts(const rf_sampler *s, int64_t start, int64_t *num_samples,
+                             int64_t *num_batches)
+{
+    int64_t rest = s->n - start, w = s->world_size;
+    /* torch writes the trimmed count as ceil((n - W) / W) when W does not
+     * divide n: that is floor(n / W), 0 when n < W. */
+    int64_t ns = s->sampler_drop_last ? rest / w : (rest + w - 1) / w;
+    *num_samples = ns;
+    *num_batches = s->drop_last ? ns / s->batch_size : (ns + s->batch_size - 1) / s->batch_size;
+}
 
 int rf__sampler_init(rf_sampler *s, int64_t n, int64_t batch_size, int shuffle, int drop_last,
                      int sampler_drop_last, uint64_t seed, int64_t rank, int64_t world_size)
@@ -34,13 +55,11 @@ int rf__sampler_init(rf_sampler *s, int64_t n, int64_t batch_size, int shuffle, 
     s->rank = rank;
     s->world_size = world_size;
     s->epoch = -1;
-    /* torch writes the trimmed count as ceil((n - W) / W) when W does not
-     * divide n: that is floor(n / W), 0 when n < W. */
-    s->num_samples = sampler_drop_last ? n / world_size : (n + world_size - 1) / world_size;
-    s->num_batches = drop_last ? s->num_samples / batch_size
-                               : (s->num_samples + batch_size - 1) / batch_size;
+    rf__sampler_rest_counts(s, 0, &s->num_samples, &s->num_batches);
+    s->epoch_batches = s->num_batches;
     /* At least one entry: num_samples is 0 when a trimmed split leaves this
-     * rank nothing, and malloc(0) may return NULL. */
+     * rank nothing, and malloc(0) may return NULL. A rest's split is never
+     * longer than the whole epoch's. */
     s->order = malloc((size_t)(s->num_samples ? s->num_samples : 1) * sizeof *s->order);
     s->perm = malloc((size_t)n * sizeof *s->perm);
     if (!s->order || !s->perm) {
@@ -54,33 +73,131 @@ void rf__sampler_free(rf_sampler *s)
 {
     free(s->order);
     free(s->perm);
+    free(s->members);
+    free(s->shard_first);
+    free(s->shard_perm);
     s->order = NULL;
     s->perm = NULL;
+    s->members = NULL;
+    s->shard_first = NULL;
+    s->shard_perm = NULL;
+}
+
+int rf__sampler_set_shards(rf_sampler *s, int64_t block, int64_t nshards,
+                           uint32_t (*shard_of)(const void *ctx, int64_t i), const void *ctx)
+{
+    if (block < 1 || nshards < 1 || nshards > UINT32_MAX || s->members)
+        return RF_E_INVALID;
+    s->members = malloc((size_t)s->n * sizeof *s->members);
+    s->shard_first = calloc((size_t)nshards + 1, sizeof *s->shard_first);
+    s->shard_perm = malloc((size_t)nshards * sizeof *s->shard_perm);
+    if (!s->members || !s->shard_first || !s->shard_perm)
+        return RF_E_NOMEM; /* rf__sampler_free frees what was allocated */
+    for (int64_t i = 0; i < s->n; i++) {
+        uint32_t sh = shard_of(ctx, i);
+        if (sh >= nshards)
+            return RF_E_INVALID;
+        s->shard_first[sh + 1]++;
+    }
+    for (int64_t sh = 0; sh < nshards; sh++) {
+        s->shard_first[sh + 1] += s->shard_first[sh];
+        s->shard_perm[sh] = (uint32_t)s->shard_first[sh]; /* the cursor of the pass below */
+    }
+    for (int64_t i = 0; i < s->n; i++)
+        s->members[s->shard_perm[shard_of(ctx, i)]++] = (uint32_t)i;
+    s->block = block;
+    s->nshards = nshards;
+    s->epoch = -1;
+    return 0;
+}
+
+static void fisher_yates(uint32_t *a, int64_t n, rf_rng *rng)
+{
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)rf__rng_below(rng, (uint64_t)i + 1);
+        uint32_t t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+    }
+}
+
+/* The shards in a seeded order, block by block; each block's samples
+ * shuffled with a stream of their own, keyed on (seed, epoch, block). */
+static void block_order(rf_sampler *s, int64_t epoch)
+{
+    uint32_t *sp = s->shard_perm;
+    for (int64_t j = 0; j < s->nshards; j++)
+        sp[j] = (uint32_t)j;
+    if (s->shuffle) {
+        rf_rng rng = rf__rng_make(s->seed, (uint64_t)epoch, TAG_SHARDS);
+        fisher_yates(sp, s->nshards, &rng);
+    }
+    int64_t pos = 0;
+    for (int64_t b0 = 0; b0 < s->nshards; b0 += s->block) {
+        int64_t begin = pos;
+        for (int64_t j = b0; j < s->nshards && j < b0 + s->block; j++) {
+            int64_t first = s->shard_first[sp[j]], count = s->shard_first[sp[j] + 1] - first;
+            memcpy(s->perm + pos, s->members + first, (size_t)count * sizeof *s->perm);
+            pos += count;
+        }
+        if (s->shuffle) {
+            rf_rng rng =
+                rf__rng_make(s->seed, (uint64_t)epoch, TAG_BLOCK + (uint64_t)(b0 / s->block));
+            fisher_yates(s->perm + begin, pos - begin, &rng);
+        }
+    }
+    assert(pos == s->n);
+}
+
+static void global_order(rf_sampler *s, int64_t epoch)
+{
+    for (int64_t i = 0; i < s->n; i++)
+        s->perm[i] = (uint32_t)i;
+    if (s->shuffle) {
+        rf_rng rng = rf__rng_make(s->seed, (uint64_t)epoch, TAG_PERM);
+        fisher_yates(s->perm, s->n, &rng);
+    }
+}
+
+void rf__sampler_set_rest(rf_sampler *s, int64_t epoch, int64_t start)
+{
+    assert(start >= 0 && start <= s->n);
+    if (s->epoch == epoch && s->start == start)
+        return;
+    if (s->epoch != epoch) {
+        if (s->block > 0)
+            block_order(s, epoch);
+        else
+            global_order(s, epoch);
+    }
+    s->start = start;
+    rf__sampler_rest_counts(s, start, &s->num_samples, &s->num_batches);
+    /* Position p of the padded rest maps to perm[start + p % rest]: wrapping
+     * as DistributedSampler pads. A trimmed split only has positions
+     * p < floor(rest / W) * W <= rest, so the same loop takes rest[r::W] up
+     * to the cut without wrapping. */
+    int64_t rest = s->n - start;
+    for (int64_t k = 0; k < s->num_samples; k++) {
+        int64_t p = s->rank + k * s->world_size;
+        s->order[k] = s->perm[start + p % rest];
+    }
+    s->epoch = epoch;
 }
 
 void rf__sampler_set_epoch(rf_sampler *s, int64_t epoch)
 {
-    if (s->epoch == epoch)
-        return;
-    for (int64_t i = 0; i < s->n; i++)
-        s->perm[i] = (uint32_t)i;
-    if (s->shuffle) {
-        rf_rng rng = rf__rng_make(s->seed, (uint64_t)epoch, 0x5045524dULL /* "PERM" */);
-        for (int64_t i = s->n - 1; i > 0; i--) {
-            int64_t j = (int64_t)rf__rng_below(&rng, (uint64_t)i + 1);
-            uint32_t t = s->perm[i];
-            s->perm[i] = s->perm[j];
-            s->perm[j] = t;
-        }
-    }
-    /* Padded position p maps to perm[p % n]: wrapping as DistributedSampler pads.
-     * A trimmed split only has positions p < floor(n / W) * W <= n, so the
-     * same loop takes perm[r::W] up to the cut without wrapping. */
-    for (int64_t k = 0; k < s->num_samples; k++) {
-        int64_t p = s->rank + k * s->world_size;
-        s->order[k] = s->perm[p % s->n];
-    }
-    s->epoch = epoch;
+    rf__sampler_set_rest(s, epoch, 0);
+}
+
+int64_t rf__sampler_consumed(const rf_sampler *s, int64_t batch)
+{
+    if (batch >= s->num_batches)
+        return s->n;
+    /* Rank r took positions r + k W of the split for k < batch * batch_size:
+     * together the first W * batch * batch_size, all before the padding. */
+    int64_t c = s->start + s->world_size * batch * s->batch_size;
+    assert(c <= s->n);
+    return c;
 }
 
 int64_t rf__sampler_batch(const rf_sampler *s, int64_t k, const int64_t **idx)

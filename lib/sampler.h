@@ -2,10 +2,19 @@
  * sampler.h - the epoch's order, split across distributed ranks.
  *
  * Batch k of an epoch is a pure function of (seed, epoch, rank, world_size, k):
- * the permutation is a Fisher-Yates shuffle driven by the counter-based RNG
- * keyed on (seed, epoch), then split as torch's DistributedSampler splits it
- * (pad by wrapping to a multiple of world_size, or with sampler_drop_last
- * trim the tail down to one, then rank r takes perm[r::world]).
+ * the epoch's global order is a Fisher-Yates shuffle driven by the
+ * counter-based RNG keyed on (seed, epoch), or with shuffle_block K > 0 a
+ * seeded permutation of the shards cut into blocks of K shards, each block's
+ * samples shuffled together. It is then split as torch's DistributedSampler
+ * splits it (pad by wrapping to a multiple of world_size, or with
+ * sampler_drop_last trim the tail down to one, then rank r takes
+ * order[r::world]).
+ *
+ * A resume on another number of ranks splits the rest of an epoch: the
+ * global order without its first `start` entries (those all ranks of the
+ * earlier run consumed), padded or trimmed and split the same way. start 0 is
+ * the whole epoch. The shard of this rank's k-th sample of the epoch is the
+ * source's shard of order[k] (what a shard prefetcher needs to look ahead).
  */
 #ifndef RF_SAMPLER_H
 #define RF_SAMPLER_H
@@ -13,18 +22,26 @@
 #include <stdint.h>
 
 typedef struct rf_sampler {
-    int64_t n;            /* samples in the dataset */
+    int64_t n; /* samples in the dataset */
     int64_t batch_size;
     int64_t rank, world_size;
     int shuffle, drop_last;
     int sampler_drop_last; /* trim the order to a multiple of world_size, not pad */
     uint64_t seed;
-    int64_t epoch;        /* epoch whose order is in `order`, -1 before the first */
-    int64_t num_samples;  /* this rank's samples per epoch: ceil(n / world_size),
-                           * floor(n / world_size) with sampler_drop_last */
-    int64_t num_batches;  /* batches per epoch for this rank */
-    int64_t *order;       /* num_samples global indices of this rank, this epoch */
-    uint32_t *perm;       /* scratch: the whole permutation, n entries */
+    int64_t epoch;         /* epoch whose order is in `order`, -1 before the first */
+    int64_t start;         /* the split covers perm[start..n): 0 but in a resumed epoch */
+    int64_t num_samples;   /* this rank's samples in the current split: ceil(rest / world_size),
+                           * floor(rest / world_size) with sampler_drop_last, rest = n - start */
+    int64_t num_batches;   /* this rank's batches in the current split */
+    int64_t epoch_batches; /* ... in a whole epoch (start 0); fixed at init */
+    int64_t *order;        /* num_samples global indices of this rank, this epoch */
+    uint32_t *perm;        /* the epoch's global order, n entries */
+    /* shard-aware shuffle (rf__sampler_set_shards); block 0: global shuffle */
+    int64_t block; /* shards per block */
+    int64_t nshards;
+    uint32_t *members;    /* n sample indices grouped by shard, ascending within one */
+    int64_t *shard_first; /* nshards + 1: shard s's samples are members[shard_first[s]..[s+1]) */
+    uint32_t *shard_perm; /* scratch: the epoch's shard order */
 } rf_sampler;
 
 /* 0, or RF_E_INVALID / RF_E_NOMEM. */
@@ -32,8 +49,31 @@ int rf__sampler_init(rf_sampler *s, int64_t n, int64_t batch_size, int shuffle, 
                      int sampler_drop_last, uint64_t seed, int64_t rank, int64_t world_size);
 void rf__sampler_free(rf_sampler *s);
 
+/* Shard-aware shuffle: sample i lies in shard shard_of(ctx, i) < nshards
+ * (called twice per sample, here only); the order visits the shards in a
+ * seeded permutation, `block` at a time, and shuffles each block's samples
+ * together (without shuffle: the shards' own order). Before the first
+ * rf__sampler_set_epoch. 0, RF_E_INVALID (block or nshards < 1, a shard out
+ * of range) or RF_E_NOMEM. */
+int rf__sampler_set_shards(rf_sampler *s, int64_t block, int64_t nshards,
+                           uint32_t (*shard_of)(const void *ctx, int64_t i), const void *ctx);
+
 /* Computes this rank's order for `epoch` (no-op when already current). */
 void rf__sampler_set_epoch(rf_sampler *s, int64_t epoch);
+
+/* As rf__sampler_set_epoch, splitting only the epoch's order from position
+ * start (0 <= start <= n) on: the rest of an epoch resumed on this many ranks. */
+void rf__sampler_set_rest(rf_sampler *s, int64_t epoch, int64_t start);
+
+/* This rank's samples and batches in the split of the order from `start` on. */
+void rf__sampler_rest_counts(const rf_sampler *s, int64_t start, int64_t *num_samples,
+                             int64_t *num_batches);
+
+/* Entries of the current epoch's global order that all ranks consumed when
+ * each stands at batch `batch` of its current split (lockstep): the split's
+ * start + world_size * batch * batch_size, or n once the split's batches are
+ * all taken (its padding, trimmed tail and dropped short batches included). */
+int64_t rf__sampler_consumed(const rf_sampler *s, int64_t batch);
 
 /* The samples of batch k of the current epoch: returns their count and points
  * *idx at them (inside s->order). 0 when k is out of range. */

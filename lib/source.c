@@ -131,6 +131,46 @@ int rf__source_sample_name(const rf_source *s, int64_t i, char *buf, size_t cap)
     return snprintf(buf, cap, "%s", rf__source_path(s, i));
 }
 
+/* FNV-1a, 64 bits: small and stable; the fingerprint guards against a
+ * changed dataset, not against an adversary. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t k = 0; k < n; k++)
+        h = (h ^ b[k]) * 0x100000001b3ULL;
+    return h;
+}
+
+static uint64_t fnv_u64(uint64_t h, uint64_t v)
+{
+    unsigned char b[8]; /* little-endian whatever the host, so the hash travels */
+    for (int k = 0; k < 8; k++)
+        b[k] = (unsigned char)(v >> (8 * k));
+    return fnv(h, b, sizeof b);
+}
+
+uint64_t rf__source_fingerprint(const rf_source *s)
+{
+    uint64_t h = fnv_u64(0xcbf29ce484222325ULL, (uint64_t)s->n);
+    for (int64_t i = 0; i < s->n; i++) {
+        const char *path = rf__source_path(s, i), *base = strrchr(path, '/');
+        base = base ? base + 1 : path;
+        h = fnv(h, base, strlen(base) + 1); /* the NUL separates it from what follows */
+        if (s->kind == RF_SOURCE_TAR) {
+            const char *member = s->arena + s->path_off[i];
+            h = fnv(h, member, strlen(member) + 1);
+            h = fnv_u64(h, s->data_len[i]);
+        } else if (s->kind == RF_SOURCE_RECORDS) {
+            int ranged;
+            uint64_t off, len;
+            rf__source_extent(s, i, &ranged, &off, &len);
+            h = fnv_u64(fnv_u64(h, off), len);
+        }
+        h = fnv_u64(h, (uint64_t)rf__source_label(s, i));
+    }
+    return h;
+}
+
 size_t rf__source_bytes(const rf_source *s)
 {
     size_t per = 0;

@@ -104,14 +104,27 @@ size_t rf__source_bytes(const rf_source *s);
 /* File index of record i (binary search over first[]). */
 uint32_t rf__source_record_file(const rf_source *s, int64_t i);
 
+/* Shards: the files that hold many samples each (tar shards, record
+ * files), nfiles of them; 0 for an image folder or a list file, whose
+ * samples are files of their own. The shard-aware shuffle groups by them. */
+static inline int64_t rf__source_nshards(const rf_source *s)
+{
+    return s->kind == RF_SOURCE_TAR || s->kind == RF_SOURCE_RECORDS ? (int64_t)s->nfiles : 0;
+}
+
+/* The shard (index into the files) holding sample i, for a source with
+ * shards (rf__source_nshards > 0). */
+static inline uint32_t rf__source_shard(const rf_source *s, int64_t i)
+{
+    return s->kind == RF_SOURCE_TAR ? s->shard[i] : rf__source_record_file(s, i);
+}
+
 /* The file holding sample i's bytes: its own path (folder, list) or its
  * shard / record file. Valid while the source lives. */
 static inline const char *rf__source_path(const rf_source *s, int64_t i)
 {
-    if (s->kind == RF_SOURCE_TAR)
-        return s->arena + s->file_off[s->shard[i]];
-    if (s->kind == RF_SOURCE_RECORDS)
-        return s->arena + s->file_off[rf__source_record_file(s, i)];
+    if (rf__source_nshards(s) > 0)
+        return s->arena + s->file_off[rf__source_shard(s, i)];
     return s->arena + s->path_off[i];
 }
 
@@ -149,6 +162,11 @@ static inline int64_t rf__source_label(const rf_source *s, int64_t i)
 {
     return s->labels ? s->labels[i] : 0;
 }
+
+/* Hash of the index (rf_loader_fingerprint): the count, and per sample its
+ * file's base name, tar member name or record offset, byte length where the
+ * index holds one, and label. */
+uint64_t rf__source_fingerprint(const rf_source *s);
 
 /* Name of sample i for messages, as snprintf: the path (folder, list),
  * "shard.tar:key.jpg" (tar: the image member) or "file.bin at offset N"

@@ -106,6 +106,15 @@ class _Handle:
             raise self.error(rc, "tell")
         return e.value, b.value
 
+    def tell_rest(self):
+        """(start, consumed): where the current split begins in the epoch's
+        global order, and the entries of it all ranks took (rf_loader_tell_rest)."""
+        s, c = ctypes.c_int64(), ctypes.c_int64()
+        rc = self.lib.rf_loader_tell_rest(self.ptr, ctypes.byref(s), ctypes.byref(c))
+        if rc < 0:
+            raise self.error(rc, "tell_rest")
+        return s.value, c.value
+
     def next_lease(self, next_stream=None):
         """The next batch as a _Lease, or None at the end of the epoch.
         next_stream: None, or a function giving the CUDA stream to take the

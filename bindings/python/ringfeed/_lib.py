@@ -75,6 +75,7 @@ RF_P_RATIO_MIN = 31
 RF_P_RATIO_MAX = 32
 RF_P_SAMPLER_DROP_LAST = 33
 RF_P_EXTRAS_BYTES = 35
+RF_P_SHUFFLE_BLOCK = 36
 
 PARAM_NAMES = {
     RF_P_BATCH_SIZE: "batch_size",
@@ -111,6 +112,7 @@ PARAM_NAMES = {
     RF_P_RATIO_MAX: "ratio[1] (millionths)",
     RF_P_SAMPLER_DROP_LAST: "sampler_drop_last",
     RF_P_EXTRAS_BYTES: "extras_bytes",
+    RF_P_SHUFFLE_BLOCK: "shuffle_block",
 }
 
 TRANSFORMS = {"none": 0, "center": 1, "random_resized_crop": 2}
@@ -142,6 +144,11 @@ _SIGNATURES = [
     ("rf_loader_set_epoch", ctypes.c_int, [_c_loader_p, _i64]),
     ("rf_loader_seek", ctypes.c_int, [_c_loader_p, _i64, _i64]),
     ("rf_loader_tell", ctypes.c_int, [_c_loader_p, _i64_p, _i64_p]),
+    # The rest of an epoch, resumed on another world size; the index's fingerprint.
+    ("rf_loader_seek_rest", ctypes.c_int, [_c_loader_p, _i64, _i64, _i64]),
+    ("rf_loader_tell_rest", ctypes.c_int, [_c_loader_p, _i64_p, _i64_p]),
+    ("rf_loader_epoch_batches", _i64, [_c_loader_p]),
+    ("rf_loader_fingerprint", ctypes.c_uint64, [_c_loader_p]),
     ("rf_loader_next", ctypes.c_int, [_c_loader_p, ctypes.POINTER(_c_batch_p)]),
     ("rf_loader_next_wait", ctypes.c_int, [_c_loader_p, ctypes.POINTER(_c_batch_p), _i64]),
     ("rf_loader_stop", None, [_c_loader_p]),

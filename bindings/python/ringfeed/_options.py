@@ -209,6 +209,8 @@ class Options:
         io_backend = extra.pop("io_backend", "auto")
         verify = extra.pop("verify", "once")
         self.sampler_drop_last = bool(extra.pop("sampler_drop_last", False))
+        self.shuffle = bool(shuffle)
+        self.shuffle_block = _int("shuffle_block", extra.pop("shuffle_block", 0))
         label, extras = _member_names(extra.pop("label", DEFAULT_LABEL), extra.pop("extras", ()))
         if self.records and (label != DEFAULT_LABEL or extras):
             raise ValueError("ringfeed: label and extras name members of WebDataset tar shards; "
@@ -277,6 +279,8 @@ class Options:
             self.params.append((P.RF_P_MAX_FILE_BYTES, max_file_bytes))
         if self.sampler_drop_last:  # libraries before it lack RF_P_SAMPLER_DROP_LAST
             self.params.append((P.RF_P_SAMPLER_DROP_LAST, 1))
+        if self.shuffle_block:  # nor RF_P_SHUFFLE_BLOCK (the library checks its range)
+            self.params.append((P.RF_P_SHUFFLE_BLOCK, self.shuffle_block))
         # Sent only when set, for libraries before RF_P_EXACT and the ranges.
         if exact:
             self.params.append((P.RF_P_EXACT, 1))

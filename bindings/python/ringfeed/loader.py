@@ -27,12 +27,7 @@ from ._handle import _Handle, _getpid
 from ._lib import RF_E_FORKED, RF_E_NO_DEVICE, RF_E_STATE, RF_E_STOPPED
 from ._options import MAX_FILE_BYTES, Options, _int
 from ._outputs import BatchForm, make_output
-
-# The state dict's layout; unchanged since iterations advance the epoch on
-# their own. At an epoch's end, dicts from before said (epoch, len(loader))
-# where state_dict now says (epoch + 1, 0): each loads as what the loader
-# that wrote it did next, and an older binding reads the new form right too.
-_STATE_VERSION = 1
+from ._state import Identity, make as _make_state, resume_position
 
 _NO_COPY = ("ringfeed.Loader cannot be copied/pickled: it owns native threads and memory; make "
             "a new Loader with the same arguments, and use state_dict()/load_state_dict() to "
@@ -83,6 +78,10 @@ class Loader:
     wrapping, as DistributedSampler(drop_last=False), so every sample is seen
     and some twice. drop_last drops each rank's short last batch, as
     DataLoader's; the two combine as in torch, and len(loader) counts both.
+    shuffle_block=K > 0 (tar shards or record files) shuffles shard-aware,
+    for shards that do not all fit a cache: the shards in a seeded order,
+    K at a time, each block's samples shuffled together; about K shards are
+    read at once, the same on every rank (README, RF_P_SHUFFLE_BLOCK).
     Extra keyword options:
     exact (False by default; True decodes every picture at full resolution,
     so that transform="center" gives torchvision's Resize + CenterCrop +
@@ -153,9 +152,12 @@ class Loader:
         self._seed = h.get(P.RF_P_SEED)
         self._rank = h.get(P.RF_P_RANK)
         self._world_size = h.get(P.RF_P_WORLD_SIZE)
-        self._sampler_drop_last = opts.sampler_drop_last  # sent only when set
         self._num_samples = int(self._lib.rf_loader_num_samples(h.ptr))
         self._num_batches = int(self._lib.rf_loader_num_batches(h.ptr))
+        self._ident = Identity(self._seed, self._world_size, self._rank, self._num_samples,
+                               self._batch_size, bool(h.get(P.RF_P_DROP_LAST)), opts.shuffle,
+                               opts.shuffle_block, opts.sampler_drop_last,
+                               lambda: self._lib.rf_loader_fingerprint(self._live().ptr))
         s = self._image_size
         if self._records:
             shape, nbytes = (opts.record_size // opts.dtype.itemsize,), opts.record_size
@@ -193,18 +195,21 @@ class Loader:
             raise RingfeedError("ringfeed: the loader is closed", RF_E_STOPPED)
         return h
 
-    def _reposition(self, epoch, batch):
+    def _reposition(self, epoch, batch, start=0):
         h = self._live()
-        self._generation += 1
-        self._positioned = False
         # The seek moves the native loader while batches are lent: they stay
         # valid until released (rf_loader_set_epoch's contract), so the
         # caller's views stay intact. It fails only on a position outside the
-        # epoch (RF_E_INVALID); _live() already refused a forked child.
-        rc = self._lib.rf_loader_seek(h.ptr, epoch, batch)
+        # epoch (RF_E_INVALID), and then moves nothing: neither does this
+        # object. _live() already refused a forked child.
+        rc = self._lib.rf_loader_seek_rest(h.ptr, epoch, start, batch)
         if rc < 0:
             raise h.error(rc, "seek to epoch %d batch %d" % (epoch, batch))
+        self._generation += 1
         self._positioned = True
+        # The last batch of this epoch (a resumed rest may be shorter) is
+        # copied rather than viewed: _outputs.
+        self._form.num_batches = int(self._lib.rf_loader_epoch_batches(h.ptr))
 
     def _iterate(self, generation, with_indices):
         next_stream = getattr(self._output, "next_stream", None)
@@ -268,7 +273,12 @@ class Loader:
         return self._start_iteration(True)
 
     def __len__(self):
-        """Batches per epoch for this rank."""
+        """Batches per epoch for this rank; in the rest of an epoch resumed on
+        another world size (load_state_dict), the batches of that rest, until
+        the next epoch begins."""
+        h = self._handle
+        if h is not None and self._pid == _getpid() and (self._positioned or self._iterating()):
+            return int(self._lib.rf_loader_epoch_batches(h.ptr))
         return self._num_batches
 
     def set_epoch(self, epoch):
@@ -338,64 +348,53 @@ class Loader:
             cap = n + 1
 
     def state_dict(self):
-        """Position and identity of the run: plain ints, JSON-serialisable.
+        """Position and identity of the run: plain ints, bools and strings,
+        JSON-serialisable (the fields: ringfeed._state).
 
         "epoch" and "batch" name the next batch not yet delivered, which a
         Loader given this dict by load_state_dict delivers first. Taken
         mid-epoch (in the loop, or after leaving it with `break`), that is the
         batch after the last one delivered; once an epoch's last batch was
-        delivered, it is batch 0 of the next epoch. "sampler_drop_last": True
-        is there only when the loader trims its split (absent means False)."""
-        epoch, batch = self._live().tell()
-        if not self._positioned and batch >= self._num_batches:
+        delivered, it is batch 0 of the next epoch. "consumed" says how much
+        of the epoch's global order all ranks took, for a resume on another
+        world size; "fingerprint" identifies the dataset."""
+        h = self._live()
+        epoch, batch = h.tell()
+        start, consumed = h.tell_rest()
+        if not self._positioned and batch >= self._lib.rf_loader_epoch_batches(h.ptr):
             # An iteration delivered the epoch's last batch: what follows is
             # the next epoch. A loader *placed* at the end (a dict from before
             # this rule) keeps its meaning: one empty iteration, then the next.
-            epoch, batch = epoch + 1, 0
-        state = {
-            "version": _STATE_VERSION,
-            "seed": self._seed,
-            "epoch": epoch,
-            "batch": batch,
-            "world_size": self._world_size,
-            "rank": self._rank,
-            "num_samples": self._num_samples,
-            "batch_size": self._batch_size,
-        }
-        if self._sampler_drop_last:  # absent means False, as in dicts from before it
-            state["sampler_drop_last"] = True
-        return state
+            epoch, batch, start, consumed = epoch + 1, 0, 0, 0
+        return _make_state(self._ident, epoch, batch, start, consumed)
 
     def load_state_dict(self, state):
-        """Resumes exactly where state_dict() was taken (any num_workers): the
-        next iteration starts at the dict's epoch and batch, and those after
-        it at the following epochs."""
+        """Resumes where state_dict() was taken: the next iteration starts at
+        the dict's position, and those after it at the following epochs. Any
+        num_workers.
+
+        Same world_size: exactly the batches an uninterrupted run gives.
+        Another world_size (a dict saved with N ranks, loaded with M): the rest
+        of that epoch (its global order without the entries all N ranks
+        consumed) is split across the M ranks as an epoch is (padded by
+        wrapping to a multiple of M, or trimmed under sampler_drop_last), so
+        that in that epoch no sample is seen twice or skipped but for that
+        padding (and what drop_last drops); len(loader) counts that rest's
+        batches, and later epochs are whole M-rank epochs. This assumes the N
+        ranks stepped in lockstep (DDP: every rank took the same number of
+        batches); `state` may also be the list of every rank's dicts, and
+        then the slowest rank's position counts: samples that faster ranks
+        took beyond it are seen again. seed, shuffle, shuffle_block,
+        sampler_drop_last and the dataset (its fingerprint) must be the same;
+        on another world size batch_size and drop_last may differ. A dict of
+        another dataset, order or version raises ValueError."""
         self._live()
+        epoch, start, batch = resume_position(self._ident, state)
         try:
-            version = state["version"]
-        except (TypeError, KeyError):
-            raise ValueError("ringfeed: not a ringfeed state dict: %r" % (state,)) from None
-        if version != _STATE_VERSION:
-            raise ValueError("ringfeed: state dict version %r is not supported (expected %d)"
-                             % (version, _STATE_VERSION))
-        mine = {"seed": self._seed, "world_size": self._world_size,
-                "num_samples": self._num_samples, "batch_size": self._batch_size}
-        for k in list(mine) + ["epoch", "batch"]:
-            if k not in state:
-                raise ValueError("ringfeed: state dict lacks %r" % k)
-            if k in mine and state[k] != mine[k]:
-                raise ValueError("ringfeed: state dict has %s=%r but this loader has %s=%r"
-                                 % (k, state[k], k, mine[k]))
-        # Another split gives other batches at the same position.
-        theirs = bool(state.get("sampler_drop_last", False))
-        if theirs != self._sampler_drop_last:
-            raise ValueError("ringfeed: state dict has sampler_drop_last=%r but this loader has "
-                             "sampler_drop_last=%r" % (theirs, self._sampler_drop_last))
-        epoch, batch = _int("epoch", state["epoch"]), _int("batch", state["batch"])
-        if epoch < 0 or not 0 <= batch <= self._num_batches:
-            raise ValueError("ringfeed: state dict position epoch=%d batch=%d is out of range "
-                             "(%d batches per epoch)" % (epoch, batch, self._num_batches))
-        self._reposition(epoch, batch)
+            self._reposition(epoch, batch, start)
+        except RingfeedError as e:
+            raise ValueError("ringfeed: state dict position epoch=%d batch=%d is out of range: %s"
+                             % (epoch, batch, e)) from None
 
     def close(self):
         """Stops the loader. Batches already handed out stay valid; the native

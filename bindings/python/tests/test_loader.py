@@ -267,8 +267,13 @@ def test_state_dict_resume_in_new_process(folder):
             if j == k - 1:
                 break
         state = ld.state_dict()
+    fingerprint = state.pop("fingerprint")
+    assert isinstance(fingerprint, str) and len(fingerprint) == 16
+    int(fingerprint, 16)
     assert state == {"version": 1, "seed": 1234, "epoch": 1, "batch": k, "world_size": 1,
-                     "rank": 0, "num_samples": 48, "batch_size": 8}
+                     "rank": 0, "num_samples": 48, "batch_size": 8, "consumed": k * 8,
+                     "drop_last": False, "shuffle": True}
+    state["fingerprint"] = fingerprint
     res = run_python("""
         import ringfeed, rfhelpers
         kw = json.loads(sys.argv[2])
@@ -282,10 +287,17 @@ def test_state_dict_resume_in_new_process(folder):
 def test_load_state_dict_validates(folder):
     with make(folder, **DET) as ld:
         st = ld.state_dict()
-        for key, bad in (("seed", 1), ("batch_size", 4), ("num_samples", 47), ("world_size", 2),
-                         ("version", 2)):
+        for key, bad in (("seed", 1), ("batch_size", 4), ("num_samples", 47), ("version", 2),
+                         ("fingerprint", "0" * 16), ("shuffle", False), ("shuffle_block", 2)):
             with pytest.raises(ValueError):
                 ld.load_state_dict(dict(st, **{key: bad}))
+        # Another world size is a resume of the epoch's rest (test_resume.py),
+        # but not from a dict that predates it (no "consumed").
+        ld.load_state_dict(dict(st, world_size=2))
+        old = {k: v for k, v in st.items() if k not in ("consumed", "fingerprint")}
+        with pytest.raises(ValueError, match="predates"):
+            ld.load_state_dict(dict(old, world_size=2))
+        ld.load_state_dict(old)
         with pytest.raises(ValueError):
             ld.load_state_dict(dict(st, batch=len(ld) + 1))
         with pytest.raises(ValueError):

@@ -1,0 +1,165 @@
+"""Loader.state_dict / load_state_dict: the dict, its checks, and where a
+resume starts, on the same world size or another.
+
+The dict holds plain ints, bools and strings (JSON-serialisable):
+
+  version       1; 2 when "start" is there (older bindings refuse it)
+  seed, epoch, batch, world_size, rank, num_samples, batch_size
+  consumed      entries of the epoch's global order that all ranks took, when
+                every rank stands at this batch (lockstep, as under DDP):
+                start + world_size * batch * batch_size, or num_samples once
+                the epoch's batches were all taken (rf_loader_tell_rest)
+  drop_last, shuffle
+  fingerprint   16 hex digits: rf_loader_fingerprint of the index (sample
+                count, names without directories, sizes, labels)
+  start         only when not 0: the position is in the rest of an epoch
+                resumed on another world size, split from this entry on
+  sampler_drop_last   only when True
+  shuffle_block       only when not 0
+
+The global order is a function of (seed, epoch, shuffle, shuffle_block) and
+the index, so those must agree for any resume. On the same world size the
+position (epoch, start, batch) is taken as it is: the exact batches that an
+uninterrupted run gives (batch_size must agree). On another world size M, the
+rest of the epoch after the first `consumed` entries is split across the M
+ranks (rf_loader_seek_rest), and the epochs after it are whole M-rank epochs;
+batch_size may differ there, since the position travels in samples.
+
+Dicts written before "consumed" and "fingerprint" existed still load on
+their own world size; they cannot move to another (they lack "consumed").
+"""
+
+# A position in a whole epoch; _VERSION_REST: in the rest of a resumed one.
+_VERSION = 1
+_VERSION_REST = 2
+
+
+class Identity:
+    """What a state dict must agree with: this loader's run. fingerprint is
+    asked once, when first needed (it reads the whole index)."""
+
+    def __init__(self, seed, world_size, rank, num_samples, batch_size, drop_last, shuffle,
+                 shuffle_block, sampler_drop_last, fingerprint):
+        self.seed = seed
+        self.world_size = world_size
+        self.rank = rank
+        self.num_samples = num_samples
+        self.batch_size = batch_size
+        self.drop_last = drop_last
+        self.shuffle = shuffle
+        self.shuffle_block = shuffle_block
+        self.sampler_drop_last = sampler_drop_last
+        self._fingerprint = fingerprint
+        self._fp = None
+
+    @property
+    def fingerprint(self):
+        if self._fp is None:
+            self._fp = "%016x" % self._fingerprint()
+        return self._fp
+
+
+def make(ident, epoch, batch, start, consumed):
+    """The state dict of position (epoch, start, batch)."""
+    state = {
+        "version": _VERSION_REST if start else _VERSION,
+        "seed": ident.seed,
+        "epoch": epoch,
+        "batch": batch,
+        "world_size": ident.world_size,
+        "rank": ident.rank,
+        "num_samples": ident.num_samples,
+        "batch_size": ident.batch_size,
+        "consumed": consumed,
+        "drop_last": ident.drop_last,
+        "shuffle": ident.shuffle,
+        "fingerprint": ident.fingerprint,
+    }
+    if start:
+        state["start"] = start
+    if ident.sampler_drop_last:  # absent means False, as in dicts from before it
+        state["sampler_drop_last"] = True
+    if ident.shuffle_block:  # absent means 0, as in dicts from before it
+        state["shuffle_block"] = ident.shuffle_block
+    return state
+
+
+def _int(state, key, default=None):
+    value = state.get(key, default)
+    if value is None:
+        raise ValueError("ringfeed: state dict lacks %r" % key)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError("ringfeed: state dict has %s=%r, not an integer" % (key, value))
+    return value
+
+
+def _check(ident, state):
+    """Refuses a dict that is not one, or that belongs to another global
+    order (seed, dataset, shuffle, shuffle_block, sampler_drop_last)."""
+    try:
+        version = state["version"]
+    except (TypeError, KeyError):
+        raise ValueError("ringfeed: not a ringfeed state dict: %r" % (state,)) from None
+    if version not in (_VERSION, _VERSION_REST):
+        raise ValueError("ringfeed: state dict version %r is not supported (expected %d or %d)"
+                         % (version, _VERSION, _VERSION_REST))
+    if version == _VERSION_REST and "start" not in state:
+        raise ValueError("ringfeed: state dict version 2 lacks 'start'")
+    for k in ("seed", "world_size", "num_samples", "batch_size", "epoch", "batch"):
+        _int(state, k)
+    if state["num_samples"] != ident.num_samples or (
+            "fingerprint" in state and state["fingerprint"] != ident.fingerprint):
+        raise ValueError(
+            "ringfeed: the dataset changed since this state dict was saved: it has %d samples "
+            "(fingerprint %s), this loader's source %d (fingerprint %s); a resume needs the "
+            "same samples in the same index order (names, sizes and labels; folders may move)"
+            % (state["num_samples"], state.get("fingerprint", "not recorded"),
+               ident.num_samples, ident.fingerprint))
+    theirs = {"seed": state["seed"],
+              "shuffle": bool(state.get("shuffle", ident.shuffle)),
+              "shuffle_block": _int(state, "shuffle_block", 0),
+              # Another split gives other batches at the same position.
+              "sampler_drop_last": bool(state.get("sampler_drop_last", False))}
+    for k, v in theirs.items():
+        mine = getattr(ident, k)
+        if v != mine:
+            raise ValueError("ringfeed: state dict has %s=%r but this loader has %s=%r"
+                             % (k, v, k, mine))
+
+
+def resume_position(ident, state):
+    """(epoch, start, batch) to seek to (rf_loader_seek_rest) for a state
+    dict, or a list of every rank's, of one run.
+
+    A list resumes from its slowest rank (the smallest position): ranks that
+    were ahead of it see the samples of their extra batches again."""
+    states = list(state) if isinstance(state, (list, tuple)) else [state]
+    if not states:
+        raise ValueError("ringfeed: an empty list of state dicts")
+    for s in states:
+        _check(ident, s)
+    worlds = {s["world_size"] for s in states}
+    if len(worlds) > 1:
+        raise ValueError("ringfeed: the state dicts come from runs of world sizes %s; give the "
+                         "dicts of one run" % sorted(worlds))
+    world = worlds.pop()
+
+    def where(s):
+        return (_int(s, "epoch"), _int(s, "consumed", -1), _int(s, "batch"))
+
+    slowest = min(states, key=where)
+    epoch, consumed, batch = where(slowest)
+    start = _int(slowest, "start", 0)
+    if epoch < 0:
+        raise ValueError("ringfeed: state dict position epoch=%d is out of range" % epoch)
+    if world == ident.world_size:
+        if slowest["batch_size"] != ident.batch_size:
+            raise ValueError("ringfeed: state dict has batch_size=%r but this loader has "
+                             "batch_size=%r (on the same world size a resume is exact, batch "
+                             "for batch)" % (slowest["batch_size"], ident.batch_size))
+        return epoch, start, batch
+    if consumed < 0:
+        raise ValueError("ringfeed: this state dict (world_size=%d) predates resuming on another "
+                         "world size (it lacks 'consumed'): it loads only with world_size=%d"
+                         % (world, world))
+    return epoch, consumed, 0

@@ -23,6 +23,8 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "fetch.h"
+#include "remote.h"
 #include "ringfeed.h"
 #include "source_kinds.h"
 
@@ -43,6 +45,8 @@ void rf__source_close(rf_source *s)
     free(s->ext_rel);
     free(s->ext_len);
     free(s->first);
+    free(s->local_off);
+    rf__remote_destroy(s->remote);
     memset(s, 0, sizeof *s);
 }
 
@@ -183,7 +187,37 @@ int rf__source_open_ex(rf_source *s, const char *spec, const rf_source_opts *opt
     rf_strlist paths = {0};
     rf_source_index_fn *index = NULL;
     const char *how = exists && S_ISREG(st.st_mode) && !records ? rf__compressed_name(spec) : NULL;
-    if (how) {
+    if (rf__fetch_is_url(spec)) {
+        /* remote shards: the fetcher first, for listings */
+        index = rf__source_index_remote;
+        rf_remote_opts ro = {.cache_dir = o->cache_dir,
+                             .cache_limit = o->cache_limit,
+                             .retries = o->fetch_retries,
+                             .timeout_ms = o->fetch_timeout_ms,
+                             .parallel = o->fetch_parallel};
+        rc = records ? tar_options_only(o, spec, "a record source", err, errcap) : 0;
+        if (records && rc == 0) {
+            snprintf(err, errcap, "source: %s: record files cannot be remote", spec);
+            rc = RF_E_SOURCE;
+        }
+        if (rc == 0)
+            rc = rf__remote_create(&s->remote, &ro, err, errcap);
+        if (rc == 0)
+            rc = rf__source_files_with(spec, &paths, rf__source_glob_remote, s->remote, err,
+                                       errcap);
+        for (size_t f = 0; rc == 0 && f < paths.n; f++) {
+            const char *p = rf__strlist_at(&paths, f);
+            if ((how = rf__compressed_name(p)) != NULL) {
+                rc = rf__compressed_error(p, how, err, errcap);
+            } else if (!rf__fetch_is_url(p) || !has_tar_ext(p)) {
+                snprintf(err, errcap,
+                         "source: %s: a remote source must name .tar shards, all remote "
+                         "(s3://, http://, https://)",
+                         p);
+                rc = RF_E_SOURCE;
+            }
+        }
+    } else if (how) {
         rc = rf__compressed_error(spec, how, err, errcap); /* not a list file */
     } else if (exists && S_ISDIR(st.st_mode) && !records) {
         index = rf__source_index_folder;

@@ -75,6 +75,8 @@ void rf__dispatch_free(rf_dispatch *d, int forked)
     if (!d->inited)
         return;
     assert(forked || !d->running);
+    if (!forked && d->src->remote) /* the fetch thread outlives us: no more wakes */
+        rf__remote_set_wake(d->src->remote, NULL, NULL);
     for (int i = 0; i < d->njobs; i++)
         free(d->jobs[i].rd.buf);
     free(d->jobs);

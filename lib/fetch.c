@@ -464,6 +464,10 @@ static void *fetch_main(void *arg)
         if (f->tick)
             f->tick(f->tick_ctx);
         int wait_ms = f->tick_ms;
+        pthread_mutex_lock(&f->mu);
+        if (f->queue && f->active < f->o.parallel)
+            wait_ms = 0; /* a transfer ended: room for a queued request now */
+        pthread_mutex_unlock(&f->mu);
         if (next_due != INT64_MAX) {
             int64_t ms = (next_due - rf__now_ns()) / 1000000 + 1;
             if (ms < wait_ms)

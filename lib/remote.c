@@ -64,6 +64,9 @@ struct rf_remote {
     int64_t nused;      /* (mu) shards with uses */
     int64_t cap_shards; /* shards the lookahead may want at once */
     int64_t cur_batch, cur_pos; /* (mu) the lookahead's next sample */
+    pthread_mutex_t wake_mu; /* protects wake and wake_ctx, held across the call,
+                              * so that no call runs after rf__remote_set_wake
+                              * returns (order: wake_mu, then the loader's mutex) */
     void (*wake)(void *);
     void *wake_ctx;
     int64_t hits, misses; /* (mu) pins found in the cache / fetches started */
@@ -92,6 +95,7 @@ int rf__remote_create(rf_remote **out, const rf_remote_opts *o, char *err, size_
         return rc;
     }
     pthread_mutex_init(&r->mu, NULL);
+    pthread_mutex_init(&r->wake_mu, NULL);
     pthread_cond_init(&r->cv, NULL);
     *out = r;
     return 0;
@@ -126,6 +130,7 @@ void rf__remote_destroy(rf_remote *r)
     rf__cache_close(&r->cache);
     if (!forked) {
         pthread_mutex_destroy(&r->mu);
+        pthread_mutex_destroy(&r->wake_mu);
         pthread_cond_destroy(&r->cv);
     }
     free(r);
@@ -280,8 +285,10 @@ static void settle(rf_remote *r, uint32_t k, int pin_fd, const char *msg)
 
 static void announce(rf_remote *r)
 {
+    pthread_mutex_lock(&r->wake_mu);
     if (r->wake)
         r->wake(r->wake_ctx);
+    pthread_mutex_unlock(&r->wake_mu);
 }
 
 /* A transfer ended (fetch thread): commit it, pinned, or fail the shard. */
@@ -408,10 +415,10 @@ static void tick(void *ctx)
 
 void rf__remote_set_wake(rf_remote *r, void (*fn)(void *), void *ctx)
 {
-    pthread_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->wake_mu);
     r->wake = fn;
     r->wake_ctx = ctx;
-    pthread_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->wake_mu);
 }
 
 void rf__remote_seek(rf_remote *r, int64_t batch)

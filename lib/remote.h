@@ -20,7 +20,8 @@
  * Lock rules: r->mu protects the shards' states, uses and files, the want
  * list and the cursor. Order: the loader's mutex, then r->mu, then the fetch
  * queue's lock. The fetch thread takes r->mu in its tick and completions and
- * calls the wake callback (which takes the loader's mutex) without it.
+ * calls the wake callback (which takes the loader's mutex) without it, under
+ * r->wake_mu (order: wake_mu, then the loader's mutex).
  */
 #ifndef RF_REMOTE_H
 #define RF_REMOTE_H
@@ -70,7 +71,9 @@ void rf__remote_release(rf_remote *r, uint32_t k);
 void rf__remote_plan_room(rf_remote *r);
 
 /* The dispatcher calls (under the loader's mutex unless said). The wake is
- * called on the fetch thread when a shard becomes ready or fails. */
+ * called on the fetch thread when a shard becomes ready or fails; once
+ * set_wake (without the loader's mutex) returns, the old one is not running
+ * and will not be called. */
 void rf__remote_set_wake(rf_remote *r, void (*fn)(void *), void *ctx);
 /* The position moved to batch `batch`: planned uses are dropped. */
 void rf__remote_seek(rf_remote *r, int64_t batch);

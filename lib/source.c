@@ -2,7 +2,9 @@
  * source.c - the sample index: open (the one place that tells the kinds
  * apart by the spec), close, and the per-sample accessors.
  *
- * rf__source_open_ex looks at the spec once: a folder is an image folder
+ * rf__source_open_ex looks at the spec once: s3:// and http(s):// name remote
+ * tar shards (source_remote.c, with the fetcher made first, for listings); a
+ * folder is an image folder
  * (source_folder.c), another regular file a list file (source_list.c), and
  * anything else (a .tar, a pattern, '\n'-separated entries) names files,
  * expanded by source_pattern.c, that are WebDataset shards (source_tar.c) or,
@@ -150,6 +152,7 @@ size_t rf__source_bytes(const rf_source *s)
     size_t b = s->arena_cap + (size_t)s->cap * per;
     b += (size_t)s->nfiles * sizeof(uint64_t) + (s->first ? ((size_t)s->nfiles + 1) * 8 : 0);
     b += (size_t)(s->class_off ? s->nclasses : 0) * sizeof(uint64_t);
+    b += s->local_off ? (size_t)s->nfiles * sizeof(uint64_t) : 0;
     return b;
 }
 
@@ -195,9 +198,10 @@ int rf__source_open_ex(rf_source *s, const char *spec, const rf_source_opts *opt
                              .retries = o->fetch_retries,
                              .timeout_ms = o->fetch_timeout_ms,
                              .parallel = o->fetch_parallel};
-        rc = records ? tar_options_only(o, spec, "a record source", err, errcap) : 0;
-        if (records && rc == 0) {
-            snprintf(err, errcap, "source: %s: record files cannot be remote", spec);
+        rc = 0;
+        if (records) {
+            snprintf(err, errcap, "source: %s: record files cannot be remote (tar shards can)",
+                     spec);
             rc = RF_E_SOURCE;
         }
         if (rc == 0)

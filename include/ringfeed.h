@@ -167,6 +167,24 @@ enum rf_param {
      * a list file has no shards: rf_loader_start refuses K > 0 (RF_E_INVALID).
      * When the whole dataset is local, 0 mixes best. Fixed. */
     RF_P_SHUFFLE_BLOCK = 36,   /* shards per block; 0 = global shuffle; default 0. Fixed. */
+    RF_P_CACHE_LIMIT = 37,     /* remote shards (s3://, http(s)://): bytes the local cache folder
+                                  (rf_loader_set_cache_dir) may hold, shards, their indexes and
+                                  transfers in progress together; unpinned shards are evicted,
+                                  least recently used first. A loader wants at most
+                                  cache_limit / (largest shard) shards at once and waits when
+                                  pinned shards (its own and other loaders') fill the folder; a
+                                  shard larger than the limit fails rf_loader_start. 0 = auto: what
+                                  the folder holds plus half the free space of its file system, at
+                                  start; default 0. Fixed. */
+    /* 38, 39: not used. */
+    RF_P_FETCH_RETRIES = 40,   /* remote shards: tries after the first on a connection error, a
+                                  timeout, HTTP 408, 429 or 5xx (exponential backoff from 0.1 s,
+                                  with jitter); then the shard's samples fail naming the URL and
+                                  the HTTP status; default 5. Fixed. */
+    RF_P_FETCH_TIMEOUT_MS = 41,/* remote shards: connect timeout, and a transfer that receives no
+                                  byte for this long (whole seconds, rounded up) fails and is
+                                  retried; default 30000. Fixed. */
+    RF_P_FETCH_PARALLEL = 42,  /* remote shards: transfers in flight at most; default 4. Fixed. */
 };
 
 /* How much of a JPEG is decoded beyond the rows its crop needs (RF_P_VERIFY).
@@ -222,7 +240,13 @@ RF_API int rf_param_bounds(int param, int64_t *lo, int64_t *hi);
  * integer text of the key's .cls member: see rf_loader_set_label and
  * rf_loader_set_extras), or record files (with RF_P_RECORD_SIZE).
  * Compressed shards (.tar.gz, .tgz, .tar.zst, .tar.bz2, .tar.xz) cannot be
- * read at offsets: rf_loader_start refuses them (RF_E_SOURCE). The string is
+ * read at offsets: rf_loader_start refuses them (RF_E_SOURCE). Shards may be
+ * remote, every entry then an s3:// or http(s):// URL or brace pattern (a
+ * glob lists s3://; http(s):// cannot be listed): they are fetched whole
+ * into a local cache (rf_loader_set_cache_dir, RF_P_CACHE_LIMIT) and read
+ * there; S3 credentials, region and endpoint come from AWS_ACCESS_KEY_ID,
+ * AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION and AWS_ENDPOINT_URL
+ * (requests signed with SigV4). The string is
  * copied. Nothing is read until rf_loader_start. Returns NULL only when
  * memory is exhausted or source is NULL.
  * Thread-safety: any thread. */
@@ -265,6 +289,16 @@ RF_API int rf_loader_set_label(rf_loader *l, const char *ext);
  * rf_loader_start. Fixed.
  * Thread-safety: one thread at a time per loader. */
 RF_API int rf_loader_set_extras(rf_loader *l, const char *exts);
+
+/* Remote shards (s3://BUCKET/KEY, http(s)://HOST/PATH): the folder of the
+ * local shard cache, created if needed; NULL or "" for the default,
+ * $XDG_CACHE_HOME/ringfeed or ~/.cache/ringfeed. Loaders of one node
+ * (processes or threads) share a folder safely: each shard is fetched once,
+ * renamed into place only complete, and never evicted while a loader reads
+ * it. The string is copied. Returns RF_OK, RF_E_INVALID (NULL loader, a
+ * path of 4000 bytes or more) or RF_E_STATE after rf_loader_start. Fixed.
+ * Thread-safety: one thread at a time per loader. */
+RF_API int rf_loader_set_cache_dir(rf_loader *l, const char *dir);
 
 /* Indexes the source, allocates the ring, starts the reader and the decode
  * threads, and positions the loader at batch 0 of epoch 0.

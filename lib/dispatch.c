@@ -25,6 +25,16 @@
 #include <string.h>
 
 #include "clock.h"
+#include "remote.h"
+
+/* The fetch thread: a remote shard became ready or failed. */
+static void remote_wake(void *ctx)
+{
+    rf_dispatch *d = ctx;
+    pthread_mutex_lock(d->mu);
+    pthread_cond_signal(&d->cv_disp);
+    pthread_mutex_unlock(d->mu);
+}
 
 int rf__dispatch_init(rf_dispatch *d, const rf_source *src, rf_sampler *sampler, rf_ring *ring,
                       rf_reader *reader, rf_pool *pool, int njobs, pthread_mutex_t *mu,
@@ -51,6 +61,8 @@ int rf__dispatch_init(rf_dispatch *d, const rf_source *src, rf_sampler *sampler,
     for (int i = 0; i < njobs; i++)
         rf__pool_put(pool, &d->jobs[i].link);
     pthread_cond_init(&d->cv_disp, NULL);
+    if (src->remote)
+        rf__remote_set_wake(src->remote, remote_wake, d);
     d->target_k = ring->k;
     rf__sampler_set_epoch(sampler, 0);
     atomic_store(&d->gen, 1);
@@ -63,6 +75,8 @@ void rf__dispatch_free(rf_dispatch *d, int forked)
     if (!d->inited)
         return;
     assert(forked || !d->running);
+    if (!forked && d->src->remote) /* the fetch thread outlives us: no more wakes */
+        rf__remote_set_wake(d->src->remote, NULL, NULL);
     for (int i = 0; i < d->njobs; i++)
         free(d->jobs[i].rd.buf);
     free(d->jobs);
@@ -93,6 +107,8 @@ void rf__dispatch_seek(rf_dispatch *d, int64_t epoch, int64_t start, int64_t bat
     rf__sampler_set_rest(d->sampler, epoch, start);
     d->next_batch = d->sched_batch = batch;
     d->nfill = 0;
+    if (d->src->remote)
+        rf__remote_seek(d->src->remote, batch);
     rf__ring_invalidate(d->ring, gen);
     pthread_cond_broadcast(&d->cv_disp);
 }
@@ -190,25 +206,46 @@ static void schedule(rf_dispatch *d)
 }
 
 /* Hands the filling slots' samples to the reader, in order, while it has
- * room and jobs are free. */
+ * room and jobs are free. A sample of a remote shard waits until the shard
+ * is pinned in the cache (d->remote_wait: the fetch thread wakes us); one
+ * whose shard failed goes to the pool as a failed read. */
 static void submit(rf_dispatch *d, unsigned depth)
 {
+    rf_remote *rem = d->src->remote;
     rf_pool_job *pj;
-    while (d->nfill > 0 && rf__reader_inflight(d->reader) < depth &&
-           (pj = rf__pool_take(d->pool)) != NULL) {
-        rf_job *j = rf__job_of(pj);
+    d->remote_wait = 0;
+    while (d->nfill > 0 && rf__reader_inflight(d->reader) < depth) {
         rf_slot *s = d->fill[0];
         int64_t sample = s->view.samples[s->submitted];
+        const char *why = NULL;
+        int ready = rem ? rf__remote_ready(rem, d->src, sample, &why) : 1;
+        if (ready == 0) {
+            d->remote_wait = 1;
+            break;
+        }
+        if ((pj = rf__pool_take(d->pool)) == NULL)
+            break;
+        rf_job *j = rf__job_of(pj);
         j->slot = s;
         j->pos = s->submitted;
         j->gen = atomic_load(&d->gen);
         j->epoch = d->epoch;
-        j->rd.path = rf__source_path(d->src, sample);
+        j->rd.path = rf__source_read_path(d->src, sample);
         rf__source_extent(d->src, sample, &j->rd.ranged, &j->rd.offset, &j->rd.length);
         j->rd.sample = sample;
-        if (rf__reader_submit(d->reader, &j->rd) != 0) {
+        if (ready < 0) {
+            /* the shard could not be fetched: the sample fails as a read */
+            j->rd.err = EIO;
+            j->rd.what = why;
+            j->rd.len = 0;
+            rf__remote_taken(rem, d->src, sample);
+            rf__remote_done(rem, d->src, sample);
+            rf__pool_push(d->pool, pj);
+        } else if (rf__reader_submit(d->reader, &j->rd) != 0) {
             rf__pool_unget(d->pool, pj); /* file slots busy closing: later */
             break;
+        } else if (rem) {
+            rf__remote_taken(rem, d->src, sample);
         }
         if (++s->submitted == s->count) {
             memmove(d->fill, d->fill + 1, (size_t)(d->nfill - 1) * sizeof *d->fill);
@@ -230,13 +267,15 @@ static void *dispatch_main(void *arg)
         read_ns = 0;
         grow(d);
         schedule(d);
+        if (d->src->remote)
+            rf__remote_lookahead(d->src->remote, d->src, d->sampler);
         submit(d, depth);
         if (rf__reader_inflight(d->reader) == 0) {
             /* Nothing in flight: wait for a freed slot, a freed job, a new
              * position or stop. Workers returning jobs wake us only while
              * producer_waiting is set (checked again after setting it). */
             rf__pool_producer_sleeps(d->pool, 1);
-            if (d->nfill > 0 && rf__pool_has_free(d->pool)) {
+            if (d->nfill > 0 && rf__pool_has_free(d->pool) && !d->remote_wait) {
                 rf__pool_producer_sleeps(d->pool, 0);
                 continue;
             }
@@ -256,6 +295,8 @@ static void *dispatch_main(void *arg)
         for (int i = 0; i < n; i++) {
             rf_job *dj = (rf_job *)done[i];
             read_ns += dj->rd.t_done_ns - dj->rd.t_submit_ns;
+            if (d->src->remote) /* the read is over: its shard may be unpinned */
+                rf__remote_done(d->src->remote, d->src, dj->rd.sample);
             if (dj->gen != atomic_load(&d->gen) || atomic_load(&d->stopped))
                 rf__dispatch_job_done(d, &dj->link); /* abandoned position: drop */
             else

@@ -183,6 +183,26 @@ int rf_loader_set_extras(rf_loader *l, const char *exts)
     return set_names(l, rf__option_set_extras, exts);
 }
 
+int rf_loader_set_cache_dir(rf_loader *l, const char *dir)
+{
+    if (!l)
+        return RF_E_INVALID;
+    if (l->started) {
+        rf__loader_err(l, "options: cache_dir cannot change after rf_loader_start");
+        return RF_E_STATE;
+    }
+    if (dir && strlen(dir) >= 4000) {
+        rf__loader_err(l, "options: cache_dir is too long");
+        return RF_E_INVALID;
+    }
+    char *copy = dir && *dir ? strdup(dir) : NULL;
+    if (dir && *dir && !copy)
+        return RF_E_NOMEM;
+    free(l->cache_dir);
+    l->cache_dir = copy;
+    return RF_OK;
+}
+
 int rf_loader_get_param(const rf_loader *l, int param, int64_t *out)
 {
     if (!l || !out || !rf__option_known(param))
@@ -411,7 +431,12 @@ int rf_loader_start(rf_loader *l)
                          .header_size = c->header_size,
                          .label = c->names.label,
                          .unlabeled = c->names.unlabeled,
-                         .nextras = c->names.nextras};
+                         .nextras = c->names.nextras,
+                         .cache_dir = l->cache_dir,
+                         .cache_limit = c->cache_limit,
+                         .fetch_retries = c->fetch_retries,
+                         .fetch_timeout_ms = c->fetch_timeout_ms,
+                         .fetch_parallel = c->fetch_parallel};
     for (int e = 0; e < c->names.nextras; e++)
         so.extras[e] = c->names.extras[e];
     rc = rf__source_open_ex(&l->src, l->spec, &so, err, sizeof err);
@@ -478,6 +503,7 @@ void rf_loader_destroy(rf_loader *l)
         pthread_cond_destroy(&l->cv_cons);
     }
     free(l->spec);
+    free(l->cache_dir);
     free(l);
 }
 
@@ -566,6 +592,7 @@ int64_t rf_loader_stats_json(rf_loader *l, char *buf, size_t cap)
         .cuda_errors = cs.errors,
         .cuda_last_error = cs.last_error,
         .worker_budget = l->budget_why,
+        .remote = l->src.remote,
     };
     rf__stats_render(&v, &j);
     pthread_mutex_unlock(&l->mu);

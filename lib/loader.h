@@ -43,6 +43,7 @@
 
 struct rf_loader {
     char *spec;
+    char *cache_dir; /* rf_loader_set_cache_dir; NULL: the default */
     rf_options opts; /* as set; read back by rf_loader_get_param */
     rf_config cfg;   /* resolved by rf_loader_start; read-only afterwards */
     int started;

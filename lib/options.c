@@ -54,6 +54,10 @@ static const param_def params_table[] = {
     [RF_P_SAMPLER_DROP_LAST] = {0, 1, 0},
     [RF_P_EXTRAS_BYTES] = {1, INT64_C(1) << 30, 65536},
     [RF_P_SHUFFLE_BLOCK] = {0, UINT32_MAX, 0},
+    [RF_P_CACHE_LIMIT] = {0, INT64_MAX, 0},
+    [RF_P_FETCH_RETRIES] = {0, 100, 5},
+    [RF_P_FETCH_TIMEOUT_MS] = {1, INT64_C(1) << 40, 30000},
+    [RF_P_FETCH_PARALLEL] = {1, 64, 4},
 };
 
 _Static_assert(sizeof params_table / sizeof params_table[0] == RF__NPARAMS,
@@ -170,6 +174,10 @@ int rf__options_resolve(const rf_options *o, rf_config *c, char *err, size_t err
     c->sampler_drop_last = (int)p[RF_P_SAMPLER_DROP_LAST];
     c->extras_bytes = (uint64_t)p[RF_P_EXTRAS_BYTES];
     c->shuffle_block = p[RF_P_SHUFFLE_BLOCK];
+    c->cache_limit = (uint64_t)p[RF_P_CACHE_LIMIT];
+    c->fetch_retries = (int)p[RF_P_FETCH_RETRIES];
+    c->fetch_timeout_ms = p[RF_P_FETCH_TIMEOUT_MS];
+    c->fetch_parallel = (int)p[RF_P_FETCH_PARALLEL];
     c->names = o->names;
 
     if (c->rank >= c->world_size) {

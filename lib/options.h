@@ -19,7 +19,7 @@
 /* The highest enum rf_param value: raise it when appending an option (the
  * table in options.c must then have an entry for it; a static assertion
  * there says so). */
-#define RF__PARAM_LAST RF_P_SHUFFLE_BLOCK
+#define RF__PARAM_LAST RF_P_FETCH_PARALLEL
 #define RF__NPARAMS (RF__PARAM_LAST + 1)
 
 #define RF__MAX_EXTRAS 16 /* = RF_SOURCE_MAX_EXTRAS */
@@ -73,6 +73,9 @@ typedef struct rf_config {
     uint64_t extras_bytes;   /* all extras of one sample (with nextras > 0) */
     int64_t shuffle_block;   /* > 0: shard-aware shuffle over blocks of this many shards */
     rf_member_names names;   /* tar: label member, extras */
+    uint64_t cache_limit;    /* remote shards: 0 = auto */
+    int fetch_retries, fetch_parallel;
+    int64_t fetch_timeout_ms;
     /* derived */
     int is_records;      /* record_size > 0: bytes passed through, no decode */
     size_t sample_bytes; /* bytes of one sample in a slot */

@@ -2,7 +2,9 @@
  * source.c - the sample index: open (the one place that tells the kinds
  * apart by the spec), close, and the per-sample accessors.
  *
- * rf__source_open_ex looks at the spec once: a folder is an image folder
+ * rf__source_open_ex looks at the spec once: s3:// and http(s):// name remote
+ * tar shards (source_remote.c, with the fetcher made first, for listings); a
+ * folder is an image folder
  * (source_folder.c), another regular file a list file (source_list.c), and
  * anything else (a .tar, a pattern, '\n'-separated entries) names files,
  * expanded by source_pattern.c, that are WebDataset shards (source_tar.c) or,
@@ -23,6 +25,8 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "fetch.h"
+#include "remote.h"
 #include "ringfeed.h"
 #include "source_kinds.h"
 
@@ -43,6 +47,8 @@ void rf__source_close(rf_source *s)
     free(s->ext_rel);
     free(s->ext_len);
     free(s->first);
+    free(s->local_off);
+    rf__remote_destroy(s->remote);
     memset(s, 0, sizeof *s);
 }
 
@@ -186,6 +192,7 @@ size_t rf__source_bytes(const rf_source *s)
     size_t b = s->arena_cap + (size_t)s->cap * per;
     b += (size_t)s->nfiles * sizeof(uint64_t) + (s->first ? ((size_t)s->nfiles + 1) * 8 : 0);
     b += (size_t)(s->class_off ? s->nclasses : 0) * sizeof(uint64_t);
+    b += s->local_off ? (size_t)s->nfiles * sizeof(uint64_t) : 0;
     return b;
 }
 
@@ -223,7 +230,38 @@ int rf__source_open_ex(rf_source *s, const char *spec, const rf_source_opts *opt
     rf_strlist paths = {0};
     rf_source_index_fn *index = NULL;
     const char *how = exists && S_ISREG(st.st_mode) && !records ? rf__compressed_name(spec) : NULL;
-    if (how) {
+    if (rf__fetch_is_url(spec)) {
+        /* remote shards: the fetcher first, for listings */
+        index = rf__source_index_remote;
+        rf_remote_opts ro = {.cache_dir = o->cache_dir,
+                             .cache_limit = o->cache_limit,
+                             .retries = o->fetch_retries,
+                             .timeout_ms = o->fetch_timeout_ms,
+                             .parallel = o->fetch_parallel};
+        rc = 0;
+        if (records) {
+            snprintf(err, errcap, "source: %s: record files cannot be remote (tar shards can)",
+                     spec);
+            rc = RF_E_SOURCE;
+        }
+        if (rc == 0)
+            rc = rf__remote_create(&s->remote, &ro, err, errcap);
+        if (rc == 0)
+            rc = rf__source_files_with(spec, &paths, rf__source_glob_remote, s->remote, err,
+                                       errcap);
+        for (size_t f = 0; rc == 0 && f < paths.n; f++) {
+            const char *p = rf__strlist_at(&paths, f);
+            if ((how = rf__compressed_name(p)) != NULL) {
+                rc = rf__compressed_error(p, how, err, errcap);
+            } else if (!rf__fetch_is_url(p) || !has_tar_ext(p)) {
+                snprintf(err, errcap,
+                         "source: %s: a remote source must name .tar shards, all remote "
+                         "(s3://, http://, https://)",
+                         p);
+                rc = RF_E_SOURCE;
+            }
+        }
+    } else if (how) {
         rc = rf__compressed_error(spec, how, err, errcap); /* not a list file */
     } else if (exists && S_ISDIR(st.st_mode) && !records) {
         index = rf__source_index_folder;

@@ -45,7 +45,15 @@ typedef struct rf_source_opts {
     int unlabeled;        /* 1: no label member; every label is -1 */
     int nextras;          /* extra members returned per sample, at most RF_SOURCE_MAX_EXTRAS */
     const char *extras[RF_SOURCE_MAX_EXTRAS]; /* their extensions, lowercase, distinct */
+    /* remote shards (s3://, http(s)://): the cache and the transfers */
+    const char *cache_dir;     /* NULL: the default (cache.h) */
+    uint64_t cache_limit;      /* 0: auto (cache.h) */
+    int fetch_retries;         /* tries after the first */
+    int64_t fetch_timeout_ms;  /* 0: 30 s */
+    int fetch_parallel;        /* 0: 4 */
 } rf_source_opts;
+
+struct rf_remote;
 
 typedef struct rf_source {
     int kind;
@@ -77,6 +85,10 @@ typedef struct rf_source {
     /* records */
     uint64_t record_size, header_size;
     int64_t *first;       /* nfiles + 1: index of the first record of each file; first[nfiles] = n */
+    /* remote tar shards: file_off holds their URLs, local_off the paths of
+     * their copies in the cache (read only while pinned: remote.h) */
+    uint64_t *local_off;
+    struct rf_remote *remote; /* owned: the fetcher, the cache, the pins */
 } rf_source;
 
 /* Indexes `spec`:
@@ -84,7 +96,10 @@ typedef struct rf_source {
  *   - a brace pattern (zero-padded ranges "{0000..0099}", lists "{a,b}") or a
  *     glob ("*", "?", "[...]"; matches sorted), expanded to files;
  *   - a directory: image folder; a regular file named *.tar: a tar shard;
- *     any other regular file: a list file.
+ *     any other regular file: a list file;
+ *   - s3://BUCKET/KEY or http(s)://HOST/PATH entries (all of them then):
+ *     remote tar shards (brace patterns; globs over s3:// by listing),
+ *     fetched whole into the local cache (source_remote.c).
  * With opts->record_size > 0 every file is a record file instead. Several
  * files must all be tar shards (or record files). A compressed tar (by its
  * name: .tar.gz, .tgz, .tar.zst, .tar.bz2, .tar.xz, ...; or by the magic
@@ -126,6 +141,15 @@ static inline const char *rf__source_path(const rf_source *s, int64_t i)
     if (rf__source_nshards(s) > 0)
         return s->arena + s->file_off[rf__source_shard(s, i)];
     return s->arena + s->path_off[i];
+}
+
+/* The local file the reader reads for sample i: rf__source_path, or for
+ * remote shards the shard's copy in the cache. */
+static inline const char *rf__source_read_path(const rf_source *s, int64_t i)
+{
+    if (s->local_off)
+        return s->arena + s->local_off[s->shard[i]];
+    return rf__source_path(s, i);
 }
 
 /* Where sample i's bytes are in that file: *ranged = 0 for the whole file

@@ -11,7 +11,9 @@
  * Calls run one way: source.c -> the kinds and the pattern expansion
  * (source_pattern.c) -> the arena helpers and the name rules
  * (source_names.c: picture extensions, compressed tars). No kind calls
- * another, or back into source.c.
+ * another, or back into source.c, except that remote shards
+ * (source_remote.c), once in the local cache, are walked by the tar kind's
+ * rf__source_tar_shard.
  */
 #ifndef RF_SOURCE_KINDS_H
 #define RF_SOURCE_KINDS_H
@@ -82,6 +84,17 @@ int rf__compressed_error(const char *path, const char *how, char *err, size_t er
  * RF_E_SOURCE with the reason in err when the spec names no files. */
 int rf__source_files(const char *spec, rf_strlist *files, char *err, size_t errcap);
 
+/* What expands a brace-free word holding glob characters: calls emit(path,
+ * ectx) for each match, in order; 0 or the first nonzero emit returned, or
+ * a negative RF_E_* with the reason in err. */
+typedef int rf_source_glob_fn(void *gctx, const char *word, int (*emit)(const char *, void *),
+                              void *ectx, char *err, size_t errcap);
+
+/* rf__source_files with another glob (remote listings): entries are never
+ * looked for on the local disk. */
+int rf__source_files_with(const char *spec, rf_strlist *files, rf_source_glob_fn *glob,
+                          void *gctx, char *err, size_t errcap);
+
 /* ---- the kinds ---------------------------------------------------------- */
 
 /* An indexer fills s (all zero on entry) with the samples of paths (what
@@ -95,5 +108,16 @@ rf_source_index_fn rf__source_index_folder;  /* source_folder.c: paths[0] is the
 rf_source_index_fn rf__source_index_list;    /* source_list.c: paths[0] is the list file */
 rf_source_index_fn rf__source_index_tar;     /* source_tar.c: WebDataset shards */
 rf_source_index_fn rf__source_index_records; /* source_records.c: o->record_size > 0 */
+/* source_remote.c: paths are s3:// or http(s):// URLs of tar shards; it
+ * makes s->remote (the fetcher and the cache, from o) */
+rf_source_index_fn rf__source_index_remote;
+/* source_remote.c: globs over s3:// (a listing); gctx is the rf_remote */
+rf_source_glob_fn rf__source_glob_remote;
+
+/* source_tar.c: walks the shard at path (named shard in messages) as shard
+ * number shard_id, appending its samples to s; *maxlabel grows to the
+ * largest label. */
+int rf__source_tar_shard(rf_source *s, uint32_t shard_id, const char *path, const char *shard,
+                         const rf_source_opts *o, int64_t *maxlabel, char *err, size_t errcap);
 
 #endif

@@ -26,6 +26,8 @@
 typedef struct expand_ctx {
     int (*fn)(const char *path, void *ctx);
     void *ctx;
+    rf_source_glob_fn *glob; /* NULL: the local file system's */
+    void *gctx;
     const char *pattern;
     int64_t count;
     char *err;
@@ -53,10 +55,17 @@ static int emit(expand_ctx *x, const char *path)
 }
 
 /* A brace-free word: itself, or its glob matches in byte order. */
+static int emit_cb(const char *path, void *ctx)
+{
+    return emit(ctx, path);
+}
+
 static int expand_glob(expand_ctx *x, const char *word)
 {
     if (!has_glob_chars(word))
         return emit(x, word);
+    if (x->glob)
+        return x->glob(x->gctx, word, emit_cb, x, x->err, x->errcap);
     glob_t g;
     memset(&g, 0, sizeof g);
     int grc = glob(word, GLOB_NOSORT | GLOB_ERR, NULL, &g);
@@ -200,7 +209,7 @@ static int expand_braces(expand_ctx *x, const char *word, size_t from)
 int rf__source_expand(const char *pattern, int (*fn)(const char *path, void *ctx), void *ctx,
                       char *err, size_t errcap)
 {
-    expand_ctx x = {fn, ctx, pattern, 0, err, errcap};
+    expand_ctx x = {fn, ctx, NULL, NULL, pattern, 0, err, errcap};
     return expand_braces(&x, pattern, 0);
 }
 
@@ -212,6 +221,12 @@ static int collect(const char *path, void *ctx)
 }
 
 int rf__source_files(const char *spec, rf_strlist *files, char *err, size_t errcap)
+{
+    return rf__source_files_with(spec, files, NULL, NULL, err, errcap);
+}
+
+int rf__source_files_with(const char *spec, rf_strlist *files, rf_source_glob_fn *glob,
+                          void *gctx, char *err, size_t errcap)
 {
     const char *p = spec;
     char *entry = NULL;
@@ -232,10 +247,12 @@ int rf__source_files(const char *spec, rf_strlist *files, char *err, size_t errc
             entry[n] = '\0';
             struct stat st;
             /* an existing path is itself, even when it holds pattern characters */
-            if (stat(entry, &st) == 0)
+            if (!glob && stat(entry, &st) == 0) {
                 rc = rf__strlist_add(files, entry, NULL);
-            else
-                rc = rf__source_expand(entry, collect, files, err, errcap);
+            } else {
+                expand_ctx x = {collect, files, glob, gctx, entry, 0, err, errcap};
+                rc = expand_braces(&x, entry, 0);
+            }
         }
         p += nl ? (size_t)(nl - p) + 1 : strlen(p);
     }

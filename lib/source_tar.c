@@ -550,10 +550,10 @@ static const char *tar_name(const tar_walk *w, const uint8_t *h, char name[TAR_B
     return name;
 }
 
-static int index_shard(rf_source *s, uint32_t shard_id, const char *shard, const rf_source_opts *o,
-                       int64_t *maxlabel, char *err, size_t errcap)
+int rf__source_tar_shard(rf_source *s, uint32_t shard_id, const char *path, const char *shard,
+                         const rf_source_opts *o, int64_t *maxlabel, char *err, size_t errcap)
 {
-    int fd = open(shard, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
     if (fd < 0) {
         snprintf(err, errcap, "source: open %s: %s", shard, strerror(errno));
         return RF_E_SOURCE;
@@ -636,7 +636,8 @@ int rf__source_index_tar(rf_source *s, const rf_strlist *paths, const rf_source_
     int rc = rf__source_put_files(s, paths);
     int64_t maxlabel = -1;
     for (uint32_t f = 0; rc == 0 && f < s->nfiles; f++) {
-        rc = index_shard(s, f, s->arena + s->file_off[f], o, &maxlabel, err, errcap);
+        const char *shard = s->arena + s->file_off[f];
+        rc = rf__source_tar_shard(s, f, shard, shard, o, &maxlabel, err, errcap);
         if (rc == 0 && s->n > UINT32_MAX) {
             snprintf(err, errcap, "source: more than %u samples", UINT32_MAX);
             rc = RF_E_SOURCE;

@@ -4,6 +4,8 @@
 #define _GNU_SOURCE
 #include "stats.h"
 
+#include "remote.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,5 +201,10 @@ void rf__stats_render(const rf_stats_snapshot *v, rf_json *j)
     rf__json_raw(j, "}");
     rf__json_raw(j, ", \"worker_budget\": ");
     rf__json_str(j, v->worker_budget);
+    if (v->remote) {
+        rf__json_raw(j, ", \"remote\": {");
+        rf__remote_stats(v->remote, j);
+        rf__json_raw(j, "}");
+    }
     rf__json_raw(j, "}");
 }

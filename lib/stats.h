@@ -81,6 +81,7 @@ typedef struct rf_stats_snapshot {
     int64_t copies, copy_bytes, d2d_copies, device_buffer_bytes, cuda_errors;
     const char *cuda_last_error;
     const char *worker_budget;
+    struct rf_remote *remote; /* remote shards: the "remote" object; NULL: none */
 } rf_stats_snapshot;
 
 /* The whole stats object ({...}) into j. */

@@ -79,7 +79,7 @@ static void read_reason(const rf_read *rd, char *out, size_t cap)
 /* Reads a substitute sample synchronously (rare path: on_error = skip). */
 static int read_sample_sync(const rf_work *k, int64_t sample, rf_read *rd)
 {
-    rd->path = rf__source_path(k->src, sample);
+    rd->path = rf__source_read_path(k->src, sample);
     rf__source_extent(k->src, sample, &rd->ranged, &rd->offset, &rd->length);
     rd->sample = sample;
     return rf__read_sync(rd, k->cfg->max_file_bytes);

@@ -76,6 +76,10 @@ RF_P_RATIO_MAX = 32
 RF_P_SAMPLER_DROP_LAST = 33
 RF_P_EXTRAS_BYTES = 35
 RF_P_SHUFFLE_BLOCK = 36
+RF_P_CACHE_LIMIT = 37
+RF_P_FETCH_RETRIES = 40
+RF_P_FETCH_TIMEOUT_MS = 41
+RF_P_FETCH_PARALLEL = 42
 
 PARAM_NAMES = {
     RF_P_BATCH_SIZE: "batch_size",
@@ -113,6 +117,10 @@ PARAM_NAMES = {
     RF_P_SAMPLER_DROP_LAST: "sampler_drop_last",
     RF_P_EXTRAS_BYTES: "extras_bytes",
     RF_P_SHUFFLE_BLOCK: "shuffle_block",
+    RF_P_CACHE_LIMIT: "cache_limit",
+    RF_P_FETCH_RETRIES: "fetch_retries",
+    RF_P_FETCH_TIMEOUT_MS: "fetch_timeout_ms",
+    RF_P_FETCH_PARALLEL: "fetch_parallel",
 }
 
 TRANSFORMS = {"none": 0, "center": 1, "random_resized_crop": 2}
@@ -169,6 +177,8 @@ _SIGNATURES = [
     # Tar member names (label, extras) and a sample's extra members.
     ("rf_loader_set_label", ctypes.c_int, [_c_loader_p, ctypes.c_char_p]),
     ("rf_loader_set_extras", ctypes.c_int, [_c_loader_p, ctypes.c_char_p]),
+    # Remote shards: the local cache's folder.
+    ("rf_loader_set_cache_dir", ctypes.c_int, [_c_loader_p, ctypes.c_char_p]),
     ("rf_batch_field", ctypes.c_void_p,
      [_c_batch_p, _i64, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t)]),
     # CUDA (present in every build; RF_E_NO_DEVICE / 0 without a device). Streams

@@ -29,6 +29,10 @@ _EXTRA_INT_OPTIONS = {
     "read_timeout_ms": _lib.RF_P_READ_TIMEOUT_MS,
     "max_errors": _lib.RF_P_MAX_ERRORS,
     "extras_bytes": _lib.RF_P_EXTRAS_BYTES,
+    # remote shards (s3://, http(s)://); sent only when given
+    "fetch_retries": _lib.RF_P_FETCH_RETRIES,
+    "fetch_timeout_ms": _lib.RF_P_FETCH_TIMEOUT_MS,
+    "fetch_parallel": _lib.RF_P_FETCH_PARALLEL,
 }
 
 # The label member's default extension (webdataset's ".cls").
@@ -223,6 +227,10 @@ class Options:
                                  None if label is None else label.encode("utf-8")))
         if extras:
             self.strings.append(("rf_loader_set_extras", ",".join(extras).encode("utf-8")))
+        cache_dir = extra.pop("cache_dir", None)
+        if cache_dir is not None:
+            self.strings.append(("rf_loader_set_cache_dir", os.fsencode(cache_dir)))
+        cache_limit = extra.pop("cache_limit", None)
         exact = extra.pop("exact", False)
         scale = extra.pop("scale", SCALE)
         ratio = extra.pop("ratio", RATIO)
@@ -287,6 +295,8 @@ class Options:
         self.params += _range_params("scale", scale, SCALE, (P.RF_P_SCALE_MIN, P.RF_P_SCALE_MAX))
         self.params += _range_params("ratio", ratio, RATIO, (P.RF_P_RATIO_MIN, P.RF_P_RATIO_MAX))
         self.params += ints
+        if cache_limit:  # None or 0: auto (libraries before it lack RF_P_CACHE_LIMIT)
+            self.params.append((P.RF_P_CACHE_LIMIT, _int("cache_limit", cache_limit)))
         # Any record option that is not 0 goes to the library, which refuses
         # negative sizes; the dtype matters for records only.
         if record_size or header_size:

@@ -66,6 +66,16 @@ class Loader:
     (the default for records); each batch is the data array alone, shape
     [B, record_size // itemsize] (torch before 2.3 has no uint16: int32 there).
 
+    Remote shards: "s3://bucket/train-{0000..0099}.tar" (a brace pattern, a
+    glob, which lists the bucket, or a list) or "http(s)://host/...": whole
+    shards are fetched into a local cache, cache_dir (default
+    $XDG_CACHE_HOME/ringfeed or ~/.cache/ringfeed), of at most cache_limit
+    bytes (None or 0: what it holds plus half the free space of its file
+    system), least recently used shards evicted; loaders of one node share
+    it. fetch_retries (5), fetch_timeout_ms (30000) and fetch_parallel (4)
+    tune the transfers; stats()["remote"] counts them. S3 credentials,
+    region and endpoint come from the AWS_* environment variables.
+
     See DESIGN.md, "Python surface". Options map one to one to the C API's
     RF_P_* parameters; rank/world_size default to torchrun's RANK/WORLD_SIZE
     and local_world_size to LOCAL_WORLD_SIZE. flip=None (the default) means

@@ -1,0 +1,247 @@
+"""Remote shards (s3://, http://) against real servers on 127.0.0.1
+(rfservers.py): a moto S3 server checking SigV4 signatures, Python's
+http.server, and a fault-injecting proxy (rfproxy.py).
+
+What is checked: the same batches (bytes and labels) as the same shards on
+local disk, through brace patterns, globs (S3 listings) and plain HTTP;
+errors that name the URL and the HTTP status (403, 404, an object replaced
+under a running loader); a cache limit below the dataset's size (every
+sample once per rank split, the folder never over its limit); two processes
+sharing one cache (one GET per shard); and an epoch through a proxy that
+fails or stalls 10% of the requests (every sample exactly once).
+"""
+
+import io
+import os
+import tarfile
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import rfhelpers
+import rfservers
+import ringfeed
+
+NSHARDS, PER_SHARD = 5, 10
+pytestmark = pytest.mark.skipif(not rfservers.have_moto(),
+                                reason="moto[server] and boto3 not importable (make deps)")
+
+
+def _shard(path, s, tmp):
+    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tf:
+        for i in range(PER_SHARD):
+            jp = os.path.join(tmp, "x.jpg")
+            rfhelpers.write_jpeg(jp, 48 + (i % 3) * 8, 40, seed=s * 1000 + i)
+            tf.add(jp, arcname="s%02d/k%03d.jpg" % (s, i))
+            label = b"%d" % ((s * PER_SHARD + i) % 7)
+            info = tarfile.TarInfo("s%02d/k%03d.cls" % (s, i))
+            info.size = len(label)
+            tf.addfile(info, io.BytesIO(label))
+    os.remove(os.path.join(tmp, "x.jpg"))
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    d = tmp_path_factory.mktemp("remote_shards")
+    paths = []
+    for s in range(NSHARDS):
+        p = str(d / ("train-%04d.tar" % s))
+        _shard(p, s, str(d))
+        paths.append(p)
+    return str(d), paths
+
+
+@pytest.fixture(scope="module")
+def s3(shards):
+    with rfservers.moto_s3(buckets=("data", "other")) as srv:
+        srv.upload("data", "ds/", shards[1])
+        yield srv
+
+
+@pytest.fixture
+def aws_env(s3, monkeypatch):
+    for k, v in s3.env().items():
+        monkeypatch.setenv(k, v)
+    return s3
+
+
+OPTS = dict(batch_size=8, image_size=32, transform="center", num_workers=2)
+
+
+def _epoch(src, **kw):
+    """[(digest, sample indices)] of one epoch, and the stats."""
+    with ringfeed.Loader(src, **dict(OPTS, **kw)) as ld:
+        out = [(rfhelpers.batch_digest(i, l), rfhelpers.as_numpy(x).tolist())
+               for i, l, x in ld.iter_with_indices()]
+        return out, ld.stats()
+
+
+def _local(shards, **kw):
+    return _epoch(os.path.join(shards[0], "train-{0000..%04d}.tar" % (NSHARDS - 1)), **kw)[0]
+
+
+def _cache_bytes(d):
+    total = 0
+    for name in os.listdir(d):
+        try:
+            total += os.stat(os.path.join(d, name)).st_size
+        except FileNotFoundError:
+            pass
+    return total
+
+
+def test_s3_pattern_and_glob_match_local(shards, aws_env, tmp_path):
+    local = _local(shards, shuffle=True, seed=3)
+    pat = "s3://data/ds/train-{0000..%04d}.tar" % (NSHARDS - 1)
+    got, st = _epoch(pat, shuffle=True, seed=3, cache_dir=str(tmp_path / "c"))
+    assert got == local
+    r = st["remote"]
+    assert r["shards"] == NSHARDS and r["cache_misses"] == NSHARDS and r["retries"] == 0
+    # a glob lists the bucket; a warm cache fetches nothing
+    got, st = _epoch("s3://data/ds/train-*.tar", shuffle=True, seed=3,
+                     cache_dir=str(tmp_path / "c"))
+    assert got == local
+    assert st["remote"]["bytes_fetched"] == 0 and st["remote"]["cache_misses"] == 0
+    with ringfeed.Loader(pat, cache_dir=str(tmp_path / "c"), **OPTS) as ld:
+        assert ld.sample_path(0) == "s3://data/ds/train-0000.tar:s00/k000"
+        labels = [ld.sample_label(i) for i in range(ld.num_samples)]
+    assert labels == [i % 7 for i in range(NSHARDS * PER_SHARD)]
+
+
+def test_http_pattern_matches_local_and_glob_is_refused(shards, tmp_path):
+    local = _local(shards, shuffle=True, seed=5)
+    with rfservers.http_files(shards[0]) as url:
+        got, _ = _epoch(url + "/train-{0000..%04d}.tar" % (NSHARDS - 1), shuffle=True, seed=5,
+                        cache_dir=str(tmp_path / "c"))
+        assert got == local
+        with pytest.raises(ringfeed.RingfeedError, match="brace pattern"):
+            _epoch(url + "/train-*.tar", cache_dir=str(tmp_path / "c"))
+        with pytest.raises(ringfeed.RingfeedError, match=r"HEAD %s/nope-0000.tar: HTTP status 404"
+                           % url):
+            _epoch(url + "/nope-{0000..0001}.tar", cache_dir=str(tmp_path / "c"))
+
+
+def test_s3_errors_name_the_url_and_status(aws_env, monkeypatch, tmp_path):
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong")
+    with pytest.raises(ringfeed.RingfeedError,
+                       match=r"HEAD s3://data/ds/train-0000.tar: HTTP status 403"):
+        _epoch("s3://data/ds/train-0000.tar", cache_dir=str(tmp_path / "c"))
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", aws_env.secret)
+    with pytest.raises(ringfeed.RingfeedError,
+                       match=r"HEAD s3://data/ds/missing.tar: HTTP status 404"):
+        _epoch("s3://data/ds/missing.tar", cache_dir=str(tmp_path / "c"))
+    with pytest.raises(ringfeed.RingfeedError, match="matches no objects"):
+        _epoch("s3://data/ds/none-*.tar", cache_dir=str(tmp_path / "c"))
+
+
+def test_cache_limit_below_the_dataset(shards, aws_env, tmp_path):
+    """Limit = two shards: each rank of a 2-way split gets its half of every
+    sample once, and the folder never holds more than the limit."""
+    size = os.path.getsize(shards[1][0])
+    assert all(os.path.getsize(p) == size for p in shards[1])
+    limit = 2 * size + 16384  # two shards and their small index files
+    cache = str(tmp_path / "c")
+    os.makedirs(cache)
+    peak = [0]
+    done = threading.Event()
+
+    def watch():
+        while not done.is_set():
+            peak[0] = max(peak[0], _cache_bytes(cache))
+            time.sleep(0.002)
+
+    t = threading.Thread(target=watch)
+    t.start()
+    try:
+        seen = []
+        for rank in range(2):
+            got, st = _epoch("s3://data/ds/train-{0000..%04d}.tar" % (NSHARDS - 1),
+                             shuffle=False, rank=rank, world_size=2, cache_dir=cache,
+                             cache_limit=limit)
+            seen += [s for _, idx in got for s in idx]
+            assert st["remote"]["evictions"] > 0
+    finally:
+        done.set()
+        t.join()
+    assert sorted(seen) == list(range(NSHARDS * PER_SHARD))
+    assert 0 < peak[0] <= limit, (peak[0], limit)
+    assert _cache_bytes(cache) <= limit
+
+
+def test_two_processes_share_one_cache(shards, tmp_path):
+    """Two loaders in two processes on one cache folder: each shard is
+    fetched once in all (GETs counted at a proxy in front of the server)."""
+    with rfservers.http_files(shards[0]) as url, \
+            rfservers.fault_proxy(url, tmp_path / "log") as px:
+        code = """
+            import ringfeed, json, sys
+            with ringfeed.Loader(sys.argv[1], batch_size=8, image_size=32, num_workers=1,
+                                 cache_dir=sys.argv[2], shuffle=True) as ld:
+                n = sum(len(l) for _, l in ld)
+            print(json.dumps(n))
+        """
+        src = px.url + "/train-{0000..%04d}.tar" % (NSHARDS - 1)
+        procs = [rfhelpers.subprocess.Popen(
+            [rfhelpers.sys.executable, "-c", "import sys; sys.path.insert(0, %r)\n" %
+             rfhelpers.HERE + rfhelpers.textwrap.dedent(code), src, str(tmp_path / "c")],
+            env=rfhelpers.child_env(), stdout=rfhelpers.subprocess.PIPE) for _ in range(2)]
+        outs = [p.communicate(timeout=120)[0] for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], outs
+        assert [int(o.split()[-1]) for o in outs] == [NSHARDS * PER_SHARD] * 2
+        gets = [p for m, p, _ in px.requests() if m == "GET"]
+        assert sorted(gets) == ["/train-%04d.tar" % s for s in range(NSHARDS)]
+
+
+def test_object_replaced_mid_epoch_is_an_error(shards, s3, aws_env, tmp_path):
+    """An object that changes after indexing is refused when it is fetched
+    again (the cache holds one shard), naming the URL. Two batches of prefetch
+    (16 samples) keep the loader off shard 2 until the consumer moves."""
+    for s in range(3):
+        s3.client.upload_file(shards[1][s], "other", "r/train-%04d.tar" % s)
+    size = os.path.getsize(shards[1][0])
+    with ringfeed.Loader("s3://other/r/train-{0000..0002}.tar", shuffle=False, prefetch=2,
+                         cache_dir=str(tmp_path / "c"), cache_limit=size + 8192,
+                         **OPTS) as ld:
+        s3.client.upload_file(shards[1][3], "other", "r/train-0002.tar")
+        with pytest.raises(ringfeed.RingfeedError,
+                           match=r"GET s3://other/r/train-0002.tar: the object changed"):
+            for _ in ld:
+                pass
+
+
+def test_faults_every_sample_exactly_once(shards, s3, aws_env, tmp_path, monkeypatch):
+    """10% of requests dropped, answered 503, stalled past the timeout or cut
+    short: the epoch still delivers the local shards' batches."""
+    local = _local(shards, shuffle=True, seed=9)
+    with rfservers.fault_proxy(s3.endpoint, tmp_path / "log", rate=0.1, seed=4,
+                               stall_s=2.5) as px:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", px.url)
+        size = os.path.getsize(shards[1][0])
+        got, st = _epoch("s3://data/ds/train-{0000..%04d}.tar" % (NSHARDS - 1), shuffle=True,
+                         seed=9, cache_dir=str(tmp_path / "c"), cache_limit=3 * size + 16384,
+                         fetch_timeout_ms=1000, fetch_retries=8)
+        # a HEAD's answer has no body to cut short: that one is no fault
+        faults = [f for m, _, f in px.requests() if f != "none" and (m, f) != ("HEAD", "truncate")]
+    assert got == local
+    assert faults and st["remote"]["retries"] == len(faults), (faults, st["remote"])
+    idx = sorted(s for _, i in got for s in i)
+    assert idx == list(range(NSHARDS * PER_SHARD))
+
+
+def test_retry_budget_spent_names_url_and_status(shards, s3, aws_env, tmp_path, monkeypatch):
+    with rfservers.fault_proxy(s3.endpoint, tmp_path / "log", rate=1.0, faults="503") as px:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", px.url)
+        with pytest.raises(ringfeed.RingfeedError,
+                           match=r"HEAD s3://data/ds/train-0001.tar: HTTP status 503 Service "
+                                 r"Unavailable \(3 tries\)"):
+            _epoch("s3://data/ds/train-0001.tar", cache_dir=str(tmp_path / "c"),
+                   fetch_retries=2)
+        assert len(px.requests()) == 3
+
+
+def test_cache_options(tmp_path):
+    with pytest.raises(ValueError, match="cache_limit"):
+        ringfeed.Loader("s3://b/x.tar", cache_limit=-1)
+    assert np.int64(ringfeed._lib.RF_P_CACHE_LIMIT) == 37

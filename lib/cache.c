@@ -1,0 +1,367 @@
+/*
+ * cache.c - the shard cache's folder: names, pins, room and eviction,
+ * atomic commits (see cache.h for the rules between processes).
+ *
+ * Room is counted by listing the folder under DIR/.lock: the apparent size
+ * of every file (shards, indexes, transfers in progress, sized in full when
+ * they start). A transfer file whose process is gone (kill(pid, 0) fails
+ * with ESRCH) is removed on the way: a crash leaves no room taken for ever.
+ */
+#define _GNU_SOURCE
+#include "cache.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ringfeed.h"
+
+static int mkdirs(const char *path)
+{
+    char p[RF__CACHE_PATH];
+    snprintf(p, sizeof p, "%s", path);
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST)
+            return -1;
+        *s = '/';
+    }
+    return mkdir(p, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+int rf__cache_open(rf_cache *c, const char *dir, uint64_t limit, char *err, size_t errcap)
+{
+    memset(c, 0, sizeof *c);
+    c->dir_fd = c->lock_fd = -1;
+    if (dir && strlen(dir) >= sizeof c->dir) {
+        snprintf(err, errcap, "cache: the folder's path is too long");
+        return RF_E_SOURCE;
+    }
+    if (dir && *dir) {
+        snprintf(c->dir, sizeof c->dir, "%s", dir);
+    } else {
+        const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+        if (x && *x == '/')
+            snprintf(c->dir, sizeof c->dir, "%s/ringfeed", x);
+        else
+            snprintf(c->dir, sizeof c->dir, "%s/.cache/ringfeed", h && *h ? h : "/tmp");
+    }
+    size_t n = strlen(c->dir);
+    while (n > 1 && c->dir[n - 1] == '/')
+        c->dir[--n] = '\0';
+    if (mkdirs(c->dir) != 0 ||
+        (c->dir_fd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
+        (c->lock_fd = openat(c->dir_fd, ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
+        snprintf(err, errcap, "cache: %s: %s", c->dir, strerror(errno));
+        rf__cache_close(c);
+        return RF_E_SOURCE;
+    }
+    c->limit = limit;
+    if (limit == 0) {
+        struct statvfs v;
+        uint64_t free_bytes = fstatvfs(c->dir_fd, &v) == 0 ? (uint64_t)v.f_bavail * v.f_frsize
+                                                            : 0;
+        c->limit = rf__cache_usage(c) + free_bytes / 2;
+    }
+    return 0;
+}
+
+void rf__cache_close(rf_cache *c)
+{
+    if (c->lock_fd >= 0)
+        close(c->lock_fd);
+    if (c->dir_fd >= 0)
+        close(c->dir_fd);
+    c->lock_fd = c->dir_fd = -1;
+}
+
+/* FNV-1a, 64 bits, from a chosen start: two starts give the 128-bit name. */
+static uint64_t fnv(uint64_t h, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+void rf__cache_base(const rf_cache *c, const char *url, uint64_t size, const char *etag,
+                    char *base)
+{
+    char v[64];
+    int vn = snprintf(v, sizeof v, "\n%llu\n", (unsigned long long)size);
+    uint64_t h1 = 0xcbf29ce484222325ULL, h2 = 0x6c62272e07bb0142ULL;
+    h1 = fnv(fnv(fnv(h1, url, strlen(url)), v, (size_t)vn), etag, strlen(etag));
+    h2 = fnv(fnv(fnv(h2, etag, strlen(etag)), v, (size_t)vn), url, strlen(url));
+    snprintf(base, RF__CACHE_PATH, "%s/%016llx%016llx", c->dir, (unsigned long long)h1,
+             (unsigned long long)h2);
+}
+
+int rf__cache_pin(rf_cache *c, const char *base, uint64_t size, int *fd)
+{
+    char p[RF__CACHE_PATH + 8];
+    snprintf(p, sizeof p, "%s.tar", base);
+    int f = open(p, O_RDONLY | O_CLOEXEC);
+    if (f < 0)
+        return errno == ENOENT ? 0 : RF_E_IO;
+    /* waits only while an evictor holds the exclusive lock to remove it */
+    while (flock(f, LOCK_SH) != 0 && errno == EINTR)
+        ;
+    struct stat st;
+    if (fstat(f, &st) != 0 || st.st_nlink == 0 || (uint64_t)st.st_size != size) {
+        close(f); /* removed while we waited, or not this version's bytes */
+        return 0;
+    }
+    futimens(f, NULL); /* the LRU clock: last pinned now */
+    *fd = f;
+    return 1;
+}
+
+void rf__cache_unpin(int fd)
+{
+    if (fd >= 0)
+        close(fd); /* releases its flock */
+}
+
+int rf__cache_lock_fetch(rf_cache *c, const char *base, int *fd)
+{
+    char p[RF__CACHE_PATH + 8];
+    snprintf(p, sizeof p, "%s.lock", base);
+    int f = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (f < 0)
+        return RF_E_IO;
+    if (flock(f, LOCK_EX | LOCK_NB) != 0) {
+        close(f);
+        return errno == EWOULDBLOCK ? 0 : RF_E_IO;
+    }
+    *fd = f;
+    return 1;
+}
+
+/* ---- room ------------------------------------------------------------------ */
+
+typedef struct victim {
+    char name[80];
+    uint64_t size;
+    struct timespec mtime;
+} victim;
+
+static int cmp_victim(const void *a, const void *b)
+{
+    const victim *x = a, *y = b;
+    if (x->mtime.tv_sec != y->mtime.tv_sec)
+        return x->mtime.tv_sec < y->mtime.tv_sec ? -1 : 1;
+    if (x->mtime.tv_nsec != y->mtime.tv_nsec)
+        return x->mtime.tv_nsec < y->mtime.tv_nsec ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+/* "BASE.tmp.PID.N" of a process that is gone. */
+static int stale_tmp(const char *name)
+{
+    const char *t = strstr(name, ".tmp.");
+    if (!t)
+        return 0;
+    long pid = strtol(t + 5, NULL, 10);
+    return pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+/* Under DIR/.lock: the folder's bytes, and its shards (when v is not NULL:
+ * a malloc'd list in *v, *nv). */
+static uint64_t measure(rf_cache *c, victim **v, size_t *nv)
+{
+    int dfd = dup(c->dir_fd);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d) {
+        if (dfd >= 0)
+            close(dfd);
+        return 0;
+    }
+    rewinddir(d);
+    uint64_t used = 0;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        struct stat st;
+        if (e->d_name[0] == '.' || fstatat(c->dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !S_ISREG(st.st_mode))
+            continue;
+        if (stale_tmp(e->d_name) && unlinkat(c->dir_fd, e->d_name, 0) == 0)
+            continue;
+        used += (uint64_t)st.st_size;
+        size_t len = strlen(e->d_name);
+        if (!v || len < 4 || len >= sizeof((victim *)0)->name || strcmp(e->d_name + len - 4, ".tar"))
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            victim *nv2 = realloc(*v, cap * sizeof **v);
+            if (!nv2)
+                break; /* fewer candidates: less eviction, never more bytes */
+            *v = nv2;
+        }
+        snprintf((*v)[n].name, sizeof(*v)[n].name, "%s", e->d_name);
+        (*v)[n].size = (uint64_t)st.st_size;
+        (*v)[n].mtime = st.st_mtim;
+        n++;
+    }
+    closedir(d);
+    if (nv)
+        *nv = n;
+    return used;
+}
+
+uint64_t rf__cache_usage(rf_cache *c)
+{
+    return measure(c, NULL, NULL);
+}
+
+/* Under DIR/.lock: evicts unpinned shards, oldest pin first, until size
+ * more bytes fit. 1 when they do. */
+static int make_room(rf_cache *c, uint64_t size)
+{
+    victim *v = NULL;
+    size_t nv = 0;
+    uint64_t used = measure(c, &v, &nv);
+    if (used + size > c->limit && nv > 0)
+        qsort(v, nv, sizeof *v, cmp_victim);
+    for (size_t i = 0; i < nv && used + size > c->limit; i++) {
+        int f = openat(c->dir_fd, v[i].name, O_RDONLY | O_CLOEXEC);
+        if (f < 0)
+            continue;
+        /* without waiting: a shared lock means some loader has it pinned */
+        if (flock(f, LOCK_EX | LOCK_NB) == 0 && unlinkat(c->dir_fd, v[i].name, 0) == 0) {
+            used = used > v[i].size ? used - v[i].size : 0;
+            atomic_fetch_add_explicit(&c->evictions, 1, memory_order_relaxed);
+        }
+        close(f);
+    }
+    free(v);
+    return used + size <= c->limit;
+}
+
+/* Room for size bytes and a temporary file "BASE.SUFFIX.PID.N" holding it. */
+static int reserve(rf_cache *c, const char *base, const char *suffix, uint64_t size, char *tmp,
+                   int *fd, char *err, size_t errcap)
+{
+    if (size > c->limit) {
+        snprintf(err, errcap, "cache: %llu bytes do not fit cache_limit=%llu (%.200s)",
+                 (unsigned long long)size, (unsigned long long)c->limit, c->dir);
+        return RF_E_LIMIT;
+    }
+    /* DIR/.lock: the count and the room taken change together */
+    while (flock(c->lock_fd, LOCK_EX) != 0)
+        if (errno != EINTR)
+            return RF_E_IO;
+    int rc = make_room(c, size);
+    if (rc == 1) {
+        unsigned n = atomic_fetch_add_explicit(&c->seq, 1, memory_order_relaxed);
+        snprintf(tmp, RF__CACHE_PATH, "%s.%s.%d.%u", base, suffix, (int)getpid(), n);
+        int f = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (f < 0 || ftruncate(f, (off_t)size) != 0) {
+            snprintf(err, errcap, "cache: %s: %s", tmp, strerror(errno));
+            if (f >= 0) {
+                close(f);
+                unlink(tmp);
+            }
+            rc = RF_E_IO;
+        } else {
+            *fd = f;
+        }
+    }
+    flock(c->lock_fd, LOCK_UN);
+    return rc;
+}
+
+int rf__cache_reserve(rf_cache *c, const char *base, uint64_t size, char *tmp, int *fd, char *err,
+                      size_t errcap)
+{
+    return reserve(c, base, "tmp", size, tmp, fd, err, errcap);
+}
+
+int rf__cache_commit(rf_cache *c, const char *tmp, const char *base, int fd, char *err,
+                     size_t errcap)
+{
+    char p[RF__CACHE_PATH + 8];
+    snprintf(p, sizeof p, "%s.tar", base);
+    /* pinned before it has its name: no evictor can take it in between; on
+     * disk before it has its name: a crash never leaves a short BASE.tar */
+    if (flock(fd, LOCK_SH) != 0 || fdatasync(fd) != 0 || rename(tmp, p) != 0) {
+        snprintf(err, errcap, "cache: %s: %s", p, strerror(errno));
+        rf__cache_abandon(c, tmp, fd);
+        return RF_E_IO;
+    }
+    futimens(fd, NULL);
+    return 0;
+}
+
+void rf__cache_abandon(rf_cache *c, const char *tmp, int fd)
+{
+    unlink(tmp);
+    if (fd >= 0)
+        close(fd);
+}
+
+int rf__cache_put_index(rf_cache *c, const char *base, const void *p, size_t n)
+{
+    char tmp[RF__CACHE_PATH], dst[RF__CACHE_PATH + 8], err[600];
+    int fd = -1;
+    int rc = reserve(c, base, "itmp", n, tmp, &fd, err, sizeof err);
+    if (rc != 1)
+        return rc == RF_E_LIMIT ? 0 : rc;
+    snprintf(dst, sizeof dst, "%s.idx", base);
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = write(fd, (const char *)p + done, n - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        done += (size_t)w;
+    }
+    if (done != n || rename(tmp, dst) != 0) {
+        rf__cache_abandon(c, tmp, fd);
+        return RF_E_IO;
+    }
+    close(fd);
+    return 1;
+}
+
+int rf__cache_get_index(const char *base, void **p, size_t *n)
+{
+    char path[RF__CACHE_PATH + 8];
+    snprintf(path, sizeof path, "%s.idx", base);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : RF_E_IO;
+    struct stat st;
+    char *buf = NULL;
+    int rc = RF_E_IO;
+    if (fstat(fd, &st) == 0 && (buf = malloc((size_t)st.st_size + 1)) != NULL) {
+        size_t got = 0;
+        ssize_t r = 1;
+        while (got < (size_t)st.st_size && (r = pread(fd, buf + got, (size_t)st.st_size - got,
+                                                      (off_t)got)) > 0)
+            got += (size_t)r;
+        if (got == (size_t)st.st_size) {
+            *p = buf;
+            *n = got;
+            buf = NULL;
+            rc = 1;
+        }
+    }
+    free(buf);
+    close(fd);
+    return rc;
+}

@@ -1,0 +1,91 @@
+/*
+ * cache.h - the local cache of remote shards: a folder of whole shards,
+ * bounded in bytes, shared safely by the loaders of one node.
+ *
+ * A shard version (URL, size, validator) owns the files BASE.tar (the
+ * shard), BASE.idx (its index, see source_remote.c), BASE.lock (held while
+ * one process fetches it) and BASE.tmp.PID.N (a transfer in progress), with
+ * BASE = DIR/ + 32 hex digits of a hash of the version: a changed object
+ * is a new name, and a stale copy is never read as the new one.
+ *
+ * Cross-process rules, all with flock(2), which holds per open file (so two
+ * loaders of one process exclude each other as two processes do):
+ *   - DIR/.lock, exclusive, is held while the folder is measured, files are
+ *     evicted and a temporary file takes its room: the byte count and the
+ *     room taken change together.
+ *   - A pinned shard is one whose BASE.tar some loader holds open with a
+ *     shared lock; eviction takes an exclusive lock without waiting, so it
+ *     never removes a pinned shard, and a pin taken on a file being removed
+ *     sees its link count at 0 and counts as absent.
+ *   - BASE.lock, exclusive, is held by the one process fetching the shard;
+ *     the others wait for it and then find BASE.tar.
+ *   - A transfer writes BASE.tmp.*, first sized to the whole shard (so it
+ *     counts in full from the start); only a complete, size-checked file is
+ *     renamed to BASE.tar (atomic), already pinned by its writer.
+ * The folder's bytes (every file in it) stay under the limit: room is taken
+ * before a transfer starts, by evicting unpinned shards, least recently
+ * pinned first (BASE.tar's mtime is set at every pin). When pinned shards
+ * fill the limit, room is refused and the caller waits for an unpin.
+ */
+#ifndef RF_CACHE_H
+#define RF_CACHE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RF__CACHE_PATH 4096
+
+typedef struct rf_cache {
+    char dir[RF__CACHE_PATH - 128]; /* room left for a shard's file names */
+    uint64_t limit;
+    int dir_fd;        /* the folder, for *at() calls */
+    int lock_fd;       /* DIR/.lock */
+    _Atomic unsigned seq;      /* temporary file names: a counter, nothing to pair with */
+    _Atomic int64_t evictions; /* shards this object evicted (stats; relaxed) */
+} rf_cache;
+
+/* Opens (creating) dir, or the default ($XDG_CACHE_HOME/ringfeed, else
+ * ~/.cache/ringfeed) when dir is NULL or "". limit 0: the bytes the folder
+ * holds now plus half the free space of its file system. 0 or RF_E_SOURCE
+ * with the reason in err. */
+int rf__cache_open(rf_cache *c, const char *dir, uint64_t limit, char *err, size_t errcap);
+void rf__cache_close(rf_cache *c);
+
+/* BASE of a shard version into base (RF__CACHE_PATH bytes). */
+void rf__cache_base(const rf_cache *c, const char *url, uint64_t size, const char *etag,
+                    char *base);
+
+/* Pins BASE.tar if it is there with size bytes: 1 and the pinned file in
+ * *fd; 0 when absent; a negative RF_E_* on a system error. */
+int rf__cache_pin(rf_cache *c, const char *base, uint64_t size, int *fd);
+/* Ends a pin (closes fd). */
+void rf__cache_unpin(int fd);
+
+/* Takes BASE.lock without waiting: 1 (*fd holds it), 0 when another loader
+ * holds it, or a negative RF_E_*. rf__cache_unpin releases it. */
+int rf__cache_lock_fetch(rf_cache *c, const char *base, int *fd);
+
+/* Room for size bytes: 1 with a temporary file of that size, open for
+ * writing in *fd, its path in tmp (RF__CACHE_PATH bytes); 0 when pinned
+ * shards leave no room now; RF_E_LIMIT when size is over the limit itself;
+ * another negative RF_E_* on a system error (reason in err). */
+int rf__cache_reserve(rf_cache *c, const char *base, uint64_t size, char *tmp, int *fd, char *err,
+                      size_t errcap);
+/* The complete temporary file becomes BASE.tar, pinned by fd. 0 or a
+ * negative RF_E_* (err; the temporary file is then removed, fd closed). */
+int rf__cache_commit(rf_cache *c, const char *tmp, const char *base, int fd, char *err,
+                     size_t errcap);
+/* Removes the temporary file and closes fd. */
+void rf__cache_abandon(rf_cache *c, const char *tmp, int fd);
+
+/* BASE.idx: written whole (temporary file, rename) when there is room, 1;
+ * 0 when there is none; negative on a system error. */
+int rf__cache_put_index(rf_cache *c, const char *base, const void *p, size_t n);
+/* Reads BASE.idx: 1 with a malloc'd copy in *p, *n; 0 when absent. */
+int rf__cache_get_index(const char *base, void **p, size_t *n);
+
+/* Bytes of every file in the folder now. */
+uint64_t rf__cache_usage(rf_cache *c);
+
+#endif

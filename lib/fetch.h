@@ -1,0 +1,114 @@
+/*
+ * fetch.h - transfers of remote shards: one thread driving a libcurl multi
+ * handle, for s3:// (SigV4-signed) and http(s):// URLs.
+ *
+ * A caller fills an rf_fetch_req (HEAD: size and validator; GET: the whole
+ * object into a file descriptor, at offsets from 0; MEM: a small body into
+ * memory, for S3 listings), submits it, and learns of its end through its
+ * done callback (on the fetch thread) or rf__fetch_wait. The fetch thread
+ * retries connection errors, timeouts (no byte for timeout_ms), HTTP 408,
+ * 429 and 5xx with exponential backoff and jitter, up to `retries` more
+ * tries; other HTTP errors end the request at once. Every failure leaves a
+ * message naming the method, the URL and the HTTP status (and S3's error
+ * code when the body has one).
+ *
+ * A GET that names the size and validator it expects (what the index was
+ * built from) fails, without a retry, when the server's differ: the object
+ * changed. A GET succeeds only with exactly the expected bytes written.
+ *
+ * Built without libcurl (RF_WITH_CURL=OFF or libcurl4-openssl-dev absent),
+ * rf__fetch_create fails with a message saying so.
+ *
+ * Credentials and endpoint come from the environment at create:
+ * AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION (or
+ * AWS_DEFAULT_REGION; default us-east-1), AWS_ENDPOINT_URL_S3 or
+ * AWS_ENDPOINT_URL (path-style requests there; else virtual-host requests to
+ * https://BUCKET.s3.REGION.amazonaws.com).
+ */
+#ifndef RF_FETCH_H
+#define RF_FETCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct rf_fetch rf_fetch;
+
+typedef struct rf_fetch_opts {
+    int retries;        /* tries after the first for a retryable failure */
+    int64_t timeout_ms; /* connect timeout; a transfer with no byte for this long fails */
+    int parallel;       /* transfers in flight at most */
+} rf_fetch_opts;
+
+enum { RF__FETCH_HEAD = 1, RF__FETCH_GET = 2, RF__FETCH_MEM = 3 };
+
+#define RF__FETCH_ETAG 160 /* bytes of a validator: the ETag, or "lm:" Last-Modified */
+#define RF__FETCH_MEM_MAX ((size_t)64 << 20) /* bytes of a MEM body at most */
+
+typedef struct rf_fetch_req rf_fetch_req;
+struct rf_fetch_req {
+    /* set by the caller */
+    int op;                   /* RF__FETCH_* */
+    const char *url;          /* s3://bucket/key, http://..., https://...; borrowed until done */
+    const char *query;        /* MEM: query string appended (already encoded, keys sorted) */
+    int fd;                   /* GET: written with pwrite from offset 0 */
+    uint64_t want_size;       /* GET: the size the object must have (0: any) */
+    const char *want_etag;    /* GET: its validator (NULL or "": any) */
+    void (*done)(rf_fetch_req *req, void *ctx); /* on the fetch thread; may be NULL */
+    void *ctx;
+    /* results, valid once done */
+    int rc;                   /* 0, or a negative RF_E_* with err set */
+    long http;                /* last HTTP status (0: none) */
+    uint64_t size;            /* HEAD: Content-Length; GET: bytes written */
+    char etag[RF__FETCH_ETAG];/* ETag, or "lm:" + Last-Modified, or "" */
+    char *body;               /* MEM: the body (malloc, NUL-terminated; the caller frees) */
+    size_t body_len;
+    int tries;
+    char err[1024];
+    /* the fetch thread's */
+    void *easy;
+    void *hdrs;
+    rf_fetch_req *next;
+    int64_t due_ns;           /* retry not before */
+    size_t body_cap;
+    uint64_t hdr_size;
+    int have_size, changed, finished;
+    char reason[64];          /* status line's reason phrase */
+    char errbody[512];        /* the start of an error response's body */
+    size_t errlen;
+};
+
+/* The tick: called on the fetch thread at every turn of its loop (after a
+ * submit, a completion, a wake, or tick_ms after the last). */
+typedef void rf_fetch_tick_fn(void *ctx);
+
+/* Starts the fetch thread. 0, or RF_E_SOURCE (no libcurl, bad environment)
+ * / RF_E_SYSTEM / RF_E_NOMEM with the reason in err. */
+int rf__fetch_create(rf_fetch **out, const rf_fetch_opts *o, char *err, size_t errcap);
+/* Stops the thread (requests in flight are abandoned: their done is not
+ * called) and frees. forked: memory only (a forked child). NULL: no-op. */
+void rf__fetch_destroy(rf_fetch *f, int forked);
+
+/* Sets the tick (before any submit); ms: its period while idle. */
+void rf__fetch_set_tick(rf_fetch *f, rf_fetch_tick_fn *fn, void *ctx, int ms);
+/* Queues req (its results are reset). Any thread. */
+void rf__fetch_submit(rf_fetch *f, rf_fetch_req *req);
+/* Waits until req is done (after its done callback returned). Not on the
+ * fetch thread. */
+void rf__fetch_wait(rf_fetch *f, rf_fetch_req *req);
+/* Runs the tick soon. Any thread. */
+void rf__fetch_wake(rf_fetch *f);
+
+/* Totals since create, for the stats (relaxed reads). */
+typedef struct rf_fetch_totals {
+    int64_t requests, retries, bytes;
+} rf_fetch_totals;
+void rf__fetch_totals(rf_fetch *f, rf_fetch_totals *t);
+
+/* AWS's URI encoding of s into dst: unreserved characters stay (and '/'
+ * with keep_slash), the others become %XX. 0, or -1 when cap is short. */
+int rf__fetch_uri_encode(char *dst, size_t cap, const char *s, int keep_slash);
+
+/* 1 when the URL is remote (s3://, http://, https://). */
+int rf__fetch_is_url(const char *s);
+
+#endif

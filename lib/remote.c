@@ -1,0 +1,514 @@
+/*
+ * remote.c - a loader's remote shards: wants, pins, the fetch thread's
+ * tick, and the dispatcher's lookahead (see remote.h).
+ *
+ * A shard goes IDLE -> WANTED (in the want list, in the order asked) ->
+ * READY (pinned), through FETCHING when this loader transfers it, or FAILED
+ * for good (the error is kept and every sample of the shard reports it).
+ * The tick walks the want list in order: a shard already in the cache is
+ * pinned; one that another loader is fetching (its BASE.lock is held) waits;
+ * otherwise this loader takes the lock and room (evicting unpinned shards)
+ * and starts the GET into a temporary file, which the completion checks
+ * (size, validator: fetch.c), renames into place, pinned, and announces.
+ * A shard that finds no room stops the walk, so that room goes to shards in
+ * the order they are needed.
+ *
+ * Cache calls (flock, the folder's listing, rename) run on the fetch thread
+ * without r->mu: only that thread moves a shard out of WANTED or FETCHING,
+ * so the state it works on cannot change under it; uses can, and are looked
+ * at again when the lock is retaken.
+ */
+#define _GNU_SOURCE
+#include "remote.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ringfeed.h"
+#include "source.h"
+#include "stats.h"
+
+enum { SH_IDLE = 0, SH_WANTED = 1, SH_FETCHING = 2, SH_READY = 3, SH_FAILED = 4 };
+
+typedef struct rf_shard {
+    struct rf_remote *owner;
+    char *url;
+    uint64_t size;
+    char etag[RF__FETCH_ETAG];
+    int state;
+    int queued;      /* in the want list */
+    int64_t planned; /* samples the lookahead walked, not yet handed on */
+    int64_t inflight;/* reads in flight, and the indexer's use */
+    int pin_fd;      /* READY: BASE.tar, shared-locked */
+    int lock_fd;     /* FETCHING: BASE.lock */
+    int tmp_fd;      /* FETCHING: the temporary file */
+    char *tmp;
+    rf_fetch_req *req;
+    char *err;       /* FAILED */
+} rf_shard;
+
+struct rf_remote {
+    rf_fetch *fetch;
+    rf_cache cache;
+    pid_t pid;
+    pthread_mutex_t mu; /* see remote.h */
+    pthread_cond_t cv;  /* (mu) a shard became READY or FAILED */
+    rf_shard *sh;
+    uint32_t nsh, cap;
+    uint32_t *want;     /* (mu) shard ids in the order wanted */
+    uint32_t nwant;
+    int64_t nused;      /* (mu) shards with uses */
+    int64_t cap_shards; /* shards the lookahead may want at once */
+    int64_t cur_batch, cur_pos; /* (mu) the lookahead's next sample */
+    pthread_mutex_t wake_mu; /* protects wake and wake_ctx, held across the call,
+                              * so that no call runs after rf__remote_set_wake
+                              * returns (order: wake_mu, then the loader's mutex) */
+    void (*wake)(void *);
+    void *wake_ctx;
+    int64_t hits, misses; /* (mu) pins found in the cache / fetches started */
+};
+
+int rf__remote_create(rf_remote **out, const rf_remote_opts *o, char *err, size_t errcap)
+{
+    *out = NULL;
+    rf_remote *r = calloc(1, sizeof *r);
+    if (!r)
+        return RF_E_NOMEM;
+    r->pid = getpid();
+    r->cap_shards = 1;
+    int rc = rf__cache_open(&r->cache, o->cache_dir, o->cache_limit, err, errcap);
+    if (rc < 0) {
+        free(r);
+        return rc;
+    }
+    rf_fetch_opts fo = {.retries = o->retries,
+                        .timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 30000,
+                        .parallel = o->parallel > 0 ? o->parallel : 4};
+    rc = rf__fetch_create(&r->fetch, &fo, err, errcap);
+    if (rc < 0) {
+        rf__cache_close(&r->cache);
+        free(r);
+        return rc;
+    }
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_mutex_init(&r->wake_mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    *out = r;
+    return 0;
+}
+
+static void tick(void *ctx);
+
+void rf__remote_destroy(rf_remote *r)
+{
+    if (!r)
+        return;
+    int forked = getpid() != r->pid;
+    rf__fetch_destroy(r->fetch, forked); /* no tick or completion runs after this */
+    for (uint32_t k = 0; k < r->nsh; k++) {
+        rf_shard *s = &r->sh[k];
+        /* in a forked child these close its copies; the parent's locks stay */
+        if (s->state == SH_FETCHING && !forked)
+            rf__cache_abandon(&r->cache, s->tmp, s->tmp_fd);
+        else if (s->tmp_fd >= 0)
+            close(s->tmp_fd);
+        rf__cache_unpin(s->pin_fd);
+        rf__cache_unpin(s->lock_fd);
+        if (s->req)
+            free(s->req->body);
+        free(s->req);
+        free(s->tmp);
+        free(s->url);
+        free(s->err);
+    }
+    free(r->sh);
+    free(r->want);
+    rf__cache_close(&r->cache);
+    if (!forked) {
+        pthread_mutex_destroy(&r->mu);
+        pthread_mutex_destroy(&r->wake_mu);
+        pthread_cond_destroy(&r->cv);
+    }
+    free(r);
+}
+
+rf_fetch *rf__remote_fetcher(rf_remote *r)
+{
+    return r->fetch;
+}
+
+rf_cache *rf__remote_cache(rf_remote *r)
+{
+    return &r->cache;
+}
+
+int rf__remote_add(rf_remote *r, const char *url, uint64_t size, const char *etag)
+{
+    if (r->nsh == r->cap) {
+        uint32_t cap = r->cap ? r->cap * 2 : 64;
+        rf_shard *sh = realloc(r->sh, cap * sizeof *sh);
+        uint32_t *w = sh ? realloc(r->want, cap * sizeof *w) : NULL;
+        if (sh)
+            r->sh = sh;
+        if (!w)
+            return RF_E_NOMEM;
+        r->want = w;
+        r->cap = cap;
+    }
+    rf_shard *s = &r->sh[r->nsh];
+    memset(s, 0, sizeof *s);
+    s->pin_fd = s->lock_fd = s->tmp_fd = -1;
+    s->owner = r;
+    s->size = size;
+    snprintf(s->etag, sizeof s->etag, "%s", etag);
+    if (!(s->url = strdup(url)))
+        return RF_E_NOMEM;
+    r->nsh++;
+    if (r->nsh == 1)
+        rf__fetch_set_tick(r->fetch, tick, r, 20);
+    return 0;
+}
+
+uint64_t rf__remote_shard(rf_remote *r, uint32_t k, const char **etag)
+{
+    *etag = r->sh[k].etag;
+    return r->sh[k].size;
+}
+
+void rf__remote_base(rf_remote *r, uint32_t k, char *base)
+{
+    rf__cache_base(&r->cache, r->sh[k].url, r->sh[k].size, r->sh[k].etag, base);
+}
+
+void rf__remote_plan_room(rf_remote *r)
+{
+    uint64_t big = 1;
+    for (uint32_t k = 0; k < r->nsh; k++)
+        if (r->sh[k].size > big)
+            big = r->sh[k].size;
+    r->cap_shards = (int64_t)(r->cache.limit / big);
+    if (r->cap_shards < 1)
+        r->cap_shards = 1;
+}
+
+/* ---- uses (under mu) --------------------------------------------------------- */
+
+static void used(rf_remote *r, uint32_t k)
+{
+    rf_shard *s = &r->sh[k];
+    if (s->planned + s->inflight != 1)
+        return; /* it had uses already */
+    r->nused++;
+    if (s->state == SH_IDLE) {
+        s->state = SH_WANTED;
+        if (!s->queued) {
+            s->queued = 1;
+            r->want[r->nwant++] = k;
+        }
+        rf__fetch_wake(r->fetch);
+    }
+}
+
+/* A use ended: with none left, a READY shard is unpinned (the cache may
+ * evict it now: the fetch thread is woken to look for room again). */
+static void unused(rf_remote *r, uint32_t k)
+{
+    rf_shard *s = &r->sh[k];
+    if (s->planned + s->inflight != 0)
+        return;
+    r->nused--;
+    if (s->state == SH_READY) {
+        rf__cache_unpin(s->pin_fd);
+        s->pin_fd = -1;
+        s->state = SH_IDLE;
+        rf__fetch_wake(r->fetch);
+    } else if (s->state == SH_WANTED) {
+        s->state = SH_IDLE; /* the tick drops it from the want list */
+    }
+}
+
+void rf__remote_acquire(rf_remote *r, uint32_t k)
+{
+    pthread_mutex_lock(&r->mu);
+    r->sh[k].inflight++;
+    used(r, k);
+    pthread_mutex_unlock(&r->mu);
+}
+
+void rf__remote_release(rf_remote *r, uint32_t k)
+{
+    pthread_mutex_lock(&r->mu);
+    r->sh[k].inflight--;
+    unused(r, k);
+    pthread_mutex_unlock(&r->mu);
+}
+
+int rf__remote_wait(rf_remote *r, uint32_t k, char *err, size_t errcap)
+{
+    pthread_mutex_lock(&r->mu);
+    while (r->sh[k].state != SH_READY && r->sh[k].state != SH_FAILED)
+        pthread_cond_wait(&r->cv, &r->mu);
+    int rc = r->sh[k].state == SH_READY ? 0 : RF_E_SOURCE;
+    if (rc)
+        snprintf(err, errcap, "%s", r->sh[k].err);
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+/* ---- the fetch thread ----------------------------------------------------------- */
+
+/* Under mu: the shard's end (READY with pin_fd, or FAILED with msg). */
+static void settle(rf_remote *r, uint32_t k, int pin_fd, const char *msg)
+{
+    rf_shard *s = &r->sh[k];
+    if (msg) {
+        s->state = SH_FAILED;
+        free(s->err);
+        s->err = strdup(msg);
+        if (!s->err)
+            s->err = strdup("fetch: out of memory");
+    } else {
+        s->state = SH_READY;
+        s->pin_fd = pin_fd;
+        if (s->planned + s->inflight == 0) { /* nobody wants it any more */
+            rf__cache_unpin(s->pin_fd);
+            s->pin_fd = -1;
+            s->state = SH_IDLE;
+        }
+    }
+    pthread_cond_broadcast(&r->cv);
+}
+
+static void announce(rf_remote *r)
+{
+    pthread_mutex_lock(&r->wake_mu);
+    if (r->wake)
+        r->wake(r->wake_ctx);
+    pthread_mutex_unlock(&r->wake_mu);
+}
+
+/* A transfer ended (fetch thread): commit it, pinned, or fail the shard. */
+static void transfer_done(rf_fetch_req *req, void *ctx)
+{
+    rf_shard *s = ctx;
+    rf_remote *r = s->owner;
+    char msg[1100];
+    int failed = req->rc != 0;
+    if (failed) {
+        snprintf(msg, sizeof msg, "%s", req->err);
+        rf__cache_abandon(&r->cache, s->tmp, s->tmp_fd);
+    } else {
+        char base[RF__CACHE_PATH];
+        rf__cache_base(&r->cache, s->url, s->size, s->etag, base);
+        failed = rf__cache_commit(&r->cache, s->tmp, base, s->tmp_fd, msg, sizeof msg) != 0;
+    }
+    int pin = failed ? -1 : s->tmp_fd;
+    rf__cache_unpin(s->lock_fd); /* others waiting for it now find BASE.tar */
+    pthread_mutex_lock(&r->mu);
+    s->lock_fd = s->tmp_fd = -1;
+    settle(r, (uint32_t)(s - r->sh), pin, failed ? msg : NULL);
+    pthread_mutex_unlock(&r->mu);
+    announce(r);
+}
+
+/* What the tick does for one wanted shard, without mu: 1 ready (pinned in
+ * *pin), 2 a transfer started, 0 wait (another loader fetches it), 3 no
+ * room (stop the walk), -1 failed (msg). */
+static int try_shard(rf_remote *r, rf_shard *s, int *pin, char *msg, size_t cap)
+{
+    char base[RF__CACHE_PATH];
+    rf__cache_base(&r->cache, s->url, s->size, s->etag, base);
+    int rc = rf__cache_pin(&r->cache, base, s->size, pin);
+    if (rc != 0)
+        return rc > 0 ? 1 : (snprintf(msg, cap, "cache: %.300s.tar: cannot open", base), -1);
+    int lk = -1;
+    rc = rf__cache_lock_fetch(&r->cache, base, &lk);
+    if (rc <= 0)
+        return rc == 0 ? 0 : (snprintf(msg, cap, "cache: %.300s.lock: cannot lock", base), -1);
+    /* the lock's holder may have finished just before we took it */
+    if ((rc = rf__cache_pin(&r->cache, base, s->size, pin)) == 1) {
+        rf__cache_unpin(lk);
+        return 1;
+    }
+    char tmp[RF__CACHE_PATH];
+    int fd = -1;
+    rc = rf__cache_reserve(&r->cache, base, s->size, tmp, &fd, msg, cap);
+    if (rc != 1) {
+        rf__cache_unpin(lk);
+        return rc == 0 ? 3 : -1;
+    }
+    s->lock_fd = lk;
+    s->tmp_fd = fd;
+    free(s->tmp);
+    s->tmp = strdup(tmp);
+    if (!s->req)
+        s->req = calloc(1, sizeof *s->req);
+    if (!s->tmp || !s->req) {
+        snprintf(msg, cap, "fetch: out of memory");
+        rf__cache_abandon(&r->cache, tmp, fd);
+        rf__cache_unpin(lk);
+        s->tmp_fd = s->lock_fd = -1;
+        return -1;
+    }
+    return 2;
+}
+
+static void tick(void *ctx)
+{
+    rf_remote *r = ctx;
+    int changed = 0;
+    pthread_mutex_lock(&r->mu);
+    uint32_t kept = 0, i = 0;
+    int stop = 0;
+    for (; i < r->nwant && !stop; i++) {
+        uint32_t k = r->want[i];
+        rf_shard *s = &r->sh[k];
+        if (s->state != SH_WANTED) {
+            s->queued = 0;
+            continue;
+        }
+        pthread_mutex_unlock(&r->mu);
+        char msg[1100];
+        int pin = -1;
+        int rc = try_shard(r, s, &pin, msg, sizeof msg);
+        pthread_mutex_lock(&r->mu);
+        if (rc == 0 || rc == 3) {
+            r->want[kept++] = k; /* later, in the same order */
+            stop = rc == 3;
+            continue;
+        }
+        s->queued = 0;
+        changed = 1;
+        if (rc == 1) {
+            r->hits++;
+            settle(r, k, pin, NULL);
+        } else if (rc == -1) {
+            settle(r, k, -1, msg);
+        } else {
+            r->misses++;
+            s->state = SH_FETCHING;
+            rf_fetch_req *q = s->req;
+            memset(q, 0, sizeof *q);
+            q->op = RF__FETCH_GET;
+            q->url = s->url;
+            q->fd = s->tmp_fd;
+            q->want_size = s->size;
+            q->want_etag = s->etag;
+            q->done = transfer_done;
+            q->ctx = s;
+            rf__fetch_submit(r->fetch, q);
+        }
+    }
+    for (; i < r->nwant; i++)
+        r->want[kept++] = r->want[i];
+    r->nwant = kept;
+    pthread_mutex_unlock(&r->mu);
+    if (changed)
+        announce(r);
+}
+
+/* ---- the dispatcher's side ------------------------------------------------------ */
+
+void rf__remote_set_wake(rf_remote *r, void (*fn)(void *), void *ctx)
+{
+    pthread_mutex_lock(&r->wake_mu);
+    r->wake = fn;
+    r->wake_ctx = ctx;
+    pthread_mutex_unlock(&r->wake_mu);
+}
+
+void rf__remote_seek(rf_remote *r, int64_t batch)
+{
+    pthread_mutex_lock(&r->mu);
+    for (uint32_t k = 0; k < r->nsh; k++) {
+        if (r->sh[k].planned == 0)
+            continue;
+        r->sh[k].planned = 0;
+        unused(r, k);
+    }
+    r->cur_batch = batch;
+    r->cur_pos = 0;
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* Samples walked per call at most: the dispatcher holds the loader's mutex. */
+#define LOOKAHEAD_STEP 4096
+
+void rf__remote_lookahead(rf_remote *r, const rf_source *src, const rf_sampler *smp)
+{
+    pthread_mutex_lock(&r->mu);
+    for (int walked = 0; walked < LOOKAHEAD_STEP && r->cur_batch < smp->num_batches;) {
+        const int64_t *idx;
+        int64_t count = rf__sampler_batch(smp, r->cur_batch, &idx);
+        if (r->cur_pos >= count) {
+            r->cur_batch++;
+            r->cur_pos = 0;
+            continue;
+        }
+        uint32_t k = src->shard[idx[r->cur_pos]];
+        rf_shard *s = &r->sh[k];
+        if (s->planned + s->inflight == 0 && r->nused >= r->cap_shards)
+            break; /* the cache holds no more: wait for a shard to be done with */
+        s->planned++;
+        used(r, k);
+        r->cur_pos++;
+        walked++;
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+int rf__remote_ready(rf_remote *r, const rf_source *src, int64_t sample, const char **why)
+{
+    rf_shard *s = &r->sh[src->shard[sample]];
+    pthread_mutex_lock(&r->mu);
+    /* planned: the lookahead walked it (every walked sample comes before the
+     * cursor, and the dispatcher hands them on in the same order) */
+    int rc = s->planned == 0 ? 0 : s->state == SH_READY ? 1 : s->state == SH_FAILED ? -1 : 0;
+    if (rc < 0)
+        *why = s->err;
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+void rf__remote_taken(rf_remote *r, const rf_source *src, int64_t sample)
+{
+    rf_shard *s = &r->sh[src->shard[sample]];
+    pthread_mutex_lock(&r->mu);
+    s->planned--;
+    s->inflight++;
+    pthread_mutex_unlock(&r->mu);
+}
+
+void rf__remote_done(rf_remote *r, const rf_source *src, int64_t sample)
+{
+    uint32_t k = src->shard[sample];
+    pthread_mutex_lock(&r->mu);
+    r->sh[k].inflight--;
+    unused(r, k);
+    pthread_mutex_unlock(&r->mu);
+}
+
+void rf__remote_stats(rf_remote *r, rf_json *j)
+{
+    rf_fetch_totals t;
+    rf__fetch_totals(r->fetch, &t);
+    pthread_mutex_lock(&r->mu);
+    int64_t hits = r->hits, misses = r->misses, pinned = 0;
+    for (uint32_t k = 0; k < r->nsh; k++)
+        pinned += r->sh[k].state == SH_READY;
+    pthread_mutex_unlock(&r->mu);
+    rf__json_raw(j, "\"cache_dir\": ");
+    rf__json_str(j, r->cache.dir);
+    rf__json_fmt(j,
+                 ", \"cache_limit\": %llu, \"shards\": %u, \"pinned\": %lld, "
+                 "\"cache_hits\": %lld, \"cache_misses\": %lld, \"bytes_fetched\": %lld, "
+                 "\"requests\": %lld, \"retries\": %lld, \"evictions\": %lld",
+                 (unsigned long long)r->cache.limit, r->nsh, (long long)pinned, (long long)hits,
+                 (long long)misses, (long long)t.bytes, (long long)t.requests,
+                 (long long)t.retries,
+                 (long long)atomic_load_explicit(&r->cache.evictions, memory_order_relaxed));
+}

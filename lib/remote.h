@@ -1,0 +1,94 @@
+/*
+ * remote.h - a loader's remote shards: which are wanted, fetched, pinned in
+ * the local cache (cache.c), and the lookahead that asks for them in the
+ * order the sampler will read them. Transfers run on the fetch thread
+ * (fetch.c), which also runs this file's tick.
+ *
+ * A shard is wanted while it has uses: samples the lookahead walked and the
+ * dispatcher has not handed to the reader yet (planned), reads in flight
+ * (inflight), or the indexer at start. A wanted shard is pinned in the cache
+ * once it is there (found, or fetched by this loader or another on the
+ * node); with no use left it is unpinned, and the cache may evict it.
+ *
+ * The lookahead walks this rank's order from the dispatcher's position and
+ * plans samples while fewer than cap_shards shards (what fits in the cache
+ * limit) are wanted, so a cache smaller than the dataset holds the shards
+ * of the next samples, and the dispatcher hands a sample to the reader only
+ * when its shard is pinned: reads are of complete local files, and decode,
+ * order and output are those of local shards.
+ *
+ * Lock rules: r->mu protects the shards' states, uses and files, the want
+ * list and the cursor. Order: the loader's mutex, then r->mu, then the fetch
+ * queue's lock. The fetch thread takes r->mu in its tick and completions and
+ * calls the wake callback (which takes the loader's mutex) without it, under
+ * r->wake_mu (order: wake_mu, then the loader's mutex).
+ */
+#ifndef RF_REMOTE_H
+#define RF_REMOTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cache.h"
+#include "fetch.h"
+#include "sampler.h"
+
+struct rf_source;
+
+typedef struct rf_remote_opts {
+    const char *cache_dir; /* NULL: the default folder (cache.h) */
+    uint64_t cache_limit;  /* 0: auto (cache.h) */
+    int retries;
+    int64_t timeout_ms;
+    int parallel;
+} rf_remote_opts;
+
+typedef struct rf_remote rf_remote;
+
+/* Opens the cache and makes the fetcher. 0 or a negative RF_E_* (err). */
+int rf__remote_create(rf_remote **out, const rf_remote_opts *o, char *err, size_t errcap);
+/* Stops the fetch thread, unpins, frees. A forked child frees memory only. */
+void rf__remote_destroy(rf_remote *r);
+
+rf_fetch *rf__remote_fetcher(rf_remote *r);
+rf_cache *rf__remote_cache(rf_remote *r);
+
+/* Index time (one thread). Adds shard number nshards (in order); 0 or
+ * RF_E_NOMEM. */
+int rf__remote_add(rf_remote *r, const char *url, uint64_t size, const char *etag);
+/* Shard k's size (and *etag: its validator, valid while r lives). */
+uint64_t rf__remote_shard(rf_remote *r, uint32_t k, const char **etag);
+/* The cache's BASE of shard k (RF__CACHE_PATH bytes). */
+void rf__remote_base(rf_remote *r, uint32_t k, char *base);
+/* Index time: wants shard k (fetched in the order asked, as room allows). */
+void rf__remote_acquire(rf_remote *r, uint32_t k);
+/* Waits until shard k is pinned: 0, or RF_E_SOURCE with the fetch error. */
+int rf__remote_wait(rf_remote *r, uint32_t k, char *err, size_t errcap);
+/* Ends rf__remote_acquire's use. */
+void rf__remote_release(rf_remote *r, uint32_t k);
+/* Largest shard, once all are added: sets how many shards the lookahead
+ * may want at once. */
+void rf__remote_plan_room(rf_remote *r);
+
+/* The dispatcher calls (under the loader's mutex unless said). The wake is
+ * called on the fetch thread when a shard becomes ready or fails; once
+ * set_wake (without the loader's mutex) returns, the old one is not running
+ * and will not be called. */
+void rf__remote_set_wake(rf_remote *r, void (*fn)(void *), void *ctx);
+/* The position moved to batch `batch`: planned uses are dropped. */
+void rf__remote_seek(rf_remote *r, int64_t batch);
+/* Plans the samples ahead (see above). */
+void rf__remote_lookahead(rf_remote *r, const struct rf_source *src, const rf_sampler *smp);
+/* Whether sample's shard can be read: 1 pinned, 0 not yet, -1 failed (*why:
+ * the fetch error, valid while r lives). */
+int rf__remote_ready(rf_remote *r, const struct rf_source *src, int64_t sample, const char **why);
+/* The sample was handed on (planned -> in flight). */
+void rf__remote_taken(rf_remote *r, const struct rf_source *src, int64_t sample);
+/* Its read ended (without the loader's mutex). */
+void rf__remote_done(rf_remote *r, const struct rf_source *src, int64_t sample);
+
+/* Stats: the "remote" object's fields (no braces), JSON. */
+struct rf_json;
+void rf__remote_stats(rf_remote *r, struct rf_json *j);
+
+#endif

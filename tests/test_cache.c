@@ -1,0 +1,180 @@
+/*
+ * test_cache.c - the remote-shard cache folder (lib/cache.c): names per
+ * shard version (a changed size or validator is another file), pins that
+ * eviction respects (also across open files, as across processes), the
+ * byte limit counted over every file including transfers in progress, LRU
+ * order by last pin, atomic commits (nothing under the final name before
+ * the rename), the fetch lock, kept indexes, and the transfer files of dead
+ * processes reclaimed.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cache.h"
+#include "ringfeed.h"
+#include "testutil.h"
+
+#define SZ 1000
+
+static char *g_dir;
+
+static int setup(void **state)
+{
+    g_dir = tu_tempdir("cache");
+    return g_dir ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    tu_tempdir_remove(&g_dir);
+    return 0;
+}
+
+/* Fetches url (size SZ, validator etag) as a loader would: reserve, write,
+ * commit. Returns the commit's pin fd, or -1 (no room: *room = 0). */
+static int put_shard(rf_cache *c, const char *url, const char *etag, int *room)
+{
+    char base[RF__CACHE_PATH], tmp[RF__CACHE_PATH], err[600];
+    rf__cache_base(c, url, SZ, etag, base);
+    int fd = -1;
+    int rc = rf__cache_reserve(c, base, SZ, tmp, &fd, err, sizeof err);
+    *room = rc == 1;
+    if (rc != 1)
+        return -1;
+    char data[SZ];
+    memset(data, url[strlen(url) - 1], sizeof data);
+    /* during the transfer: counted in full, and not under the final name */
+    assert_true(rf__cache_usage(c) >= SZ);
+    int pin = -1;
+    assert_int_equal(rf__cache_pin(c, base, SZ, &pin), 0);
+    assert_int_equal(pwrite(fd, data, sizeof data, 0), SZ);
+    assert_int_equal(rf__cache_commit(c, tmp, base, fd, err, sizeof err), 0);
+    return fd;
+}
+
+static void test_names_per_version(void **state)
+{
+    rf_cache c;
+    char err[600], a[RF__CACHE_PATH], b[RF__CACHE_PATH], d[RF__CACHE_PATH];
+    assert_int_equal(rf__cache_open(&c, g_dir, 10 * SZ, err, sizeof err), 0);
+    rf__cache_base(&c, "s3://b/x.tar", SZ, "\"e1\"", a);
+    rf__cache_base(&c, "s3://b/x.tar", SZ, "\"e2\"", b);
+    rf__cache_base(&c, "s3://b/x.tar", SZ + 1, "\"e1\"", d);
+    assert_string_not_equal(a, b);
+    assert_string_not_equal(a, d);
+    assert_int_equal(strncmp(a, g_dir, strlen(g_dir)), 0);
+    rf__cache_close(&c);
+}
+
+static void test_pin_limit_lru(void **state)
+{
+    rf_cache c;
+    char err[600], base[RF__CACHE_PATH];
+    assert_int_equal(rf__cache_open(&c, g_dir, 3 * SZ, err, sizeof err), 0);
+    int room;
+    int p1 = put_shard(&c, "u1", "e", &room), p2 = put_shard(&c, "u2", "e", &room);
+    int p3 = put_shard(&c, "u3", "e", &room);
+    assert_true(p1 >= 0 && p2 >= 0 && p3 >= 0);
+    assert_int_equal(rf__cache_usage(&c), 3 * SZ);
+    /* all pinned: no room, nothing evicted */
+    assert_int_equal(put_shard(&c, "u4", "e", &room), -1);
+    assert_int_equal(room, 0);
+    assert_int_equal(rf__cache_usage(&c), 3 * SZ);
+    /* unpinned u1 and u3; u3 pinned again later (newer): u1 goes first */
+    rf__cache_unpin(p1);
+    rf__cache_unpin(p3);
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    rf__cache_base(&c, "u3", SZ, "e", base);
+    int again = -1;
+    assert_int_equal(rf__cache_pin(&c, base, SZ, &again), 1);
+    rf__cache_unpin(again);
+    int p4 = put_shard(&c, "u4", "e", &room);
+    assert_true(p4 >= 0);
+    assert_true(rf__cache_usage(&c) <= 3 * SZ);
+    assert_int_equal(atomic_load(&c.evictions), 1);
+    rf__cache_base(&c, "u1", SZ, "e", base);
+    assert_int_equal(rf__cache_pin(&c, base, SZ, &again), 0); /* evicted */
+    rf__cache_base(&c, "u3", SZ, "e", base);
+    assert_int_equal(rf__cache_pin(&c, base, SZ, &again), 1); /* kept */
+    rf__cache_unpin(again);
+    /* a pin taken through another open file (another loader) holds too */
+    rf__cache_base(&c, "u2", SZ, "e", base);
+    int other = -1;
+    assert_int_equal(rf__cache_pin(&c, base, SZ, &other), 1);
+    rf__cache_unpin(p2);
+    int p5 = put_shard(&c, "u5", "e", &room); /* evicts u3, not u2 */
+    assert_true(p5 >= 0);
+    assert_int_equal(rf__cache_pin(&c, base, SZ, &again), 1);
+    rf__cache_unpin(again);
+    rf__cache_unpin(other);
+    rf__cache_unpin(p4);
+    rf__cache_unpin(p5);
+    /* wrong size: not this version's bytes, absent */
+    assert_int_equal(rf__cache_pin(&c, base, SZ + 1, &again), 0);
+    /* over the limit on its own */
+    char tmp[RF__CACHE_PATH];
+    int fd = -1;
+    assert_int_equal(rf__cache_reserve(&c, base, 4 * SZ, tmp, &fd, err, sizeof err), RF_E_LIMIT);
+    assert_non_null(strstr(err, "cache_limit"));
+    rf__cache_close(&c);
+}
+
+static void test_fetch_lock_abandon_index(void **state)
+{
+    rf_cache c, c2;
+    char err[600], base[RF__CACHE_PATH], tmp[RF__CACHE_PATH];
+    assert_int_equal(rf__cache_open(&c, g_dir, 3 * SZ, err, sizeof err), 0);
+    assert_int_equal(rf__cache_open(&c2, g_dir, 3 * SZ, err, sizeof err), 0);
+    rf__cache_base(&c, "lk", SZ, "e", base);
+    int l1 = -1, l2 = -1;
+    assert_int_equal(rf__cache_lock_fetch(&c, base, &l1), 1);
+    assert_int_equal(rf__cache_lock_fetch(&c2, base, &l2), 0); /* another loader fetches */
+    int fd = -1;
+    assert_int_equal(rf__cache_reserve(&c, base, SZ, tmp, &fd, err, sizeof err), 1);
+    rf__cache_abandon(&c, tmp, fd); /* a failed transfer leaves nothing */
+    int pin = -1;
+    assert_int_equal(rf__cache_pin(&c, base, SZ, &pin), 0);
+    rf__cache_unpin(l1);
+    assert_int_equal(rf__cache_lock_fetch(&c2, base, &l2), 1);
+    rf__cache_unpin(l2);
+    /* kept index: written whole, read back */
+    assert_int_equal(rf__cache_put_index(&c, base, "hello", 5), 1);
+    void *p = NULL;
+    size_t n = 0;
+    assert_int_equal(rf__cache_get_index(base, &p, &n), 1);
+    assert_int_equal(n, 5);
+    assert_memory_equal(p, "hello", 5);
+    free(p);
+    /* a dead process's transfer file is reclaimed when room is counted */
+    char stale[RF__CACHE_PATH + 64];
+    snprintf(stale, sizeof stale, "%s.tmp.%d.0", base, 999999999);
+    assert_int_equal(tu_write_file(stale, "x", 1), 0);
+    uint64_t before = rf__cache_usage(&c);
+    assert_int_equal(access(stale, F_OK), -1);
+    assert_true(before < 3 * SZ);
+    rf__cache_close(&c);
+    rf__cache_close(&c2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_names_per_version, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pin_limit_lru, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fetch_lock_abandon_index, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

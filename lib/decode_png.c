@@ -273,7 +273,8 @@ static int png_stream(rf_png *p, int check, const uint8_t **in, size_t *in_len)
             if (chunks)
                 break;
         } else {
-            if (check && libdeflate_crc32(0, d + off + 4, (size_t)len + 4) != be32(d + off + 8 + len))
+            if (check &&
+                libdeflate_crc32(0, d + off + 4, (size_t)len + 4) != be32(d + off + 8 + len))
                 return -1;
             if (!chunks++)
                 first = off;

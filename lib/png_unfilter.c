@@ -195,9 +195,9 @@ RF_PNG_INLINE size_t paeth_sse2(uint8_t *row, const uint8_t *prev, size_t len, s
         __m128i bc = _mm_sub_epi16(b, c);
         __m128i pa = abs16(bc); /* |p - a| = |b - c|: not on the chain */
         __m128i ac = _mm_sub_epi16(a, c);
-        __m128i pb = abs16(ac);                      /* |p - b| = |a - c| */
-        __m128i pc = abs16(_mm_add_epi16(ac, bc));   /* |p - c| */
-        __m128i use_c = _mm_cmpgt_epi16(pb, pc);     /* not b: c */
+        __m128i pb = abs16(ac);                    /* |p - b| = |a - c| */
+        __m128i pc = abs16(_mm_add_epi16(ac, bc)); /* |p - c| */
+        __m128i use_c = _mm_cmpgt_epi16(pb, pc);   /* not b: c */
         __m128i t = _mm_xor_si128(b, _mm_and_si128(_mm_xor_si128(b, c), use_c));
         __m128i not_a = _mm_or_si128(_mm_cmpgt_epi16(pa, pb), _mm_cmpgt_epi16(pa, pc));
         __m128i pred = _mm_xor_si128(a, _mm_and_si128(_mm_xor_si128(a, t), not_a));
@@ -221,50 +221,48 @@ static size_t up_sse2(uint8_t *row, const uint8_t *prev, size_t len)
     return i;
 }
 
-/* One function per (filter, bpp) pair that occurs in PNG. */
-#define RF_PNG_BPP_CASES(call)                                                                     \
-    case 1: done = call(1); break;                                                                 \
-    case 2: done = call(2); break;                                                                 \
-    case 3: done = call(3); break;                                                                 \
-    case 4: done = call(4); break;                                                                 \
-    case 6: done = call(6); break;                                                                 \
-    case 8: done = call(8); break;
+/* Sub, Average or Paeth over the whole pixels of a row (inlined per bpp). */
+RF_PNG_INLINE size_t chained_sse2(int filter, uint8_t *row, const uint8_t *prev, size_t len,
+                                  size_t bpp)
+{
+    if (filter == RF__PNG_FILTER_SUB)
+        return sub_sse2(row, len, bpp);
+    if (filter == RF__PNG_FILTER_AVG)
+        return avg_sse2(row, prev, len, bpp);
+    return paeth_sse2(row, prev, len, bpp);
+}
 
-/* 1 when the row was unfiltered here; 0: left to unfilter_c (another bpp). */
+/* 1 when the row was unfiltered here; 0: left to unfilter_c (a bpp that
+ * PNG does not have). filter is Sub, Up, Average or Paeth. */
 static int unfilter_sse2(int filter, uint8_t *row, const uint8_t *prev, size_t len, size_t bpp)
 {
-    size_t done;
-#define SUB(n) sub_sse2(row, len, n)
-#define AVG(n) avg_sse2(row, prev, len, n)
-#define PAETH(n) paeth_sse2(row, prev, len, n)
-    switch (filter) {
-    case RF__PNG_FILTER_UP:
+    if (filter == RF__PNG_FILTER_UP) {
         up_sse2(row, prev, len);
         return 1;
-    case RF__PNG_FILTER_SUB:
-        switch (bpp) {
-            RF_PNG_BPP_CASES(SUB)
-        default: return 0;
-        }
+    }
+    size_t done; /* one copy of the loop per bpp, where bpp is a constant */
+    switch (bpp) {
+    case 1:
+        done = chained_sse2(filter, row, prev, len, 1);
         break;
-    case RF__PNG_FILTER_AVG:
-        switch (bpp) {
-            RF_PNG_BPP_CASES(AVG)
-        default: return 0;
-        }
+    case 2:
+        done = chained_sse2(filter, row, prev, len, 2);
         break;
-    case RF__PNG_FILTER_PAETH:
-        switch (bpp) {
-            RF_PNG_BPP_CASES(PAETH)
-        default: return 0;
-        }
+    case 3:
+        done = chained_sse2(filter, row, prev, len, 3);
+        break;
+    case 4:
+        done = chained_sse2(filter, row, prev, len, 4);
+        break;
+    case 6:
+        done = chained_sse2(filter, row, prev, len, 6);
+        break;
+    case 8:
+        done = chained_sse2(filter, row, prev, len, 8);
         break;
     default:
-        return 1;
+        return 0;
     }
-#undef SUB
-#undef AVG
-#undef PAETH
     if (done < len) {
         /* bytes past the last whole pixel: their left neighbours are done */
         for (size_t i = done; i < len; i++) {

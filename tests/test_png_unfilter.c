@@ -29,11 +29,16 @@ static int ref_pred(int filter, const uint8_t *row, const uint8_t *prev, size_t 
 {
     int a = i >= bpp ? row[i - bpp] : 0, b = prev[i], c = i >= bpp ? prev[i - bpp] : 0;
     switch (filter) {
-    case 1: return a;
-    case 2: return b;
-    case 3: return (a + b) / 2;
-    case 4: return ref_paeth(a, b, c);
-    default: return 0;
+    case 1:
+        return a;
+    case 2:
+        return b;
+    case 3:
+        return (a + b) / 2;
+    case 4:
+        return ref_paeth(a, b, c);
+    default:
+        return 0;
     }
 }
 
@@ -59,7 +64,8 @@ static void test_unfilter_rows(void **state)
                         }
                         memcpy(want, row, len);
                         for (size_t i = 0; i < len; i++)
-                            want[i] = (uint8_t)(want[i] + ref_pred(filter, want, prev, i, bpps[bi]));
+                            want[i] =
+                                (uint8_t)(want[i] + ref_pred(filter, want, prev, i, bpps[bi]));
                         assert_int_equal(
                             rf__png_unfilter_row(levels[li], filter, row, prev, len, bpps[bi]), 0);
                         if (memcmp(row, want, len) != 0)
@@ -133,8 +139,8 @@ static void zlib_stored(out *z, const uint8_t *raw, size_t n)
     size_t off = 0;
     do {
         size_t len = n - off > 65535 ? 65535 : n - off;
-        uint8_t h[5] = {(uint8_t)(off + len == n), (uint8_t)len, (uint8_t)(len >> 8),
-                        (uint8_t)~len, (uint8_t)(~len >> 8)};
+        uint8_t h[5] = {(uint8_t)(off + len == n), (uint8_t)len, (uint8_t)(len >> 8), (uint8_t)~len,
+                        (uint8_t)(~len >> 8)};
         put(z, h, 5);
         put(z, raw + off, len);
         off += len;
@@ -149,9 +155,9 @@ static void zlib_stored(out *z, const uint8_t *raw, size_t n)
 
 typedef struct spec {
     int depth, ctype;
-    int idat_piece;  /* bytes of stream per IDAT chunk; 0: one chunk */
-    int empty_idats; /* zero-length IDAT chunks between the others */
-    size_t extra;    /* bytes of stream past the picture's (zeros) */
+    int idat_piece;   /* bytes of stream per IDAT chunk; 0: one chunk */
+    int empty_idats;  /* zero-length IDAT chunks between the others */
+    size_t extra;     /* bytes of stream past the picture's (zeros) */
     const char *tail; /* bytes after IEND, or NULL */
 } spec;
 
@@ -218,9 +224,18 @@ static void png_build(const spec *sp, int w, int h, uint32_t seed, pic *p)
     zlib_stored(&z, flt, (rb + 1) * h + sp->extra);
     static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
     put(&f, sig, 8);
-    uint8_t ihdr[13] = {(uint8_t)(w >> 24), (uint8_t)(w >> 16), (uint8_t)(w >> 8), (uint8_t)w,
-                        (uint8_t)(h >> 24), (uint8_t)(h >> 16), (uint8_t)(h >> 8), (uint8_t)h,
-                        (uint8_t)depth,     (uint8_t)ctype,     0,                  0,
+    uint8_t ihdr[13] = {(uint8_t)(w >> 24),
+                        (uint8_t)(w >> 16),
+                        (uint8_t)(w >> 8),
+                        (uint8_t)w,
+                        (uint8_t)(h >> 24),
+                        (uint8_t)(h >> 16),
+                        (uint8_t)(h >> 8),
+                        (uint8_t)h,
+                        (uint8_t)depth,
+                        (uint8_t)ctype,
+                        0,
+                        0,
                         0};
     chunk(&f, "IHDR", ihdr, 13);
     if (ctype == 3)
@@ -242,8 +257,8 @@ static void png_build(const spec *sp, int w, int h, uint32_t seed, pic *p)
 }
 
 /* depth, colour type: every bytes-per-pixel (1, 2, 3, 4, 6, 8) and sub-byte rows */
-static const int variants[][2] = {{1, 0},  {4, 3}, {8, 0},  {8, 3},  {8, 4}, {16, 0},
-                                  {8, 2},  {8, 6}, {16, 4}, {16, 2}, {16, 6}};
+static const int variants[][2] = {{1, 0}, {4, 3}, {8, 0},  {8, 3},  {8, 4}, {16, 0},
+                                  {8, 2}, {8, 6}, {16, 4}, {16, 2}, {16, 6}};
 #define N_VARIANTS (sizeof variants / sizeof variants[0])
 
 static void test_png_odd_widths(void **state)
@@ -274,7 +289,9 @@ static void test_png_many_idat(void **state)
         /* 1 byte per IDAT, then 7 with empty IDATs between, then 1000 */
         static const int pieces[] = {1, 7, 1000};
         for (int k = 0; k < 3; k++) {
-            spec sp = {.depth = variants[v][0], .ctype = variants[v][1], .idat_piece = pieces[k],
+            spec sp = {.depth = variants[v][0],
+                       .ctype = variants[v][1],
+                       .idat_piece = pieces[k],
                        .empty_idats = k == 1 ? 2 : 0};
             pic p;
             png_build(&sp, 40, 40, (uint32_t)v, &p);
@@ -302,8 +319,8 @@ static size_t find_chunk(const pic *p, const char *t, int n, uint32_t *len)
 }
 
 /* Decoded with center 32 (the crop reads the middle rows): 0 or the error. */
-static int decode_center(rf_decoder *d, const uint8_t *f, size_t len, int check_tail,
-                         uint8_t *buf, char *err, size_t errcap, int *whole)
+static int decode_center(rf_decoder *d, const uint8_t *f, size_t len, int check_tail, uint8_t *buf,
+                         char *err, size_t errcap, int *whole)
 {
     rf_decode_opts o = opts(RF_TRANSFORM_CENTER, 32);
     o.check_tail = check_tail;
@@ -358,8 +375,8 @@ static void test_png_damage(void **state)
     /* Cut below the crop: an error when checked; unchecked, the crop still
      * decodes (libspng stops at its last row). Cut in the crop: an error. */
     expect_error(d, p.file, row_at(&p, 170, 361, 4096), 1, RF_E_DECODE, "PNG data", "cut");
-    assert_int_equal(decode_center(d, p.file, row_at(&p, 170, 361, 4096), 0, got, err,
-                                   sizeof err, &whole), 0);
+    assert_int_equal(
+        decode_center(d, p.file, row_at(&p, 170, 361, 4096), 0, got, err, sizeof err, &whole), 0);
     assert_int_equal(whole, 0);
     assert_memory_equal(got, good, sizeof good);
     expect_error(d, p.file, row_at(&p, 100, 361, 4096), 0, RF_E_DECODE, "PNG data",

@@ -117,7 +117,9 @@ def profile(a, exe):
                         "1", "--verify", a.verify, "--json", js],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         with open(js) as f:
-            rec = json.loads(f.read().splitlines()[-1])
+            line = f.read().splitlines()[-1]
+    # rf-profile writes a ratio to a ceiling it did not measure as "inf"
+    rec = json.loads(line.replace(": inf", ": Infinity"))
     return {"cpu_ms": rec["cpu_ms_per_image"]}
 
 

@@ -1,10 +1,10 @@
 /*
- * decode_png.c - PNG with libspng, pixels as PIL's Image.open(p).convert("RGB")
- * gives them.
+ * decode_png.c - PNG, pixels as PIL's Image.open(p).convert("RGB") gives
+ * them: libdeflate and png_unfilter.c for the image data of non-interlaced
+ * pictures, libspng for everything else.
  *
- * libspng decodes rows in the file's own format (SPNG_FMT_PNG: no scaling,
- * no gamma, no transparency applied, 16-bit samples in host order), one row
- * at a time; this file turns them into RGB by PIL's rules, which are not
+ * Rows come out in the file's own format (16-bit samples big-endian, as
+ * stored); this file turns them into RGB by PIL's rules, which are not
  * libspng's conversions:
  *   gray 1/2/4-bit   v * 255 / (2^depth - 1)  (PIL's "1", "L;2", "L;4")
  *   gray 16-bit      min(v, 255): PIL opens it as mode "I", whose RGB
@@ -13,18 +13,41 @@
  *   palette          PLTE entry, and for an index past the PLTE's entries the
  *                    gray (i, i, i) of PIL's default palette
  *   alpha, tRNS      dropped, not composited; gAMA, sBIT, iCCP: ignored
- * A non-interlaced picture is decoded only down to the last row the crop
- * reads (rows above it must be unfiltered anyway), and on to the end of the
- * image data when check_tail asks (CRC, zlib and filter errors below the
- * crop; without check_tail no checksum is computed at all). An Adam7
- * picture needs every pass, so it is always decoded whole, the rows outside
- * the crop into a scratch row. Only the crop's rows are kept, and only its
- * columns converted. No scaling (denom 1).
+ * Only the crop's rows are converted, and only its columns.
  *
- * libspng 0.7 has no way to reset a context for a new picture, so a context
- * is made per picture (a few KB and a zlib stream; the worker's row buffers
- * are reused). Without libspng (RF_HAVE_SPNG unset) PNG files are still
- * recognised, and refused as an unsupported format.
+ * Who does what. libspng reads IHDR (the header step) and every chunk
+ * before the image data (PLTE, tRNS, text, ... with its limits and CRC
+ * policy: the same checks as before there was a fast path). Then, for a
+ * non-interlaced picture, the image data is decoded here in one go: the
+ * IDAT chunks' payloads concatenated (their CRCs checked with check_tail),
+ * inflated by libdeflate into one buffer of all the filtered rows (on
+ * photographs zlib's streaming inflate, which libspng drives, takes almost
+ * three times as long), and the rows unfiltered in place down to the crop's
+ * last row (png_unfilter.c, SSE2; libspng's own unfiltering is byte by byte
+ * and was half of its decode time). Rows below the crop stay filtered: with check_tail only their
+ * filter bytes are checked, the stream itself (Adler-32 included) having
+ * been inflated to its end. RGB 8-bit rows are then handed to the
+ * resampler where they lie, with no copy.
+ *
+ * The fast path is only ever a shortcut to the answer libspng would give.
+ * Whatever it is not sure of (a stream that is damaged, cut, longer or
+ * shorter than the picture, a bad CRC, a bad filter byte, IDAT chunks that
+ * do not fit the buffer, no memory for the whole picture) it hands back,
+ * untouched, to libspng, which decodes row by row as before: down to the
+ * crop's last row only, unless check_tail asks for the rest (so a file cut
+ * below the crop still decodes when its tail is not checked), with the same
+ * errors and messages as before. libdeflate has no way to stop inflating
+ * at a given row (its output is unspecified when the buffer is short), so
+ * the fast path inflates the whole stream even when the crop ends sooner;
+ * the rows past the crop cost little next to what zlib cost.
+ *
+ * Adam7 pictures need every pass, so libspng decodes them whole, the rows
+ * outside the crop into a scratch row. No scaling (denom 1). libspng 0.7
+ * has no way to reset a context for a new picture, so a context is made per
+ * picture (a few KB and a zlib stream; the worker's buffers are reused).
+ * Without libdeflate (RF_HAVE_DEFLATE unset) libspng decodes everything.
+ * Without libspng (RF_HAVE_SPNG unset) PNG files are still recognised, and
+ * refused as an unsupported format.
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -42,6 +65,11 @@ static int png_sniff(const uint8_t *data, size_t len)
 
 #ifdef RF_HAVE_SPNG
 #include <spng.h>
+#ifdef RF_HAVE_DEFLATE
+#include <libdeflate.h>
+
+#include "png_unfilter.h"
+#endif
 
 /* Each side at most this many pixels: decode.c checks max_pixels right
  * after the header, this is libspng's own guard, set before it reads IHDR. */
@@ -56,21 +84,25 @@ static int png_sniff(const uint8_t *data, size_t len)
 typedef struct rf_png {
     spng_ctx *ctx; /* this picture's, or NULL */
     struct spng_ihdr ihdr;
+    const uint8_t *data; /* the file, borrowed from the header to the region */
+    size_t len;
     uint8_t lut[256][3];             /* gray or palette index -> RGB */
     uint8_t *native, *rgb, *scratch; /* crop rows as decoded, as RGB; a spare row */
     size_t native_cap, rgb_cap, scratch_cap;
+#ifdef RF_HAVE_DEFLATE
+    struct libdeflate_decompressor *inflater;
+    int simd;                     /* RF__SIMD_* level of the unfiltering */
+    uint8_t *image, *idat, *zero; /* filtered rows; IDAT payloads joined; a row of 0 */
+    size_t image_cap, idat_cap, zero_cap;
+#endif
 } rf_png;
-
-static void *png_create(void)
-{
-    return calloc(1, sizeof(rf_png));
-}
 
 static void png_abandon(void *state)
 {
     rf_png *p = state;
     spng_ctx_free(p->ctx); /* NULL is a no-op */
     p->ctx = NULL;
+    p->data = NULL;
 }
 
 static void png_destroy(void *state)
@@ -82,7 +114,27 @@ static void png_destroy(void *state)
     free(p->native);
     free(p->rgb);
     free(p->scratch);
+#ifdef RF_HAVE_DEFLATE
+    libdeflate_free_decompressor(p->inflater); /* NULL is a no-op */
+    free(p->image);
+    free(p->idat);
+    free(p->zero);
+#endif
     free(p);
+}
+
+static void *png_create(void)
+{
+    rf_png *p = calloc(1, sizeof(rf_png));
+#ifdef RF_HAVE_DEFLATE
+    if (p && !(p->inflater = libdeflate_alloc_decompressor())) {
+        png_destroy(p);
+        return NULL;
+    }
+    if (p)
+        p->simd = rf__png_unfilter_best();
+#endif
+    return p;
 }
 
 /* The picture is abandoned; err gets libspng's reason. */
@@ -120,6 +172,8 @@ static int png_header(void *state, const uint8_t *data, size_t len, int max_scan
         ret = spng_get_ihdr(p->ctx, &p->ihdr);
     if (ret)
         return png_failed(p, ret, "header", err, errcap);
+    p->data = data;
+    p->len = len;
     *width = (int)p->ihdr.width;
     *height = (int)p->ihdr.height;
     return 0;
@@ -149,17 +203,19 @@ static int make_lut(rf_png *p, char *err, size_t errcap)
     return 0;
 }
 
-/* Columns [x0, x1) of one decoded row (SPNG_FMT_PNG) as RGB. */
+/* Columns [x0, x1) of one row as stored in the file (16-bit samples
+ * big-endian: SPNG_FMT_RAW, or the fast path's unfiltered rows) as RGB. */
 static void row_to_rgb(const rf_png *p, const uint8_t *in, int x0, int x1, uint8_t *out)
 {
     const struct spng_ihdr *h = &p->ihdr;
-    const uint16_t *in16 = (const uint16_t *)(const void *)in; /* host order */
     int depth = h->bit_depth;
     switch (h->color_type) {
     case SPNG_COLOR_TYPE_GRAYSCALE:
         if (depth == 16) {
-            for (int x = x0; x < x1; x++, out += 3)
-                out[0] = out[1] = out[2] = in16[x] > 255 ? 255 : (uint8_t)in16[x];
+            for (int x = x0; x < x1; x++, out += 3) {
+                unsigned v = (unsigned)in[2 * x] << 8 | in[2 * x + 1];
+                out[0] = out[1] = out[2] = v > 255 ? 255 : (uint8_t)v;
+            }
             return;
         }
         /* 1..8-bit gray goes through the lookup table, as indices do */
@@ -177,19 +233,116 @@ static void row_to_rgb(const rf_png *p, const uint8_t *in, int x0, int x1, uint8
             }
         }
         return;
-    case SPNG_COLOR_TYPE_GRAYSCALE_ALPHA:
+    case SPNG_COLOR_TYPE_GRAYSCALE_ALPHA: { /* the high byte when 16-bit */
+        int step = depth == 16 ? 4 : 2;
         for (int x = x0; x < x1; x++, out += 3)
-            out[0] = out[1] = out[2] = depth == 16 ? (uint8_t)(in16[2 * x] >> 8) : in[2 * x];
+            out[0] = out[1] = out[2] = in[step * x];
         return;
-    default: { /* truecolor, with or without alpha */
+    }
+    default: { /* truecolor, with or without alpha; the high bytes when 16-bit */
         int ch = h->color_type == SPNG_COLOR_TYPE_TRUECOLOR_ALPHA ? 4 : 3;
+        int step = depth == 16 ? 2 * ch : ch, sample = depth == 16 ? 2 : 1;
         for (int x = x0; x < x1; x++, out += 3)
             for (int c = 0; c < 3; c++)
-                out[c] = depth == 16 ? (uint8_t)(in16[ch * x + c] >> 8) : in[ch * x + c];
+                out[c] = in[step * x + sample * c];
         return;
     }
     }
 }
+
+#ifdef RF_HAVE_DEFLATE
+static uint32_t be32(const uint8_t *b)
+{
+    return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+}
+
+/* The zlib stream: the payloads of the first run of IDAT chunks, in place
+ * when there is one chunk, else joined in p->idat. With check, each of
+ * their CRCs. 0, or -1 for libspng to judge: no IDAT, a bad CRC, no memory.
+ * The chunks before were read by libspng already; the walk stops at the
+ * first chunk that does not fit the buffer. */
+static int png_stream(rf_png *p, int check, const uint8_t **in, size_t *in_len)
+{
+    const uint8_t *d = p->data;
+    size_t n = p->len, off = 8, first = 0, total = 0;
+    int chunks = 0;
+    while (off <= n && n - off >= 12) {
+        uint32_t len = be32(d + off);
+        if (len > 0x7fffffffu || len > n - off - 12)
+            break;
+        if (memcmp(d + off + 4, "IDAT", 4) != 0) {
+            if (chunks)
+                break;
+        } else {
+            if (check &&
+                libdeflate_crc32(0, d + off + 4, (size_t)len + 4) != be32(d + off + 8 + len))
+                return -1;
+            if (!chunks++)
+                first = off;
+            total += len;
+        }
+        off += 12 + (size_t)len;
+    }
+    if (chunks == 0)
+        return -1;
+    if (chunks == 1) {
+        *in = d + first + 8;
+        *in_len = total;
+        return 0;
+    }
+    if (rf__buf_reserve(&p->idat, &p->idat_cap, total) != 0)
+        return -1;
+    size_t at = 0;
+    for (off = first; at < total; off += 12 + (size_t)be32(d + off)) {
+        uint32_t len = be32(d + off);
+        memcpy(p->idat + at, d + off + 8, len);
+        at += len;
+    }
+    *in = p->idat;
+    *in_len = total;
+    return 0;
+}
+
+/* The whole stream inflated into p->image (height rows of a filter byte
+ * and row_bytes), rows [0, rows) unfiltered. 1, or 0 when libspng is to
+ * decode the picture instead (see the top). */
+static int png_fast(rf_png *p, size_t row_bytes, int rows, int check_tail)
+{
+    const struct spng_ihdr *h = &p->ihdr;
+    int channels = h->color_type == SPNG_COLOR_TYPE_TRUECOLOR         ? 3
+                   : h->color_type == SPNG_COLOR_TYPE_TRUECOLOR_ALPHA ? 4
+                   : h->color_type == SPNG_COLOR_TYPE_GRAYSCALE_ALPHA ? 2
+                                                                      : 1;
+    unsigned bpp = (unsigned)(channels * h->bit_depth + 7) / 8;
+    size_t stride = row_bytes + 1, height = h->height;
+    if (height > SIZE_MAX / stride)
+        return 0;
+    const uint8_t *in;
+    size_t in_len;
+    if (png_stream(p, check_tail, &in, &in_len) != 0 ||
+        rf__buf_reserve(&p->image, &p->image_cap, stride * height) != 0 ||
+        rf__buf_reserve(&p->zero, &p->zero_cap, row_bytes) != 0)
+        return 0;
+    /* exactly the picture's bytes: a stream longer or shorter is libspng's */
+    if (libdeflate_zlib_decompress(p->inflater, in, in_len, p->image, stride * height, NULL) !=
+        LIBDEFLATE_SUCCESS)
+        return 0;
+    /* Filter bytes: every row's when checked, else those libspng reads
+     * (down to the row after the crop's last). */
+    size_t last = check_tail || (size_t)rows >= height ? height : (size_t)rows + 1;
+    for (size_t y = 0; y < last; y++)
+        if (p->image[y * stride] > RF__PNG_FILTER_PAETH)
+            return 0;
+    memset(p->zero, 0, row_bytes);
+    const uint8_t *prev = p->zero;
+    for (int y = 0; y < rows; y++) {
+        uint8_t *row = p->image + (size_t)y * stride;
+        rf__png_unfilter_row(p->simd, row[0], row + 1, prev, row_bytes, bpp);
+        prev = row + 1;
+    }
+    return 1;
+}
+#endif /* RF_HAVE_DEFLATE */
 
 static int png_region(void *state, rf_geom *g, int max_denom, int check_tail, rf_region *r,
                       char *err, size_t errcap)
@@ -203,31 +356,67 @@ static int png_region(void *state, rf_geom *g, int max_denom, int check_tail, rf
     int bx0, by0, bx1, by1;
     rf__geom_bounds(g, full_w, full_h, &bx0, &by0, &bx1, &by1);
     int rows = by1 - by0, cols = bx1 - bx0;
+    r->full_w = full_w;
+    r->full_h = full_h;
+    r->x0 = bx0;
+    r->y0 = by0;
+    r->w = cols;
+    r->h = rows;
 
     /* Unchecked (verified before, or verify "none"): no CRC or Adler-32 is
-     * computed, about 5% of the decode; PIL ignores the image data's CRCs
-     * too. Checked: every chunk's CRC and the stream's checksum count. */
+     * computed by libspng, about 5% of its decode; PIL ignores the image
+     * data's CRCs too. Checked: every chunk's CRC and the stream's checksum
+     * count. */
     int ret = check_tail ? 0 : spng_set_crc_action(p->ctx, SPNG_CRC_USE, SPNG_CRC_USE);
     if (ret)
         return png_failed(p, ret, "chunks", err, errcap);
     /* Reads the chunks before the image data (PLTE, tRNS, ...) too. */
-    ret = spng_decode_image(p->ctx, NULL, 0, SPNG_FMT_PNG, SPNG_DECODE_PROGRESSIVE);
+    ret = spng_decode_image(p->ctx, NULL, 0, SPNG_FMT_RAW, SPNG_DECODE_PROGRESSIVE);
     if (ret)
         return png_failed(p, ret, "chunks", err, errcap);
     size_t image_size, row_bytes;
-    if ((ret = spng_decoded_image_size(p->ctx, SPNG_FMT_PNG, &image_size)) != 0)
+    if ((ret = spng_decoded_image_size(p->ctx, SPNG_FMT_RAW, &image_size)) != 0)
         return png_failed(p, ret, "chunks", err, errcap);
     row_bytes = image_size / h->height;
     int rc = make_lut(p, err, errcap);
     if (rc)
         return rc;
-    /* 8-bit RGB is decoded straight into the RGB rows, whole rows. */
-    int direct = h->color_type == SPNG_COLOR_TYPE_TRUECOLOR && h->bit_depth == 8;
+    int interlaced = h->interlace_method != SPNG_INTERLACE_NONE;
+    int rgb8 = h->color_type == SPNG_COLOR_TYPE_TRUECOLOR && h->bit_depth == 8;
+    size_t rgb_stride = (size_t)cols * 3;
+
+#ifdef RF_HAVE_DEFLATE
+    if (!interlaced && png_fast(p, row_bytes, by1, check_tail)) {
+        png_abandon(p); /* data is no longer read */
+        size_t stride = row_bytes + 1;
+        const uint8_t *top = p->image + (size_t)by0 * stride + 1;
+        /* RGB 8-bit as it lies; the rest converted into p->rgb */
+        r->whole = check_tail || by1 == full_h; /* as libspng says (below) */
+        if (rgb8) {
+            r->rows = top + (size_t)bx0 * 3;
+            r->stride = stride;
+            return 0;
+        }
+        if (rf__buf_reserve(&p->rgb, &p->rgb_cap, rgb_stride * (size_t)rows) != 0) {
+            snprintf(err, errcap, "out of memory for a %dx%d region", cols, rows);
+            return RF_E_NOMEM;
+        }
+        for (int y = 0; y < rows; y++)
+            row_to_rgb(p, top + (size_t)y * stride, bx0, bx1, p->rgb + (size_t)y * rgb_stride);
+        r->rows = p->rgb;
+        r->stride = rgb_stride;
+        return 0;
+    }
+#endif
+
+    /* libspng, row by row. 8-bit RGB is decoded straight into the RGB
+     * rows, whole rows. */
+    int direct = rgb8;
     if (direct) {
         bx0 = 0;
         cols = full_w;
+        rgb_stride = (size_t)cols * 3;
     }
-    size_t rgb_stride = (size_t)cols * 3;
     if (rf__buf_reserve(&p->scratch, &p->scratch_cap, row_bytes) != 0 ||
         (!direct && rf__buf_reserve(&p->native, &p->native_cap, row_bytes * (size_t)rows) != 0) ||
         rf__buf_reserve(&p->rgb, &p->rgb_cap, rgb_stride * (size_t)rows) != 0) {
@@ -238,7 +427,6 @@ static int png_region(void *state, rf_geom *g, int max_denom, int check_tail, rf
     uint8_t *keep = direct ? p->rgb : p->native;
     size_t keep_stride = direct ? rgb_stride : row_bytes;
     /* Adam7 rows of depth < 8 are OR'ed together pass by pass. */
-    int interlaced = h->interlace_method != SPNG_INTERLACE_NONE;
     if (interlaced && !direct)
         memset(keep, 0, keep_stride * (size_t)rows);
 
@@ -266,12 +454,8 @@ static int png_region(void *state, rf_geom *g, int max_denom, int check_tail, rf
                        p->rgb + (size_t)y * rgb_stride);
     r->rows = p->rgb;
     r->stride = rgb_stride;
-    r->full_w = full_w;
-    r->full_h = full_h;
     r->x0 = bx0;
-    r->y0 = by0;
     r->w = cols;
-    r->h = rows;
     return 0;
 }
 

@@ -427,7 +427,7 @@ int main(int argc, char **argv)
             o.skip_errors = !strcmp(optarg, "skip");
             break;
         case O_STOP: bad_arg = parse_int(optarg, 1, INT32_MAX, &v); o.stop_after = (int)v; break;
-        case O_EXTRAS: o.extras_arg = optarg; break;
+        case O_EXTRAS: o.extras_arg = optarg; bad_arg = !*optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

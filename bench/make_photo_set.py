@@ -29,7 +29,7 @@ wheels: scipy 1.9.3's misc/face.dat and scikit-learn's datasets/images
     bench/make_photo_set.py OUT face.dat hubble_deep_field.jpg retina.jpg \
         motorcycle_left.png motorcycle_right.png coffee.png rocket.jpg \
         astronaut.png china.jpg flower.jpg --side 800-1200 --area 0.6-1.0 --quality 90-95
-Crops of the smaller photographs are enlarged (up to about 2.4x): smoother
+Crops of the smaller photographs are enlarged (up to about 2.7x): smoother
 than a camera's pixels, so they decode a little faster than real photographs
 of that size, which favours the original folder in a comparison.
 """

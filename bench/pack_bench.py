@@ -5,6 +5,7 @@ the pixels it changes (PSNR of center crops against torchvision on the
 originals).
 
     python3 bench/pack_bench.py FOLDER [--max-side 320] [--quality 90] [--rounds 3]
+                                [--epochs 2] [--json FILE]
 
 Packs FOLDER into a temporary folder with ringfeed-pack (--max-side,
 --quality), then runs, alternating, `rounds` times: ringfeed on the shards,
@@ -13,13 +14,18 @@ RandomResizedCrop + RandomHorizontalFlip + PILToTensor, num_workers) on the
 folder; each run builds its loader, runs one warm-up epoch and times the
 next `epochs` epochs. Prints the medians and their ratios, then the mean
 PSNR of center 224 (Resize(256) + CenterCrop(224)) from the shards, and
-from the folder by ringfeed, against torchvision on the originals. Needs
-the build's libringfeed and ringfeed-pack (found as ringfeed.pack does).
+from the folder by ringfeed, against torchvision on the originals. Each
+round also prints its own ratios (the three runs of a round share the
+machine's load); the originals' sizes and the load average are printed, and
+--json appends everything (every round) as one JSON line. Needs the build's
+libringfeed and ringfeed-pack (found as ringfeed.pack does).
 """
 
 import argparse
 import json
 import os
+import platform
+import subprocess
 import shutil
 import statistics
 import sys
@@ -93,7 +99,19 @@ def main():
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--size", type=int, default=224)
     p.add_argument("--out", help="pack here (kept) instead of a temporary folder")
+    p.add_argument("--json", help="append the results as one JSON line to this file")
     a = p.parse_args()
+    from PIL import Image
+    from torchvision.datasets import ImageFolder
+    sizes = np.array([Image.open(path).size for path, _ in ImageFolder(a.folder).samples])
+    longer = sizes.max(axis=1)
+    dims = {"files": len(sizes), "median_w": float(np.median(sizes[:, 0])),
+            "median_h": float(np.median(sizes[:, 1])), "longer_min": int(longer.min()),
+            "longer_max": int(longer.max()),
+            "mean_megapixels": float((sizes[:, 0] * sizes[:, 1]).mean() / 1e6)}
+    print("%s: %d pictures, median %dx%d, longer side %d-%d, %.2f MP on average; load %s"
+          % (a.folder, dims["files"], dims["median_w"], dims["median_h"], dims["longer_min"],
+             dims["longer_max"], dims["mean_megapixels"], os.getloadavg()))
 
     tmp = None
     out = a.out
@@ -116,12 +134,17 @@ def main():
     spec = os.path.join(out, "shard-*.tar")
 
     runs = {"ringfeed shards": [], "ringfeed folder": [], "torchvision folder": []}
+    loads = []
     for k in range(a.rounds):
         runs["ringfeed shards"].append(rf_rate(spec, a))
         runs["ringfeed folder"].append(rf_rate(a.folder, a))
         runs["torchvision folder"].append(torch_rate(a.folder, a))
-        print("round %d: %s" % (k + 1, ", ".join("%s %.0f" % (n, v[-1]) for n, v in runs.items())),
-              flush=True)
+        loads.append(os.getloadavg()[0])
+        v = {n: x[-1] for n, x in runs.items()}
+        print("round %d: %s; shards/folder %.2fx, shards/torchvision %.2fx (load %.1f)"
+              % (k + 1, ", ".join("%s %.0f" % (n, x) for n, x in v.items()),
+                 v["ringfeed shards"] / v["ringfeed folder"],
+                 v["ringfeed shards"] / v["torchvision folder"], loads[-1]), flush=True)
     med = {n: statistics.median(v) for n, v in runs.items()}
     print("random_resized_crop %d, flip, %d workers, batch %d, medians of %d rounds (images/s):"
           % (a.size, a.workers, a.batch, a.rounds))
@@ -131,13 +154,24 @@ def main():
     print("  shards / torchvision folder: %.2fx"
           % (med["ringfeed shards"] / med["torchvision folder"]))
 
-    from torchvision.datasets import ImageFolder
     sys.path.insert(0, os.path.join(HERE, "..", "bindings", "python", "tests"))
     from rfhelpers import reference_center
     refs = [reference_center(path, a.size) for path, _ in ImageFolder(a.folder).samples]
+    psnr_shards, psnr_folder = center_psnr(spec, refs, a), center_psnr(a.folder, refs, a)
     print("center %d mean PSNR vs torchvision on the originals: packed shards %.2f dB, "
-          "ringfeed on the folder %.2f dB"
-          % (a.size, center_psnr(spec, refs, a), center_psnr(a.folder, refs, a)))
+          "ringfeed on the folder %.2f dB" % (a.size, psnr_shards, psnr_folder))
+    if a.json:
+        rev = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True).stdout.strip()
+        with open(a.json, "a") as f:
+            f.write(json.dumps({
+                "bench": "pack", "machine": platform.node(), "cpus": os.cpu_count(), "git": rev,
+                "folder": a.folder, "dims": dims, "max_side": a.max_side, "quality": a.quality,
+                "workers": a.workers, "batch": a.batch, "size": a.size, "epochs": a.epochs,
+                "pack_seconds": pack_s, "source_mb": src_bytes / 1e6,
+                "packed_mb": packed_bytes / 1e6, "runs": runs, "loads": loads,
+                "medians": med, "psnr_center_shards": psnr_shards,
+                "psnr_center_folder": psnr_folder}) + "\n")
     if tmp:
         shutil.rmtree(tmp)
 

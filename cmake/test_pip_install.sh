@@ -8,7 +8,9 @@
 #   - ringfeed.__version__ == ringfeed.library_version() == pip's metadata
 #     version == the project version (include/ringfeed.h);
 #   - the package's own copy wins over a RINGFEED_LIBRARY that points elsewhere;
-#   - one epoch of a generated JPEG folder comes out as numpy arrays (no torch there).
+#   - one epoch of a generated JPEG folder comes out as numpy arrays (no torch there);
+#   - ringfeed-pack is installed next to the library: `python -m ringfeed.pack`
+#     packs that folder, and the loader reads the shards through the manifest.
 #
 # Usage: test_pip_install.sh PYTHON SOURCE_DIR WORK_DIR RF_GEN_FOLDER VERSION
 # PYTHON must have the venv module (Debian: python3-venv). The work folder is
@@ -126,6 +128,7 @@ assert set(versions.values()) == {expect}, "expected %s everywhere: %s" % (expec
 
 files = [str(f) for f in importlib.metadata.files("ringfeed")]
 assert "ringfeed/libringfeed.so" in files, files
+assert "ringfeed/ringfeed-pack" in files, files
 assert not [f for f in files if "test" in os.path.basename(f)], files
 
 try:
@@ -155,7 +158,30 @@ print("pip_install: %d images in %d batches, io %s; %s; library %s" % (
 PY
 (cd "$WORK" && "$VPY" check.py "$EXPECT" "$WORK/data" 21) || fail "the installed package does not work"
 
-# 8. the package's own copy comes first, even when RINGFEED_LIBRARY says otherwise
+# 8. ringfeed-pack from the wheel, as a user runs it
+step "python -m ringfeed.pack"
+(cd "$WORK" && "$VPY" -m ringfeed.pack --help | grep -q "usage: ringfeed-pack") ||
+    fail "python -m ringfeed.pack --help failed"
+PACKER=$(cd "$WORK" && "$VPY" -c "import ringfeed.pack; print(ringfeed.pack.executable())") ||
+    fail "ringfeed.pack.executable() failed"
+[ "$(dirname "$(realpath "$PACKER")")" = "$(dirname "$(realpath "$SO")")" ] ||
+    fail "ringfeed-pack found at $PACKER, not next to $SO"
+(cd "$WORK" && "$VPY" -m ringfeed.pack --max-side 48 --shard-count 8 --workers 2 \
+    "$WORK/data" "$WORK/packed") || fail "python -m ringfeed.pack failed"
+(cd "$WORK" && "$VPY" - "$WORK/packed" <<'PY'
+import sys
+import ringfeed
+with ringfeed.Loader(sys.argv[1] + "/shard-*.tar", batch_size=4, image_size=32,
+                     transform="center", shuffle=False) as ld:
+    n = sum(len(lbl) for _, lbl in ld)
+    st = ld.stats()
+assert n == 21, n
+assert st["shards"] == st["shards_from_manifest"] == 3, st
+print("pip_install: ringfeed-pack wrote 21 samples in 3 shards, indexed from the manifest")
+PY
+) || fail "the packed shards do not load"
+
+# 9. the package's own copy comes first, even when RINGFEED_LIBRARY says otherwise
 got=$(cd "$WORK" && RINGFEED_LIBRARY=/nonexistent/libringfeed.so "$VPY" -c \
     "import ringfeed; print(ringfeed.library_path())") ||
     fail "import with RINGFEED_LIBRARY set elsewhere failed"

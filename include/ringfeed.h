@@ -550,7 +550,9 @@ RF_API int64_t rf_loader_errmsg_copy(const rf_loader *l, char *buf, size_t cap);
 /* Writes the loader's statistics as one JSON object into buf (at most cap
  * bytes, NUL-terminated) and returns the length the full text needs, not
  * counting the NUL (as snprintf). Fields: images, batches, images_per_sec,
- * stall_seconds, num_workers, io_backend, memory {mode: "pinned" |
+ * stall_seconds, num_workers, shards and shards_from_manifest (tar sources:
+ * the shards, and those indexed from the ringfeed-pack manifest.json beside
+ * them instead of a header walk), io_backend, memory {mode: "pinned" |
  * "pageable", note}, device ("cpu" | "cuda:N"), cuda {built, available,
  * reason, copies, ...}, errors [{path, reason, sample}], stage seconds (read,
  * decode, transform).

@@ -74,6 +74,21 @@ static int sniff(const uint8_t *data, size_t len)
     return -1;
 }
 
+int rf__format_count(void)
+{
+    return NFORMATS;
+}
+
+const rf_format *rf__format_at(int i)
+{
+    return i >= 0 && i < NFORMATS ? formats[i] : NULL;
+}
+
+int rf__format_sniff(const uint8_t *data, size_t len)
+{
+    return sniff(data, len);
+}
+
 /* The reason for bytes no decoder takes: what they look like. */
 static int describe_unsupported(const uint8_t *p, size_t len, char *err, size_t errcap)
 {

@@ -67,6 +67,13 @@ extern const rf_format rf__format_png;  /* decode_png.c: libspng (or "unsupporte
 extern const rf_format rf__format_bmp;  /* decode_bmp.c: BMP, as PIL reads it */
 extern const rf_format rf__format_pnm;  /* decode_pnm.c: PBM/PGM/PPM P1..P6, as PIL reads them */
 
+/* (decode.c) The formats in the order they are sniffed: rf__format_count()
+ * of them; rf__format_sniff gives the index of the one data[0..len) is in,
+ * or -1. For other users of the seam (ringfeed-pack). */
+int rf__format_count(void);
+const rf_format *rf__format_at(int i);
+int rf__format_sniff(const uint8_t *data, size_t len);
+
 /* A per-worker buffer *buf of *cap bytes, replaced (contents not kept) by one
  * of at least need bytes when smaller. 0, or -1 when out of memory (then
  * *buf is NULL and *cap 0). The formats' scratch rows and tables. */

@@ -567,6 +567,8 @@ int64_t rf_loader_stats_json(rf_loader *l, char *buf, size_t cap)
         .epoch = l->disp.epoch,
         .num_samples = l->src.n,
         .num_batches = l->sampler.epoch_batches,
+        .shards = l->src.kind == RF_SOURCE_TAR ? l->src.nfiles : 0,
+        .shards_from_manifest = l->src.nfiles_manifest,
         .batch_size = l->opts.v[RF_P_BATCH_SIZE],
         .io_backend = !l->reader                                    ? "none"
                       : rf__reader_backend(l->reader) == RF__IO_URING ? "io_uring"

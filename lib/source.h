@@ -12,7 +12,8 @@
  * No per-sample heap allocation: a million-sample index is a few tens of MB
  * and builds in about a second. Indexing never opens or stats the sample
  * files themselves (folder, list); tar shards are opened once for the header
- * walk, record files are stat'ed for their sizes.
+ * walk (or, described by a ringfeed-pack manifest.json beside them, for two
+ * header reads), record files are stat'ed for their sizes.
  *
  * source.c picks the kind and holds the accessors; each kind indexes in a
  * file of its own (source_folder.c, source_list.c, source_tar.c,
@@ -70,6 +71,8 @@ typedef struct rf_source {
     /* tar, records: the files, in spec order */
     uint32_t nfiles;
     uint64_t *file_off;   /* nfiles offsets of the file paths into arena */
+    uint32_t nfiles_manifest; /* tar: shards indexed from a ringfeed-pack manifest.json
+                               * instead of a header walk (source_manifest.h) */
     /* tar: per sample */
     uint32_t *shard;      /* index into file_off */
     uint64_t *data_off;   /* offset of the member's data in its shard */

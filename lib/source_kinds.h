@@ -114,10 +114,14 @@ rf_source_index_fn rf__source_index_remote;
 /* source_remote.c: globs over s3:// (a listing); gctx is the rf_remote */
 rf_source_glob_fn rf__source_glob_remote;
 
-/* source_tar.c: walks the shard at path (named shard in messages) as shard
- * number shard_id, appending its samples to s; *maxlabel grows to the
- * largest label. */
+/* source_tar.c: indexes the shard at path (named shard in messages) as
+ * shard number shard_id, appending its samples to s: from man's entry for
+ * shard's base name when man (ringfeed-pack's manifest, or NULL) has one that
+ * fits the file, else by walking its headers; *maxlabel grows to the largest
+ * label. */
+struct rf_manifest;
 int rf__source_tar_shard(rf_source *s, uint32_t shard_id, const char *path, const char *shard,
-                         const rf_source_opts *o, int64_t *maxlabel, char *err, size_t errcap);
+                         const rf_source_opts *o, const struct rf_manifest *man,
+                         int64_t *maxlabel, char *err, size_t errcap);
 
 #endif

@@ -399,7 +399,7 @@ int rf__source_index_remote(rf_source *s, const rf_strlist *paths, const rf_sour
         snprintf(local, sizeof local, "%s", s->arena + s->local_off[k]);
         char name[RF__CACHE_PATH + 8];
         snprintf(name, sizeof name, "%s", url);
-        rc = rf__source_tar_shard(s, k, local, name, o, &maxlabel, err, errcap);
+        rc = rf__source_tar_shard(s, k, local, name, o, NULL, &maxlabel, err, errcap);
         if (rc == 0)
             keep_index(r, k, s, from, name, size, etag, okey);
         rf__remote_release(r, k);

@@ -28,6 +28,15 @@
  * sample's wanted members, read in one piece, and where each extra lies in
  * it (webdataset writes a key's members back to back, so the span is
  * little more than what is wanted).
+ *
+ * A shard that the manifest.json beside it (written by ringfeed-pack;
+ * source_manifest.c) describes - same file name, same byte size, and its
+ * first and last member headers where and as the manifest says - is not
+ * walked: the manifest's members are fed to the same code, labels from .cls
+ * members included, so the index is the walk's. Any mismatch, a malformed
+ * manifest or an error on the way falls back to the walk; stats count the
+ * shards indexed from a manifest (s->nfiles_manifest). The header fields
+ * are read in source_tar_fields.c.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -42,156 +51,12 @@
 
 #include "ringfeed.h"
 #include "source_kinds.h"
+#include "source_manifest.h"
+#include "source_tar.h"
 
-#define TAR_BLOCK 512
 #define TAR_MAX_NAME 65536    /* GNU long name / pax path */
 #define TAR_MAX_PAX (1 << 20) /* pax extended header */
 #define TAR_MAX_CLS 256       /* text of a .cls member */
-
-/* ---- header fields -------------------------------------------------------- */
-
-/* Octal field (leading spaces/NULs, digits, then NUL or space), or GNU
- * base-256 (high bit of the first byte). 0, or -1 when malformed. */
-static int tar_number(const uint8_t *f, size_t n, uint64_t *out)
-{
-    uint64_t v = 0;
-    if (f[0] & 0x80) {
-        if (f[0] & 0x40)
-            return -1; /* negative */
-        v = f[0] & 0x3f;
-        for (size_t i = 1; i < n; i++) {
-            if (v >> 55)
-                return -1;
-            v = (v << 8) | f[i];
-        }
-        *out = v;
-        return 0;
-    }
-    size_t i = 0;
-    while (i < n && (f[i] == ' ' || f[i] == '\0'))
-        i++;
-    if (i == n) {
-        *out = 0;
-        return 0;
-    }
-    for (; i < n && f[i] >= '0' && f[i] <= '7'; i++) {
-        if (v >> 60)
-            return -1;
-        v = v * 8 + (uint64_t)(f[i] - '0');
-    }
-    for (; i < n; i++)
-        if (f[i] != ' ' && f[i] != '\0')
-            return -1;
-    *out = v;
-    return 0;
-}
-
-static int tar_checksum_ok(const uint8_t *h)
-{
-    uint64_t want;
-    if (tar_number(h + 148, 8, &want) != 0)
-        return 0;
-    uint64_t usum = 0;
-    int64_t ssum = 0;
-    for (int i = 0; i < TAR_BLOCK; i++) {
-        int c = i >= 148 && i < 156 ? ' ' : h[i];
-        usum += (uint64_t)c;
-        ssum += i >= 148 && i < 156 ? ' ' : (int8_t)h[i]; /* old tars summed signed chars */
-    }
-    return usum == want || (uint64_t)ssum == want;
-}
-
-static int all_zero(const uint8_t *b, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (b[i])
-            return 0;
-    return 1;
-}
-
-/* Copies src[0..n) and a NUL into the growable string *dst. */
-static int set_str(char **dst, size_t *dcap, size_t *dlen, const char *src, size_t n)
-{
-    if (n + 1 > *dcap) {
-        size_t cap = *dcap ? *dcap : 256;
-        while (cap < n + 1)
-            cap *= 2;
-        char *p = realloc(*dst, cap);
-        if (!p)
-            return RF_E_NOMEM;
-        *dst = p;
-        *dcap = cap;
-    }
-    memcpy(*dst, src, n);
-    (*dst)[n] = '\0';
-    *dlen = n;
-    return 0;
-}
-
-/* Parses pax records "LEN key=value\n" for path and size. 0, -1 when
- * malformed, or RF_E_NOMEM. */
-static int pax_parse(const char *p, size_t n, char **path, size_t *path_cap, size_t *path_len,
-                     int *have_path, uint64_t *size, int *have_size)
-{
-    size_t i = 0;
-    while (i < n) {
-        size_t j = i, len = 0;
-        while (j < n && p[j] >= '0' && p[j] <= '9' && len < (1u << 30))
-            len = len * 10 + (size_t)(p[j++] - '0');
-        if (j == i || j >= n || p[j] != ' ' || len <= j - i + 1 || i + len > n ||
-            p[i + len - 1] != '\n')
-            return -1;
-        const char *kv = p + j + 1, *end = p + i + len - 1;
-        const char *eq = memchr(kv, '=', (size_t)(end - kv));
-        if (!eq)
-            return -1;
-        size_t klen = (size_t)(eq - kv), vlen = (size_t)(end - eq - 1);
-        if (klen == 4 && !memcmp(kv, "path", 4)) {
-            if (set_str(path, path_cap, path_len, eq + 1, vlen) != 0)
-                return RF_E_NOMEM;
-            /* a NUL inside the value ends the name, as in a header field */
-            *path_len = strlen(*path);
-            *have_path = 1;
-        } else if (klen == 4 && !memcmp(kv, "size", 4)) {
-            uint64_t v = 0;
-            if (vlen == 0 || vlen > 19)
-                return -1;
-            for (size_t k = 0; k < vlen; k++) {
-                char c = eq[1 + k];
-                if (c < '0' || c > '9')
-                    return -1;
-                v = v * 10 + (uint64_t)(c - '0');
-            }
-            *size = v;
-            *have_size = 1;
-        }
-        i += len;
-    }
-    return 0;
-}
-
-/* Parses the text of a .cls member: an integer >= 0, blanks around it allowed. */
-static int parse_label(const char *t, size_t n, int64_t *out)
-{
-    size_t i = 0;
-    while (i < n && isspace((unsigned char)t[i]))
-        i++;
-    size_t j = i;
-    int64_t v = 0;
-    if (j < n && t[j] == '+')
-        j++;
-    size_t d = j;
-    while (j < n && isdigit((unsigned char)t[j]) && j - d < 18)
-        v = v * 10 + (t[j++] - '0');
-    if (j == d)
-        return -1;
-    while (j < n && isspace((unsigned char)t[j]))
-        j++;
-    if (j != n)
-        return -1;
-    *out = v;
-    return 0;
-}
 
 /* ---- the walk over one shard --------------------------------------------- */
 
@@ -361,7 +226,7 @@ static int read_label(tar_walk *w, const char *mname, uint64_t hdr, uint64_t dat
     int rc = tar_read(w, text, size, data);
     if (rc != 0)
         return rc;
-    if (parse_label(text, size, &w->g.label) != 0) {
+    if (rf__tar_parse_label(text, size, &w->g.label) != 0) {
         snprintf(w->err, w->errcap,
                  "source: %s: %s at offset %llu: label \"%.*s\" is not an "
                  "integer >= 0",
@@ -406,10 +271,11 @@ static int tar_extended(tar_walk *w, char type, uint64_t pos, uint64_t data, uin
     w->pax[size] = '\0';
     if (type == 'L') {
         w->have_lname = 1;
-        return set_str(&w->lname, &w->lname_cap, &w->lname_len, w->pax, strnlen(w->pax, size));
+        return rf__tar_set_str(&w->lname, &w->lname_cap, &w->lname_len, w->pax,
+                               strnlen(w->pax, size));
     }
-    rc = pax_parse(w->pax, size, &w->lname, &w->lname_cap, &w->lname_len, &w->have_lname,
-                   &w->pax_size, &w->have_pax_size);
+    rc = rf__tar_pax_parse(w->pax, size, &w->lname, &w->lname_cap, &w->lname_len, &w->have_lname,
+                           &w->pax_size, &w->have_pax_size);
     if (rc == -1) {
         snprintf(w->err, w->errcap, "source: %s: malformed pax header at offset %llu", w->shard,
                  (unsigned long long)pos);
@@ -422,7 +288,7 @@ static int tar_extended(tar_walk *w, char type, uint64_t pos, uint64_t data, uin
  * starts a new sample when its key changes, and is one of its extras, its
  * image or its label (or none of these: other modalities are skipped). */
 static int tar_member(rf_source *s, tar_walk *w, const char *mname, size_t mlen, uint64_t hdr,
-                      uint64_t data, uint64_t size)
+                      uint64_t data, uint64_t size, const int64_t *cls_label)
 {
     tar_group *g = &w->g;
     if (is_meta_name(mname))
@@ -440,7 +306,7 @@ static int tar_member(rf_source *s, tar_walk *w, const char *mname, size_t mlen,
     if (!g->active || g->key_len != klen || memcmp(g->key, mname, klen) != 0) {
         if ((rc = group_finish(s, w)) != 0)
             return rc;
-        if ((rc = set_str(&g->key, &g->key_cap, &g->key_len, mname, klen)) != 0)
+        if ((rc = rf__tar_set_str(&g->key, &g->key_cap, &g->key_len, mname, klen)) != 0)
             return rc;
         g->active = 1;
         g->first_hdr = hdr;
@@ -467,7 +333,7 @@ static int tar_member(rf_source *s, tar_walk *w, const char *mname, size_t mlen,
         if (g->img.have)
             return twice(w, "image", &g->img, hdr);
         g->img = here;
-        return set_str(&g->img_name, &g->img_name_cap, &g->img_name_len, mname, mlen);
+        return rf__tar_set_str(&g->img_name, &g->img_name_cap, &g->img_name_len, mname, mlen);
     }
     if (!w->label_ext || strcasecmp(ext, w->label_ext))
         return 0;
@@ -477,6 +343,10 @@ static int tar_member(rf_source *s, tar_walk *w, const char *mname, size_t mlen,
         return twice(w, what, &g->cls, hdr);
     }
     g->cls = here;
+    if (cls_label && !strcasecmp(ext, "cls")) { /* the manifest read the .cls member already */
+        g->label = *cls_label;
+        return 0;
+    }
     return read_label(w, mname, hdr, data, size);
 }
 
@@ -496,16 +366,16 @@ static int tar_header(tar_walk *w, uint64_t pos, uint8_t *h, char *type, uint64_
     int rc = tar_read(w, h, TAR_BLOCK, pos);
     if (rc != 0)
         return rc;
-    if (all_zero(h, TAR_BLOCK))
+    if (rf__tar_all_zero(h, TAR_BLOCK))
         return 1; /* end of archive */
-    if (!tar_checksum_ok(h)) {
+    if (!rf__tar_checksum_ok(h)) {
         snprintf(w->err, w->errcap,
                  "source: %s: bad tar header checksum at offset %llu (not a tar "
                  "file, or corrupt)",
                  w->shard, (unsigned long long)pos);
         return RF_E_SOURCE;
     }
-    if (tar_number(h + 124, 12, size) != 0) {
+    if (rf__tar_number(h + 124, 12, size) != 0) {
         snprintf(w->err, w->errcap, "source: %s: bad size field in the tar header at offset %llu",
                  w->shard, (unsigned long long)pos);
         return RF_E_SOURCE;
@@ -550,8 +420,95 @@ static const char *tar_name(const tar_walk *w, const uint8_t *h, char name[TAR_B
     return name;
 }
 
+/* 1 when the member header before data offset off names key.ext and gives
+ * len bytes: the shard is the one the manifest describes there. */
+static int manifest_header_ok(tar_walk *w, const char *key, const char *ext, uint64_t off,
+                              uint64_t len)
+{
+    uint8_t h[TAR_BLOCK];
+    char name[TAR_BLOCK + 2], type;
+    uint64_t size, next;
+    size_t mlen, kl = strlen(key);
+    if (off < TAR_BLOCK || tar_header(w, off - TAR_BLOCK, h, &type, &size, &next) != 0 ||
+        (type != '0' && type != '\0') || size != len)
+        return 0;
+    const char *n = tar_name(w, h, name, &mlen);
+    return mlen == kl + 1 + strlen(ext) && !memcmp(n, key, kl) && n[kl] == '.' &&
+           !strcmp(n + kl + 1, ext);
+}
+
+/* Indexes the shard from its manifest entry: each member is fed to
+ * tar_member as the walk would, named key.ext, its header the block before
+ * its data. 0, or nonzero when the caller must walk instead. */
+static int manifest_walk(rf_source *s, tar_walk *w, const rf_manifest *m,
+                         const rf_manifest_shard *ms)
+{
+    const rf_manifest_sample *first = &m->samples[ms->first], *last = first + ms->n - 1;
+    const rf_manifest_member *m0 = &m->members[first->first];
+    const rf_manifest_member *m1 = &m->members[last->first + last->n - 1];
+    if (!manifest_header_ok(w, m->arena + first->key, m->arena + m0->ext, m0->off, m0->len) ||
+        !manifest_header_ok(w, m->arena + last->key, m->arena + m1->ext, m1->off, m1->len))
+        return -1;
+    int rc = 0;
+    for (size_t i = ms->first; rc == 0 && i < ms->first + ms->n; i++) {
+        const rf_manifest_sample *sm = &m->samples[i];
+        const char *key = m->arena + sm->key;
+        size_t kl = strlen(key);
+        for (size_t k = sm->first; rc == 0 && k < sm->first + sm->n; k++) {
+            const rf_manifest_member *mm = &m->members[k];
+            const char *ext = m->arena + mm->ext;
+            size_t need = kl + strlen(ext) + 2;
+            if (need > w->lname_cap) {
+                char *p = realloc(w->lname, need);
+                if (!p)
+                    return RF_E_NOMEM;
+                w->lname = p;
+                w->lname_cap = need;
+            }
+            memcpy(w->lname, key, kl);
+            w->lname[kl] = '.';
+            strcpy(w->lname + kl + 1, ext);
+            rc = tar_member(s, w, w->lname, need - 1, mm->off - TAR_BLOCK, mm->off, mm->len,
+                            sm->label >= 0 ? &sm->label : NULL);
+        }
+    }
+    return rc == 0 ? group_finish(s, w) : rc;
+}
+
+/* The header walk: every member in turn. */
+static int header_walk(rf_source *s, tar_walk *w)
+{
+    uint8_t h[TAR_BLOCK];
+    char name[TAR_BLOCK + 2];
+    uint64_t pos = 0;
+    int rc = 0;
+    while (rc == 0 && pos < w->fsize) {
+        char type;
+        uint64_t size, next;
+        if ((rc = tar_header(w, pos, h, &type, &size, &next)) != 0)
+            break;
+        uint64_t hdr = pos, data = pos + TAR_BLOCK;
+        pos = next;
+        if (type == 'L' || type == 'x') {
+            rc = tar_extended(w, type, hdr, data, size);
+            continue;
+        }
+        if (type == 'K' || type == 'g') /* long link name, global pax: not ours */
+            continue;
+        size_t mlen;
+        const char *mname = tar_name(w, h, name, &mlen);
+        w->have_lname = w->have_pax_size = 0;
+        if (type == '0' || type == '\0' || type == '7') /* not directories, links, ... */
+            rc = tar_member(s, w, mname, mlen, hdr, data, size, NULL);
+    }
+    if (rc == 1) /* end of archive */
+        rc = 0;
+    return rc == 0 ? group_finish(s, w) : rc;
+}
+
 int rf__source_tar_shard(rf_source *s, uint32_t shard_id, const char *path, const char *shard,
-                         const rf_source_opts *o, int64_t *maxlabel, char *err, size_t errcap)
+                         const rf_source_opts *o, const rf_manifest *man, int64_t *maxlabel,
+                         char *err, size_t errcap)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
     if (fd < 0) {
@@ -568,7 +525,7 @@ int rf__source_tar_shard(rf_source *s, uint32_t shard_id, const char *path, cons
      * valid tar header whose name happens to start so is a tar). */
     uint8_t first[TAR_BLOCK];
     ssize_t got = pread(fd, first, sizeof first, 0);
-    const char *how = got > 0 && !(got == TAR_BLOCK && tar_checksum_ok(first))
+    const char *how = got > 0 && !(got == TAR_BLOCK && rf__tar_checksum_ok(first))
                           ? rf__compressed_magic(first, (size_t)got)
                           : NULL;
     if (how) {
@@ -586,34 +543,22 @@ int rf__source_tar_shard(rf_source *s, uint32_t shard_id, const char *path, cons
                   .maxlabel = maxlabel,
                   .err = err,
                   .errcap = errcap};
-    uint8_t h[TAR_BLOCK];
-    char name[TAR_BLOCK + 2];
-    int64_t before = s->n;
-    uint64_t pos = 0;
-    int rc = 0;
-    while (rc == 0 && pos < w.fsize) {
-        char type;
-        uint64_t size, next;
-        if ((rc = tar_header(&w, pos, h, &type, &size, &next)) != 0)
-            break;
-        uint64_t hdr = pos, data = pos + TAR_BLOCK;
-        pos = next;
-        if (type == 'L' || type == 'x') {
-            rc = tar_extended(&w, type, hdr, data, size);
-            continue;
-        }
-        if (type == 'K' || type == 'g') /* long link name, global pax: not ours */
-            continue;
-        size_t mlen;
-        const char *mname = tar_name(&w, h, name, &mlen);
-        w.have_lname = w.have_pax_size = 0;
-        if (type == '0' || type == '\0' || type == '7') /* not directories, links, ... */
-            rc = tar_member(s, &w, mname, mlen, hdr, data, size);
+    int64_t before = s->n, maxlabel_before = *maxlabel;
+    size_t arena_before = s->arena_len;
+    const char *base = strrchr(shard, '/');
+    const rf_manifest_shard *ms =
+        man ? rf__manifest_find(man, base ? base + 1 : shard, w.fsize) : NULL;
+    int rc = ms ? manifest_walk(s, &w, man, ms) : -1;
+    if (rc == 0) {
+        s->nfiles_manifest++;
+    } else {
+        /* undo what the manifest added: the walk alone decides */
+        s->n = before;
+        s->arena_len = arena_before;
+        *maxlabel = maxlabel_before;
+        w.g.active = 0;
+        rc = header_walk(s, &w);
     }
-    if (rc == 1) /* end of archive */
-        rc = 0;
-    if (rc == 0)
-        rc = group_finish(s, &w);
     if (rc == 0 && s->n == before) {
         snprintf(err, errcap,
                  "source: %s: no samples (no members named <key>.<picture extension>: %s)", shard,
@@ -628,6 +573,27 @@ int rf__source_tar_shard(rf_source *s, uint32_t shard_id, const char *path, cons
     return rc;
 }
 
+/* The manifest.json in the folder of shard path, parsed into *m unless the
+ * folder is the one parsed last (prefix: that folder, with its '/').
+ * Returns m, or NULL when the folder has no usable manifest. */
+static const rf_manifest *folder_manifest(const char *path, rf_manifest *m, char *prefix,
+                                          size_t cap, int *have)
+{
+    const char *slash = strrchr(path, '/');
+    size_t dl = slash ? (size_t)(slash - path) + 1 : 0;
+    if (dl >= cap)
+        return NULL;
+    if (*have >= 0 && strlen(prefix) == dl && !memcmp(prefix, path, dl))
+        return *have ? m : NULL;
+    rf__manifest_free(m);
+    memcpy(prefix, path, dl);
+    prefix[dl] = '\0';
+    char mp[4096], merr[256];
+    snprintf(mp, sizeof mp, "%smanifest.json", prefix);
+    *have = access(mp, F_OK) == 0 && rf__manifest_read(mp, m, merr, sizeof merr) == 0;
+    return *have ? m : NULL;
+}
+
 int rf__source_index_tar(rf_source *s, const rf_strlist *paths, const rf_source_opts *o, char *err,
                          size_t errcap)
 {
@@ -635,14 +601,22 @@ int rf__source_index_tar(rf_source *s, const rf_strlist *paths, const rf_source_
     s->nextras = o->nextras;
     int rc = rf__source_put_files(s, paths);
     int64_t maxlabel = -1;
+    rf_manifest man = {0};
+    char prefix[4096];
+    int have = -1; /* -1: no folder's manifest looked for yet */
     for (uint32_t f = 0; rc == 0 && f < s->nfiles; f++) {
-        const char *shard = s->arena + s->file_off[f];
-        rc = rf__source_tar_shard(s, f, shard, shard, o, &maxlabel, err, errcap);
+        const char *path = s->arena + s->file_off[f];
+        const rf_manifest *m = folder_manifest(path, &man, prefix, sizeof prefix, &have);
+        /* path points into the arena, which indexing moves: copied first */
+        char *p = strdup(path);
+        rc = p ? rf__source_tar_shard(s, f, p, p, o, m, &maxlabel, err, errcap) : RF_E_NOMEM;
+        free(p);
         if (rc == 0 && s->n > UINT32_MAX) {
             snprintf(err, errcap, "source: more than %u samples", UINT32_MAX);
             rc = RF_E_SOURCE;
         }
     }
+    rf__manifest_free(&man);
     s->nclasses = maxlabel + 1;
     return rc;
 }

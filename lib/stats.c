@@ -164,6 +164,8 @@ void rf__stats_render(const rf_stats_snapshot *v, rf_json *j)
     rf__json_fmt(j, "\"num_samples\": %lld, \"num_batches\": %lld, \"batch_size\": %lld, ",
                  (long long)v->num_samples, (long long)v->num_batches,
                  (long long)v->batch_size);
+    rf__json_fmt(j, "\"shards\": %lld, \"shards_from_manifest\": %lld, ",
+                 (long long)v->shards, (long long)v->shards_from_manifest);
     rf__json_raw(j, "\"io_backend\": ");
     rf__json_str(j, v->io_backend);
     rf__json_raw(j, ", \"io_note\": ");

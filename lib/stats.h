@@ -67,6 +67,8 @@ typedef struct rf_stats_snapshot {
     int64_t now_ns;
     int active_workers, worker_threads, auto_workers;
     int64_t epoch, num_samples, num_batches, batch_size;
+    int64_t shards, shards_from_manifest; /* tar sources: shards, and those indexed from
+                                           * a manifest.json (no header walk) */
     const char *io_backend; /* "none", "io_uring", "pread" */
     const char *io_note;
     int pinned;

@@ -15,9 +15,13 @@
  * chunk in order, so the bytes do not depend on the worker count. Each shard
  * is written as OUT/.<name>.tmp and renamed when complete. The key of a
  * sample is its position in the write order, zero-padded; a skipped bad
- * sample leaves a gap in the keys. OUT/manifest.json is written last.
+ * sample leaves a gap in the keys. From tar shards, the members other than
+ * the picture and the label (captions, metadata) are copied unchanged into
+ * the output sample (--extras). OUT/manifest.json, with the index that lets
+ * the loader skip the header walk (pack_manifest.c), is written last.
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -33,25 +37,21 @@
 #include "pack.h"
 #include "ringfeed.h"
 #include "source.h"
+#include "source_kinds.h"
 
-#define ERRCAP 512
+#define ERRCAP PACK_ERRCAP
 #define CHUNK 1024 /* positions encoded before they are written (bounds the memory) */
 
-typedef struct opts {
-    const char *src, *out, *prefix;
-    pack_image_opts img;
-    int64_t shard_count; /* positions per shard (--shard-count) */
-    uint64_t shard_size; /* > 0: close a shard once it holds this many bytes (--shard-size) */
-    int workers;
-    int shuffle;
-    uint64_t seed;
-    int skip_errors;     /* --on-error skip */
-    int stop_after;      /* test only: exit after writing this many shards (0: never) */
-} opts;
+typedef pack_opts opts;
+typedef pack_shard shard_info;
+typedef pack_bad bad;
 
 typedef struct result {
-    uint8_t *jpg;
+    uint8_t *jpg;    /* the picture member's bytes */
     size_t len;
+    const char *ext; /* its extension ("jpg", or the original's) */
+    uint8_t *xbuf;   /* the extra members' bytes, back to back */
+    uint32_t xlen[RF_SOURCE_MAX_EXTRAS]; /* RF_SOURCE_ABSENT: the sample has none */
     int rc;
     char err[ERRCAP];
 } result;
@@ -112,6 +112,38 @@ static int read_sample(const rf_source *s, int64_t i, uint8_t **buf, size_t *len
     return 0;
 }
 
+/* Sample i's bytes (with extras: the span of its members) to its result:
+ * the picture member, and the extras' bytes copied out of the span. */
+static int pack_sample(pack_coder *c, const rf_source *s, int64_t i, const uint8_t *data,
+                       size_t len, const pack_image_opts *io, result *r)
+{
+    uint64_t rel = 0, ilen = len;
+    if (s->nextras > 0)
+        rf__source_image_in_span(s, i, &rel, &ilen);
+    int rc = pack_image(c, data + rel, (size_t)ilen, io, &r->jpg, &r->len, &r->ext, r->err,
+                        ERRCAP);
+    if (rc != 0 || s->nextras == 0)
+        return rc;
+    size_t total = 0, at = 0;
+    for (int e = 0; e < s->nextras; e++) {
+        uint32_t el;
+        r->xlen[e] = rf__source_extra_in_span(s, i, e, &rel, &el) ? el : RF_SOURCE_ABSENT;
+        total += r->xlen[e] == RF_SOURCE_ABSENT ? 0 : el;
+    }
+    if (!(r->xbuf = malloc(total ? total : 1))) {
+        snprintf(r->err, ERRCAP, "out of memory");
+        return RF_E_NOMEM;
+    }
+    for (int e = 0; e < s->nextras; e++) {
+        uint32_t el;
+        if (rf__source_extra_in_span(s, i, e, &rel, &el)) {
+            memcpy(r->xbuf + at, data + rel, el);
+            at += el;
+        }
+    }
+    return 0;
+}
+
 static void *worker(void *arg)
 {
     job *j = arg;
@@ -127,7 +159,7 @@ static void *worker(void *arg)
             r->rc = RF_E_NOMEM;
             snprintf(r->err, ERRCAP, "out of memory");
         } else if ((r->rc = read_sample(j->s, j->order[p], &data, &len, r->err)) == 0) {
-            r->rc = pack_image(c, data, len, &j->o->img, &r->jpg, &r->len, r->err, ERRCAP);
+            r->rc = pack_sample(c, j->s, j->order[p], data, len, &j->o->img, r);
         }
         free(data);
         atomic_fetch_add_explicit(&j->done, 1, memory_order_release);
@@ -135,54 +167,6 @@ static void *worker(void *arg)
     pack_coder_destroy(c);
     return NULL;
 }
-
-/* ---- tar ---- */
-
-static void octal(char *field, size_t width, uint64_t v)
-{
-    char tmp[32];
-    int n = snprintf(tmp, sizeof tmp, "%0*llo", (int)width - 1, (unsigned long long)v);
-    memcpy(field, tmp + (size_t)n - (width - 1), width - 1);
-    field[width - 1] = '\0';
-}
-
-/* One member with fixed owner, mode and time, so shards are reproducible. */
-static int tar_member(FILE *f, const char *name, const void *data, size_t len)
-{
-    uint8_t h[512] = {0};
-    strncpy((char *)h, name, 99);
-    octal((char *)h + 100, 8, 0644);
-    octal((char *)h + 108, 8, 0);
-    octal((char *)h + 116, 8, 0);
-    octal((char *)h + 124, 12, len);
-    octal((char *)h + 136, 12, 0);
-    h[156] = '0';
-    memcpy(h + 257, "ustar", 6);
-    memcpy(h + 263, "00", 2);
-    memset(h + 148, ' ', 8);
-    unsigned sum = 0;
-    for (int k = 0; k < 512; k++)
-        sum += h[k];
-    snprintf((char *)h + 148, 8, "%06o", sum);
-    static const uint8_t zero[512];
-    if (fwrite(h, 1, 512, f) != 512 || fwrite(data, 1, len, f) != len)
-        return -1;
-    size_t pad = (512 - len % 512) % 512;
-    return fwrite(zero, 1, pad, f) == pad ? 0 : -1;
-}
-
-/* ---- shards ---- */
-
-typedef struct shard_info {
-    int64_t samples;
-    uint64_t bytes;
-    int resumed;
-} shard_info;
-
-typedef struct bad {
-    int64_t pos;
-    char reason[ERRCAP];
-} bad;
 
 static void shard_name(const opts *o, int64_t k, char *buf, size_t cap, int tmp)
 {
@@ -192,34 +176,38 @@ static void shard_name(const opts *o, int64_t k, char *buf, size_t cap, int tmp)
         snprintf(buf, cap, "%s/%s-%06lld.tar", o->out, o->prefix, (long long)k);
 }
 
-/* A complete shard of an earlier run: counts its .jpg members, marks
- * their keys in present[0..n) and gives the largest key. */
+/* A complete shard of an earlier run: counts its samples (.cls members),
+ * marks their keys in present[0..n) and gives the largest key. */
+typedef struct scan {
+    unsigned char *present;
+    int64_t n, maxkey, samples;
+} scan;
+
+static int scan_member(void *ctx, FILE *f, const char *name, uint64_t off, uint64_t size)
+{
+    (void)f, (void)off, (void)size;
+    scan *sc = ctx;
+    const char *dot = strchr(name, '.');
+    if (dot && !strcmp(dot, ".cls")) {
+        int64_t key = strtoll(name, NULL, 10);
+        if (key >= 0 && key < sc->n)
+            sc->present[key] = 1;
+        sc->maxkey = key > sc->maxkey ? key : sc->maxkey;
+        sc->samples++;
+    }
+    return 0;
+}
+
 static int scan_shard(const char *path, unsigned char *present, int64_t n, int64_t *maxkey,
                       shard_info *si)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    scan sc = {present, n, *maxkey, 0};
+    if (pack_tar_walk(path, scan_member, &sc) != 0)
         return -1;
-    uint8_t h[512];
-    si->samples = 0;
-    while (fread(h, 1, 512, f) == 512 && h[0]) {
-        uint64_t size = strtoull((char *)h + 124, NULL, 8);
-        h[99] = 0; /* the name field need not end with a NUL */
-        char *dot = strrchr((char *)h, '.');
-        if (dot && !strcmp(dot, ".jpg")) {
-            int64_t key = strtoll((char *)h, NULL, 10);
-            if (key >= 0 && key < n)
-                present[key] = 1;
-            *maxkey = key > *maxkey ? key : *maxkey;
-            si->samples++;
-        }
-        if (fseeko(f, (off_t)((size + 511) / 512 * 512), SEEK_CUR) != 0)
-            break;
-    }
-    fclose(f);
+    *maxkey = sc.maxkey;
+    si->samples = sc.samples;
     struct stat st;
     si->bytes = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
-    si->resumed = 1;
     return 0;
 }
 
@@ -306,86 +294,17 @@ static void run_shard(job *j, int64_t total_done, int64_t total, double t0, int 
     free(th);
 }
 
-/* ---- manifest ---- */
-
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
-    }
-    fputc('"', f);
-}
-
-static int write_manifest(const opts *o, const rf_source *s, const int64_t *order,
-                          const shard_info *si, int64_t nshards, const bad *bads, int64_t nbad)
-{
-    char path[4096], tmp[4096];
-    snprintf(path, sizeof path, "%s/manifest.json", o->out);
-    snprintf(tmp, sizeof tmp, "%s/.manifest.json.tmp", o->out);
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return -1;
-    int64_t written = 0;
-    for (int64_t k = 0; k < nshards; k++)
-        written += si[k].samples;
-    fprintf(f, "{\n  \"format\": \"ringfeed-pack 1\",\n  \"source\": ");
-    json_str(f, o->src);
-    fprintf(f, ",\n  \"source_samples\": %lld,\n  \"samples\": %lld,\n  \"skipped\": %lld,\n",
-            (long long)s->n, (long long)written, (long long)nbad);
-    fprintf(f, "  \"nclasses\": %lld,\n  \"classes\": [", (long long)s->nclasses);
-    for (int64_t c = 0; s->class_off && c < s->nclasses; c++) {
-        fputs(c ? ", " : "", f);
-        json_str(f, s->arena + s->class_off[c]);
-    }
-    fprintf(f, "],\n  \"options\": {\"max_side\": %d, \"quality\": %d, \"shard_count\": %lld, \"shard_size\": %llu, "
-               "\"shuffle\": %s, \"seed\": %llu, \"keep_original_if_smaller\": %s, "
-               "\"on_error\": \"%s\", \"prefix\": ",
-            o->img.max_side, o->img.quality, o->shard_size ? 0LL : (long long)o->shard_count,
-            (unsigned long long)o->shard_size,
-            o->shuffle ? "true" : "false", (unsigned long long)o->seed,
-            o->img.keep_original ? "true" : "false", o->skip_errors ? "skip" : "raise");
-    json_str(f, o->prefix);
-    fprintf(f, "},\n  \"shards\": [\n");
-    for (int64_t k = 0; k < nshards; k++) {
-        char name[4096];
-        snprintf(name, sizeof name, "%s-%06lld.tar", o->prefix, (long long)k);
-        fprintf(f, "    {\"name\": ");
-        json_str(f, name);
-        fprintf(f, ", \"samples\": %lld, \"bytes\": %llu}%s\n", (long long)si[k].samples,
-                (unsigned long long)si[k].bytes, k + 1 < nshards ? "," : "");
-    }
-    fprintf(f, "  ],\n  \"skipped_samples\": [");
-    for (int64_t e = 0; e < nbad; e++) {
-        char name[4096];
-        rf__source_name(s, order[bads[e].pos], name, sizeof name);
-        fprintf(f, "%s\n    {\"key\": %lld, \"source\": ", e ? "," : "", (long long)bads[e].pos);
-        json_str(f, name);
-        fprintf(f, ", \"reason\": ");
-        json_str(f, bads[e].reason);
-        fputc('}', f);
-    }
-    fprintf(f, "%s]\n}\n", nbad ? "\n  " : "");
-    if (fclose(f) != 0)
-        return -1;
-    return rename(tmp, path);
-}
-
 /* ---- main ---- */
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: ringfeed-pack [options] SRC OUT\n"
-            "Writes SRC (an image folder, a list file or tar shards: anything the loader reads)\n"
-            "as WebDataset tar shards OUT/<prefix>-000000.tar, ... with members <key>.jpg and\n"
-            "<key>.cls, and OUT/manifest.json. A rerun skips the shards already complete.\n"
+            "Writes SRC (an image folder, a list file or tar shards: anything the loader reads;\n"
+            "JPEG, PNG, WebP, BMP, PNM pictures) as WebDataset tar shards\n"
+            "OUT/<prefix>-000000.tar, ... with members <key>.jpg and <key>.cls (and a tar\n"
+            "source's other members), and OUT/manifest.json, whose index lets the loader skip\n"
+            "the shards' header walk. A rerun skips the shards already complete.\n"
             "  --max-side N        shrink so that the longer side is at most N (never enlarge;\n"
             "                      0, the default: keep the size)\n"
             "  --quality Q         JPEG quality 1..100 (default 90)\n"
@@ -394,7 +313,12 @@ static void usage(FILE *f)
             "  --workers N         encoding threads (default: the CPUs); output does not depend on it\n"
             "  --shuffle           write the samples in a shuffled order (seeded by --seed)\n"
             "  --seed S            seed of --shuffle (default 0)\n"
-            "  --keep-original-if-smaller  copy a JPEG needing no shrink byte for byte\n"
+            "  --keep-original-if-smaller  store a picture needing no shrink as it came, under\n"
+            "                      its own extension (<key>.png, ...): a JPEG always, another\n"
+            "                      format when its bytes are fewer than the JPEG's\n"
+            "  --extras LIST       tar sources: the members besides the picture and the .cls\n"
+            "                      label copied unchanged into each sample, by extension\n"
+            "                      (\"txt,json\"); default: all of them; \"none\": none\n"
             "  --prefix NAME       shard name prefix (default \"shard\")\n"
             "  --on-error raise|skip  a bad source file stops the run (default) or is left out\n"
             "                      and listed in the manifest\n"
@@ -427,6 +351,38 @@ static int parse_size(const char *s, uint64_t *v)
     return 0;
 }
 
+/* --extras "txt,json": distinct extensions, lowercased, neither a picture nor
+ * the label. 0, or -1 with the reason in err. */
+static int parse_extras(const char *arg, rf_source_opts *so, char *buf, size_t cap, char *err)
+{
+    size_t at = 0;
+    for (const char *p = arg; *p;) {
+        size_t n = strcspn(p, ",");
+        if (n == 0 || n > RF_SOURCE_MAX_EXT || memchr(p, '/', n) || at + n + 1 > cap ||
+            so->nextras == RF_SOURCE_MAX_EXTRAS) {
+            snprintf(err, ERRCAP, "expected up to %d extensions of 1..%d bytes, comma-separated",
+                     RF_SOURCE_MAX_EXTRAS, RF_SOURCE_MAX_EXT);
+            return -1;
+        }
+        char *e = buf + at;
+        for (size_t i = 0; i < n; i++)
+            e[i] = (char)tolower((unsigned char)p[i]);
+        e[n] = '\0';
+        int dup = 0;
+        for (int i = 0; i < so->nextras; i++)
+            dup |= !strcmp(so->extras[i], e);
+        if (dup || !strcmp(e, "cls") || rf__image_ext(e)) {
+            snprintf(err, ERRCAP, "\"%s\": %s", e,
+                     dup ? "named twice" : "the picture and the label are not extras");
+            return -1;
+        }
+        so->extras[so->nextras++] = e;
+        at += n + 1;
+        p += n + (p[n] == ',');
+    }
+    return 0;
+}
+
 static uint64_t splitmix(uint64_t *x)
 {
     uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
@@ -440,13 +396,14 @@ int main(int argc, char **argv)
     opts o = {.prefix = "shard", .img = {0, 90, 0}, .shard_count = 1000};
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     o.workers = cpus > 0 ? (int)cpus : 1;
-    enum { O_MAX = 256, O_Q, O_SC, O_SS, O_W, O_SH, O_SEED, O_KEEP, O_PRE, O_ERR, O_STOP };
+    enum { O_MAX = 256, O_Q, O_SC, O_SS, O_W, O_SH, O_SEED, O_KEEP, O_PRE, O_ERR, O_STOP, O_EXTRAS };
     static const struct option lo[] = {
         {"max-side", 1, 0, O_MAX}, {"quality", 1, 0, O_Q}, {"shard-count", 1, 0, O_SC},
         {"shard-size", 1, 0, O_SS},
         {"workers", 1, 0, O_W}, {"shuffle", 0, 0, O_SH}, {"seed", 1, 0, O_SEED},
         {"keep-original-if-smaller", 0, 0, O_KEEP}, {"prefix", 1, 0, O_PRE},
-        {"on-error", 1, 0, O_ERR}, {"stop-after-shards", 1, 0, O_STOP}, {"help", 0, 0, 'h'},
+        {"on-error", 1, 0, O_ERR}, {"stop-after-shards", 1, 0, O_STOP}, {"extras", 1, 0, O_EXTRAS},
+        {"help", 0, 0, 'h'},
         {0, 0, 0, 0}};
     int c, sc_given = 0;
     long long v;
@@ -470,6 +427,7 @@ int main(int argc, char **argv)
             o.skip_errors = !strcmp(optarg, "skip");
             break;
         case O_STOP: bad_arg = parse_int(optarg, 1, INT32_MAX, &v); o.stop_after = (int)v; break;
+        case O_EXTRAS: o.extras_arg = optarg; bad_arg = !*optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -500,6 +458,29 @@ int main(int argc, char **argv)
         fprintf(stderr, "ringfeed-pack: %s: only labelled sources are packed\n", o.src);
         rf__source_close(&s);
         return 1;
+    }
+    /* tar: index again, now with the extra members to pass through */
+    char extbuf[RF_SOURCE_MAX_EXTRAS * (RF_SOURCE_MAX_EXT + 1)];
+    rf_source_opts so = {0};
+    if (o.extras_arg && strcmp(o.extras_arg, "none") && s.kind != RF_SOURCE_TAR) {
+        fprintf(stderr, "ringfeed-pack: %s: --extras names members of tar shards\n", o.src);
+        rf__source_close(&s);
+        return 2;
+    }
+    if (s.kind == RF_SOURCE_TAR && !(o.extras_arg && !strcmp(o.extras_arg, "none"))) {
+        int e = o.extras_arg ? parse_extras(o.extras_arg, &so, extbuf, sizeof extbuf, err)
+                             : pack_tar_exts(o.src, &so, extbuf, sizeof extbuf, err, sizeof err);
+        rf__source_close(&s);
+        if (e != 0 || (so.nextras > 0 && rf__source_open_ex(&s, o.src, &so, err, sizeof err))) {
+            fprintf(stderr, "ringfeed-pack: %s: %s\n", e ? "--extras" : o.src, err);
+            return e ? 2 : 1;
+        }
+        if (so.nextras == 0 && rf__source_open(&s, o.src, err, sizeof err) != 0) {
+            fprintf(stderr, "ringfeed-pack: %s: %s\n", o.src, err);
+            return 1;
+        }
+        o.nextras = so.nextras;
+        memcpy(o.extras, so.extras, sizeof o.extras);
     }
     if (mkdir(o.out, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "ringfeed-pack: cannot create %s: %s\n", o.out, strerror(errno));
@@ -601,17 +582,25 @@ int main(int argc, char **argv)
                 if (!o.skip_errors || add_bad(&bads, &nbad, &bad_cap, p, r->err))
                     rc = 1;
             } else {
-                char member[64], label[32], digits[24];
-                int nd = snprintf(digits, sizeof digits, "%lld", (long long)p);
+                char member[160], keyname[64], label[32];
+                int nd = snprintf(label, sizeof label, "%lld", (long long)p);
                 /* the key: p zero-padded to the width of the largest one */
-                snprintf(member, sizeof member, "%.*s%s.jpg", width > nd ? width - nd : 0,
-                         "000000000000000000000", digits);
+                snprintf(keyname, sizeof keyname, "%.*s%s", width > nd ? width - nd : 0,
+                         "000000000000000000000", label);
                 int ll = snprintf(label, sizeof label, "%lld",
                                   (long long)rf__source_label(&s, order[p]));
-                int e = tar_member(f, member, r->jpg, r->len);
-                snprintf(member, sizeof member, "%.*s%s.cls", width > nd ? width - nd : 0,
-                         "000000000000000000000", digits);
-                if (e || tar_member(f, member, label, (size_t)ll)) {
+                snprintf(member, sizeof member, "%s.%s", keyname, r->ext);
+                int e = pack_tar_member(f, member, r->jpg, r->len);
+                snprintf(member, sizeof member, "%s.cls", keyname);
+                e = e || pack_tar_member(f, member, label, (size_t)ll);
+                for (size_t x = 0, at = 0; !e && x < (size_t)s.nextras; x++) {
+                    if (r->xlen[x] == RF_SOURCE_ABSENT)
+                        continue;
+                    snprintf(member, sizeof member, "%s.%s", keyname, o.extras[x]);
+                    e = pack_tar_member(f, member, r->xbuf + at, r->xlen[x]);
+                    at += r->xlen[x];
+                }
+                if (e) {
                     fprintf(stderr, "ringfeed-pack: cannot write %s\n", tmp);
                     rc = 1;
                     goto next;
@@ -642,6 +631,7 @@ int main(int argc, char **argv)
             }
         next:
             free(r->jpg);
+            free(r->xbuf);
         }
         pos = b;
     }
@@ -653,7 +643,7 @@ int main(int argc, char **argv)
     if (tty)
         fputc('\n', stderr);
     if (rc == 0) {
-        if (write_manifest(&o, &s, order, si, nshards, bads, nbad) != 0) {
+        if (pack_write_manifest(&o, &s, order, si, nshards, bads, nbad) != 0) {
             fprintf(stderr, "ringfeed-pack: cannot write %s/manifest.json\n", o.out);
             rc = 1;
         } else {

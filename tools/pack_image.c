@@ -1,16 +1,19 @@
 /*
  * pack_image.c - one sample's bytes to the JPEG that ringfeed-pack stores.
  *
- * Decoding goes through the library's own format seam (decode_formats.h) at
- * full resolution (max_denom 1: the pixels PIL decodes), shrinking through
+ * Decoding goes through the library's own format seam (decode_formats.h):
+ * the bytes are sniffed as the loader sniffs them (JPEG, WebP, PNG, BMP,
+ * PNM), each format's decoder made on first use, at full resolution (max_denom 1: the pixels PIL decodes), shrinking through
  * the library's Pillow-exact antialiased resampler with a whole-picture
  * geometry, so a packed picture is what torchvision's Resize would make of
  * the original. Encoding is libjpeg-turbo's compressor with fixed settings,
  * so the same input gives the same bytes on every run and for any worker
  * count (the resume and determinism guarantees rest on that).
  *
- * Only the JPEG format is decoded here for now: decode.c keeps its format
- * list private, and the other formats' files are not in this tree yet.
+ * --keep-original-if-smaller: a picture that needs no shrink is stored as it
+ * came, under the extension of its format, when that costs no more bytes
+ * than the JPEG: a JPEG always (re-encoding one only loses), another format
+ * when its bytes are fewer than the JPEG encoded from it.
  */
 #define _GNU_SOURCE
 #include "pack.h"
@@ -36,10 +39,12 @@ typedef struct pack_jerr {
     char msg[JMSG_LENGTH_MAX];
 } pack_jerr;
 
+enum { PACK_MAX_FORMATS = 16 };
+
 struct pack_coder {
-    void *jpeg;            /* rf__format_jpeg's decoder state */
+    void *state[PACK_MAX_FORMATS]; /* each format's decoder, made on first use */
     rf_resampler *rs;
-    uint8_t *pix;          /* the shrunk picture, RGB */
+    uint8_t *pix; /* the shrunk picture, RGB */
     size_t pix_cap;
 };
 
@@ -48,9 +53,8 @@ pack_coder *pack_coder_create(void)
     pack_coder *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
-    c->jpeg = rf__format_jpeg.create();
     c->rs = rf__resampler_create();
-    if (!c->jpeg || !c->rs) {
+    if (!c->rs || rf__format_count() > PACK_MAX_FORMATS) {
         pack_coder_destroy(c);
         return NULL;
     }
@@ -61,8 +65,9 @@ void pack_coder_destroy(pack_coder *c)
 {
     if (!c)
         return;
-    if (c->jpeg)
-        rf__format_jpeg.destroy(c->jpeg);
+    for (int f = 0; f < PACK_MAX_FORMATS; f++)
+        if (c->state[f])
+            rf__format_at(f)->destroy(c->state[f]);
     rf__resampler_destroy(c->rs);
     free(c->pix);
     free(c);
@@ -142,22 +147,62 @@ static void target_size(int w, int h, int max_side, int *ow, int *oh)
         *oh = 1;
 }
 
-int pack_image(pack_coder *c, const uint8_t *data, size_t len, const pack_image_opts *o,
-               uint8_t **out, size_t *out_len, char *err, size_t errcap)
+/* The member extension of an original kept as it came, or NULL when its
+ * format has none the loader indexes (PBM). */
+static const char *original_ext(const rf_format *fmt, const uint8_t *data, size_t len)
 {
-    const rf_format *fmt = &rf__format_jpeg;
+    if (fmt == &rf__format_jpeg)
+        return "jpg";
+    if (fmt == &rf__format_png)
+        return "png";
+    if (fmt == &rf__format_webp)
+        return "webp";
+    if (fmt == &rf__format_bmp)
+        return "bmp";
+    if (fmt == &rf__format_pnm && len > 1)
+        return data[1] == '2' || data[1] == '5'   ? "pgm"
+               : data[1] == '3' || data[1] == '6' ? "ppm"
+                                                  : NULL;
+    return NULL;
+}
+
+/* A copy of data[0..len) in *out. */
+static int copy_original(const uint8_t *data, size_t len, uint8_t **out, size_t *out_len, char *err,
+                         size_t errcap)
+{
+    if (!(*out = malloc(len ? len : 1))) {
+        snprintf(err, errcap, "out of memory");
+        return RF_E_NOMEM;
+    }
+    memcpy(*out, data, len);
+    *out_len = len;
+    return 0;
+}
+
+int pack_image(pack_coder *c, const uint8_t *data, size_t len, const pack_image_opts *o,
+               uint8_t **out, size_t *out_len, const char **ext, char *err, size_t errcap)
+{
     *out = NULL;
     *out_len = 0;
-    if (!fmt->sniff(data, len)) {
-        snprintf(err, errcap, "not a JPEG (%zu bytes; only JPEG sources are packed so far)", len);
+    *ext = "jpg";
+    int fi = rf__format_sniff(data, len);
+    if (fi < 0) {
+        snprintf(err, errcap, "not a picture the loader reads (%zu bytes, starting %02x %02x)", len,
+                 len ? data[0] : 0, len > 1 ? data[1] : 0);
         return RF_E_DECODE;
     }
+    const rf_format *fmt = rf__format_at(fi);
+    if (!c->state[fi] && !(c->state[fi] = fmt->create())) {
+        snprintf(err, errcap, "out of memory");
+        return RF_E_NOMEM;
+    }
+    void *st = c->state[fi];
     int w, h;
-    int rc = fmt->header(c->jpeg, data, len, PACK_MAX_SCANS, &w, &h, err, errcap);
+    int rc = fmt->header(st, data, len, PACK_MAX_SCANS, &w, &h, err, errcap);
     if (rc != 0)
         return rc;
     if ((int64_t)w * h > PACK_MAX_PIXELS) {
-        fmt->abandon(c->jpeg);
+        fmt->abandon(st);
         snprintf(err, errcap, "picture of %dx%d pixels exceeds the limit of %lld pixels", w, h,
                  (long long)PACK_MAX_PIXELS);
         return RF_E_LIMIT;
@@ -168,16 +213,12 @@ int pack_image(pack_coder *c, const uint8_t *data, size_t len, const pack_image_
     rf_region r;
     /* check_tail: the whole stream is decoded, so damage anywhere is found
      * here and not by the loader that reads the shards */
-    if ((rc = fmt->region(c->jpeg, &g, 1, 1, &r, err, errcap)) != 0)
+    if ((rc = fmt->region(st, &g, 1, 1, &r, err, errcap)) != 0)
         return rc;
-    if (ow == w && oh == h && o->keep_original) {
-        if (!(*out = malloc(len))) {
-            snprintf(err, errcap, "out of memory");
-            return RF_E_NOMEM;
-        }
-        memcpy(*out, data, len);
-        *out_len = len;
-        return 0;
+    const char *orig = ow == w && oh == h && o->keep_original ? original_ext(fmt, data, len) : NULL;
+    if (orig && fmt == &rf__format_jpeg) {
+        *ext = orig;
+        return copy_original(data, len, out, out_len, err, errcap);
     }
     size_t need = (size_t)ow * (size_t)oh * 3;
     if (need > c->pix_cap) {
@@ -189,10 +230,16 @@ int pack_image(pack_coder *c, const uint8_t *data, size_t len, const pack_image_
         c->pix = p;
         c->pix_cap = need;
     }
-    if (rf__resample(c->rs, &g, r.full_w, r.full_h, r.rows, r.stride, r.x0, r.y0, r.w, r.h,
-                     c->pix, RF__LAYOUT_NHWC) != 0) {
+    if (rf__resample(c->rs, &g, r.full_w, r.full_h, r.rows, r.stride, r.x0, r.y0, r.w, r.h, c->pix,
+                     RF__LAYOUT_NHWC) != 0) {
         snprintf(err, errcap, "out of memory while resizing");
         return RF_E_NOMEM;
     }
-    return encode(c->pix, (size_t)ow * 3, ow, oh, o->quality, out, out_len, err, errcap);
+    rc = encode(c->pix, (size_t)ow * 3, ow, oh, o->quality, out, out_len, err, errcap);
+    if (rc == 0 && orig && len < *out_len) {
+        free(*out);
+        *ext = orig;
+        return copy_original(data, len, out, out_len, err, errcap);
+    }
+    return rc;
 }

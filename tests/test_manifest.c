@@ -1,0 +1,375 @@
+/*
+ * test_manifest.c - the shard index in a ringfeed-pack manifest.json
+ * (lib/source_manifest.c) and its use by the tar source (lib/source_tar.c).
+ *
+ * The parser reads bytes from memory: a good manifest gives its shards,
+ * samples and members; every cut of it and every one-byte change must parse
+ * or fail cleanly (ASan / valgrind catch a stray read); an inconsistent
+ * index (members overlapping, past the shard's end) is not used. Through
+ * rf__source_open_ex, shards written here with a manifest beside them give
+ * the same index (member names, labels, offsets, extras spans) as the header
+ * walk of the same shards without it, and the manifest is used only while
+ * the shards are the ones it describes: appended bytes, or a member renamed
+ * at the same size, fall back to the walk.
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ringfeed.h"
+#include "source.h"
+#include "source_manifest.h"
+#include "tarwrite.h"
+#include "testutil.h"
+
+static char *g_tmp;
+
+static const char GOOD[] =
+    "{\"format\": \"ringfeed-pack 1\", \"source\": \"a\\\"b\\u00e9\", \"samples\": 2,\n"
+    " \"classes\": [\"x\", \"y\"], \"options\": {\"max_side\": 320, \"shuffle\": false,\n"
+    " \"f\": -1.5e3, \"n\": null},\n"
+    " \"shards\": [\n"
+    "  {\"name\": \"s-1.tar\", \"samples\": 2, \"bytes\": 6144, \"index\": [\n"
+    "    [\"000000\", 3, \"jpg\", 512, 100, \"cls\", 1536, 1],\n"
+    "    [\"000001\", -1, \"png\", 2560, 1000, \"txt\", 4096, 5]]},\n"
+    "  {\"name\": \"s-0.tar\", \"bytes\": 100}\n"
+    " ], \"skipped_samples\": []}\n";
+
+static void test_parse_good(void **state)
+{
+    (void)state;
+    rf_manifest m;
+    char err[256];
+    assert_int_equal(rf__manifest_parse(GOOD, strlen(GOOD), &m, err, sizeof err), 0);
+    assert_int_equal(m.nshards, 2);
+    assert_int_equal(m.nsamples, 2);
+    assert_int_equal(m.nmembers, 4);
+    const rf_manifest_shard *s = rf__manifest_find(&m, "s-1.tar", 6144);
+    assert_non_null(s);
+    assert_null(rf__manifest_find(&m, "s-1.tar", 6145)); /* another size */
+    assert_null(rf__manifest_find(&m, "s-0.tar", 100));  /* no index */
+    assert_null(rf__manifest_find(&m, "s-2.tar", 6144));
+    assert_int_equal(s->n, 2);
+    const rf_manifest_sample *a = &m.samples[s->first], *b = a + 1;
+    assert_string_equal(m.arena + a->key, "000000");
+    assert_int_equal(a->label, 3);
+    assert_int_equal(b->label, -1);
+    assert_int_equal(b->n, 2);
+    const rf_manifest_member *mm = &m.members[b->first + 1];
+    assert_string_equal(m.arena + mm->ext, "txt");
+    assert_int_equal(mm->off, 4096);
+    assert_int_equal(mm->len, 5);
+    rf__manifest_free(&m);
+    rf__manifest_free(&m); /* twice: a no-op */
+}
+
+static int parses(const char *text, size_t n)
+{
+    rf_manifest m;
+    char err[256];
+    int rc = rf__manifest_parse(text, n, &m, err, sizeof err);
+    if (rc != 0)
+        assert_true(err[0] != '\0');
+    rf__manifest_free(&m);
+    return rc;
+}
+
+/* Every cut of the text fails (it ends before the object does), and every
+ * one-byte change parses or fails without reading outside the bytes: each
+ * is a fresh malloc of exactly n bytes, so ASan / valgrind see a stray read. */
+static void test_parse_cut_and_changed(void **state)
+{
+    (void)state;
+    size_t n = strlen(GOOD);
+    for (size_t k = 0; k < n - 1; k++) {
+        char *cut = malloc(k ? k : 1);
+        memcpy(cut, GOOD, k);
+        assert_int_not_equal(parses(cut, k), 0);
+        free(cut);
+    }
+    static const char subst[] = "\"\\{}[],:0-9ue. \x01\xff";
+    for (size_t k = 0; k < n; k++) {
+        for (size_t c = 0; c < sizeof subst - 1; c++) {
+            char *t = malloc(n);
+            memcpy(t, GOOD, n);
+            t[k] = subst[c];
+            (void)parses(t, n);
+            free(t);
+        }
+    }
+}
+
+static void test_parse_refused(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {
+        "",
+        "[]",
+        "{\"format\": \"ringfeed-pack 2\", \"shards\": []}",
+        "{\"shards\": []}",
+        "{\"format\": \"ringfeed-pack 1\", \"shards\": []} x",
+        "{\"format\": \"ringfeed-pack 1\", \"shards\": [{\"name\": \"a.tar\"}]}",
+        "{\"format\": \"ringfeed-pack 1\", \"shards\": [{\"name\": \"a.tar\", \"bytes\": 1.5}]}",
+        "{\"format\": \"ringfeed-pack 1\", \"shards\": [{\"name\": \"a\\u0000\", \"bytes\": 1}]}",
+        "{\"format\": \"ringfeed-pack 1\", \"x\": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+        "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"
+        "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]], \"shards\": []}",
+        "{\"format\": \"ringfeed-pack 1\", \"shards\": [{\"name\": \"a.tar\", \"bytes\": "
+        "99999999999999999999}]}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_not_equal(parses(bad[i], strlen(bad[i])), 0);
+    const char *ok = "{\"format\": \"ringfeed-pack 1\", \"shards\": []}";
+    assert_int_equal(parses(ok, strlen(ok)), 0);
+}
+
+/* An index that cannot describe a tar is kept but not used. */
+static void test_inconsistent_index_unused(void **state)
+{
+    (void)state;
+    static const char *const idx[] = {
+        "[[\"k\", 0, \"jpg\", 0, 10]]",                      /* no room for its header */
+        "[[\"k\", 0, \"jpg\", 512, 600, \"cls\", 1024, 1]]", /* overlaps the previous data */
+        "[[\"k\", 0, \"jpg\", 512, 5000]]",                  /* past the end */
+        "[[\"k\", 0, \"a/b\", 512, 10]]",                    /* not an extension */
+        "[[\"k\", 0]]",                                      /* no members */
+        "[]",                                                /* no samples */
+    };
+    for (size_t i = 0; i < sizeof idx / sizeof idx[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "{\"format\": \"ringfeed-pack 1\", \"shards\": [{\"name\": \"a.tar\", "
+                 "\"bytes\": 4096, \"index\": %s}]}",
+                 idx[i]);
+        rf_manifest m;
+        char err[256];
+        assert_int_equal(rf__manifest_parse(text, strlen(text), &m, err, sizeof err), 0);
+        assert_null(rf__manifest_find(&m, "a.tar", 4096));
+        rf__manifest_free(&m);
+    }
+    /* the same name twice: neither is trusted */
+    const char *twice = "{\"format\": \"ringfeed-pack 1\", \"shards\": ["
+                        "{\"name\": \"a.tar\", \"bytes\": 4096, \"index\": [[\"k\", 0, \"jpg\", "
+                        "512, 1]]}, {\"name\": \"a.tar\", \"bytes\": 4096, \"index\": [[\"k\", 0, "
+                        "\"jpg\", 512, 1]]}]}";
+    rf_manifest m;
+    char err[256];
+    assert_int_equal(rf__manifest_parse(twice, strlen(twice), &m, err, sizeof err), 0);
+    assert_null(rf__manifest_find(&m, "a.tar", 4096));
+    rf__manifest_free(&m);
+}
+
+/* ---- through the tar source ---------------------------------------------- */
+
+enum { SHARDS = 3, PER_SHARD = 7 };
+
+/* Writes dir/s-K.tar (K < SHARDS), samples with a JPEG, a .cls label and
+ * (most) a .txt caption, and with manifest, dir/manifest.json describing
+ * them as ringfeed-pack does. */
+static void write_set(const char *dir, int manifest)
+{
+    assert_int_equal(tu_mkdir_p(dir), 0);
+    char *man = NULL;
+    size_t mlen = 0;
+    FILE *mf = open_memstream(&man, &mlen);
+    fprintf(mf, "{\"format\": \"ringfeed-pack 1\", \"shards\": [");
+    for (int k = 0; k < SHARDS; k++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/s-%d.tar", dir, k);
+        tw t;
+        assert_int_equal(tw_open(&t, path, TW_USTAR), 0);
+        fprintf(mf, "%s{\"name\": \"s-%d.tar\", \"index\": [", k ? ", " : "", k);
+        for (int i = 0; i < PER_SHARD; i++) {
+            int id = k * PER_SHARD + i, label = (id * 7) % 5;
+            tu_jpeg_opts o = {
+                .width = 24 + id % 5, .height = 20, .quality = 80, .seed = (uint32_t)id};
+            uint8_t *jpg;
+            size_t jl;
+            assert_int_equal(tu_make_jpeg(&o, &jpg, &jl), 0);
+            char name[64], text[64];
+            int tl = snprintf(text, sizeof text, "caption %d", id);
+            int ll = snprintf(text + 32, 32, "%d", label);
+            fprintf(mf, "%s[\"%06d\", %d", i ? ", " : "", id, label);
+            snprintf(name, sizeof name, "%06d.jpg", id);
+            fprintf(mf, ", \"jpg\", %llu, %zu", (unsigned long long)t.pos + 512, jl);
+            assert_int_equal(tw_file(&t, name, jpg, jl), 0);
+            snprintf(name, sizeof name, "%06d.cls", id);
+            fprintf(mf, ", \"cls\", %llu, %d", (unsigned long long)t.pos + 512, ll);
+            assert_int_equal(tw_file(&t, name, text + 32, (size_t)ll), 0);
+            if (id % 4 != 3) {
+                snprintf(name, sizeof name, "%06d.txt", id);
+                fprintf(mf, ", \"txt\", %llu, %d", (unsigned long long)t.pos + 512, tl);
+                assert_int_equal(tw_file(&t, name, text, (size_t)tl), 0);
+            }
+            fprintf(mf, "]");
+            free(jpg);
+        }
+        assert_int_equal(tw_close(&t), 0);
+        fprintf(mf, "], \"bytes\": %llu}", (unsigned long long)t.pos);
+    }
+    fprintf(mf, "]}\n");
+    fclose(mf);
+    if (manifest) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/manifest.json", dir);
+        assert_int_equal(tu_write_file(path, man, mlen), 0);
+    }
+    free(man);
+}
+
+static void open_set(rf_source *s, const char *dir, const rf_source_opts *o)
+{
+    char spec[4096], err[512];
+    snprintf(spec, sizeof spec, "%s/s-{0..%d}.tar", dir, SHARDS - 1);
+    int rc = rf__source_open_ex(s, spec, o, err, sizeof err);
+    if (rc != 0)
+        fail_msg("%s", err);
+}
+
+/* The two indexes describe the same samples at the same places. */
+static void assert_same_index(const rf_source *a, const rf_source *b)
+{
+    assert_int_equal(a->n, b->n);
+    assert_int_equal(a->nclasses, b->nclasses);
+    assert_int_equal(a->nextras, b->nextras);
+    for (int64_t i = 0; i < a->n; i++) {
+        char na[256], nb[256];
+        rf__source_name(a, i, na, sizeof na);
+        rf__source_name(b, i, nb, sizeof nb);
+        /* same shard file name, same member */
+        assert_string_equal(strrchr(na, '/'), strrchr(nb, '/'));
+        assert_int_equal(rf__source_label(a, i), rf__source_label(b, i));
+        int ra, rb;
+        uint64_t oa, ob, la, lb;
+        rf__source_extent(a, i, &ra, &oa, &la);
+        rf__source_extent(b, i, &rb, &ob, &lb);
+        assert_int_equal(oa, ob);
+        assert_int_equal(la, lb);
+        assert_int_equal(a->data_off[i], b->data_off[i]);
+        assert_int_equal(a->data_len[i], b->data_len[i]);
+        for (int e = 0; e < a->nextras; e++) {
+            uint64_t ea = 0, eb = 0;
+            uint32_t xa = 0, xb = 0;
+            assert_int_equal(rf__source_extra_in_span(a, i, e, &ea, &xa),
+                             rf__source_extra_in_span(b, i, e, &eb, &xb));
+            assert_int_equal(ea, eb);
+            assert_int_equal(xa, xb);
+        }
+    }
+}
+
+static void test_source_same_index(void **state)
+{
+    (void)state;
+    char with[2048], without[2048];
+    snprintf(with, sizeof with, "%.1900s/with", g_tmp);
+    snprintf(without, sizeof without, "%.1900s/without", g_tmp);
+    write_set(with, 1);
+    write_set(without, 0);
+    static const char *const txt[] = {"txt"};
+    rf_source_opts opts[] = {
+        {0},                                            /* labels from .cls */
+        {.unlabeled = 1},                               /* label=None */
+        {.nextras = 1, .extras = {txt[0]}},             /* extras=("txt",) */
+        {.label = "txt", .nextras = 0, .unlabeled = 0}, /* another label member */
+    };
+    for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++) {
+        rf_source a, b;
+        char spec[4096], err[512];
+        snprintf(spec, sizeof spec, "%s/s-{0..%d}.tar", with, SHARDS - 1);
+        int ra = rf__source_open_ex(&a, spec, &opts[k], err, sizeof err);
+        snprintf(spec, sizeof spec, "%s/s-{0..%d}.tar", without, SHARDS - 1);
+        int rb = rf__source_open_ex(&b, spec, &opts[k], err, sizeof err);
+        assert_int_equal(ra, rb);
+        if (ra == 0) {
+            assert_int_equal(a.nfiles_manifest, SHARDS);
+            assert_int_equal(b.nfiles_manifest, 0);
+            assert_same_index(&a, &b);
+        } else {
+            /* label="txt": "caption 1" is no integer, with or without the manifest */
+            assert_int_equal(k, 3);
+            assert_non_null(strstr(err, "is not an integer"));
+        }
+        rf__source_close(&a);
+        rf__source_close(&b);
+    }
+}
+
+static void test_source_falls_back(void **state)
+{
+    (void)state;
+    char dir[2048], path[4096];
+    snprintf(dir, sizeof dir, "%.1900s/changed", g_tmp);
+    write_set(dir, 1);
+    rf_source ref, s;
+    open_set(&ref, dir, NULL);
+    assert_int_equal(ref.nfiles_manifest, SHARDS);
+
+    /* appended bytes: that shard is walked, the others are not */
+    snprintf(path, sizeof path, "%s/s-1.tar", dir);
+    FILE *f = fopen(path, "ab");
+    assert_non_null(f);
+    static const uint8_t zeros[1024];
+    assert_int_equal(fwrite(zeros, 1, sizeof zeros, f), sizeof zeros);
+    fclose(f);
+    open_set(&s, dir, NULL);
+    assert_int_equal(s.nfiles_manifest, SHARDS - 1);
+    assert_same_index(&s, &ref);
+    rf__source_close(&s);
+
+    /* the same size, but the first member renamed: not the shard described */
+    snprintf(path, sizeof path, "%s/s-2.tar", dir);
+    size_t n;
+    uint8_t *b = tu_read_file(path, &n);
+    assert_non_null(b);
+    b[0] = '9'; /* "000014.jpg" -> "900014.jpg"; the checksum is then wrong too */
+    assert_int_equal(tu_write_file(path, b, n), 0);
+    free(b);
+    char err[512], spec[4096];
+    snprintf(spec, sizeof spec, "%s/s-2.tar", dir);
+    int rc = rf__source_open_ex(&s, spec, NULL, err, sizeof err);
+    assert_int_not_equal(rc, 0); /* the walk's verdict, not the manifest's */
+    assert_non_null(strstr(err, "checksum"));
+
+    /* a manifest that is not JSON: every shard walked */
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    assert_int_equal(tu_write_file(path, "{\"format\": ", 11), 0);
+    snprintf(spec, sizeof spec, "%s/s-0.tar", dir);
+    assert_int_equal(rf__source_open_ex(&s, spec, NULL, err, sizeof err), 0);
+    assert_int_equal(s.nfiles_manifest, 0);
+    assert_int_equal(s.n, PER_SHARD);
+    rf__source_close(&s);
+    rf__source_close(&ref);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    g_tmp = tu_tempdir("manifest");
+    return g_tmp ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    tu_tempdir_remove(&g_tmp);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_good),        cmocka_unit_test(test_parse_cut_and_changed),
+        cmocka_unit_test(test_parse_refused),     cmocka_unit_test(test_inconsistent_index_unused),
+        cmocka_unit_test(test_source_same_index), cmocka_unit_test(test_source_falls_back),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "remote_manifest.h"
 #include "ringfeed.h"
 #include "source.h"
 #include "stats.h"
@@ -70,6 +71,8 @@ struct rf_remote {
     void (*wake)(void *);
     void *wake_ctx;
     int64_t hits, misses; /* (mu) pins found in the cache / fetches started */
+    struct rf_rman *man;  /* owned; set under mu before any shard is wanted, then
+                           * read-only here (its checks run on the fetch thread) */
 };
 
 int rf__remote_create(rf_remote **out, const rf_remote_opts *o, char *err, size_t errcap)
@@ -127,6 +130,7 @@ void rf__remote_destroy(rf_remote *r)
     }
     free(r->sh);
     free(r->want);
+    rf__rman_free(r->man);
     rf__cache_close(&r->cache);
     if (!forked) {
         pthread_mutex_destroy(&r->mu);
@@ -182,6 +186,14 @@ uint64_t rf__remote_shard(rf_remote *r, uint32_t k, const char **etag)
 void rf__remote_base(rf_remote *r, uint32_t k, char *base)
 {
     rf__cache_base(&r->cache, r->sh[k].url, r->sh[k].size, r->sh[k].etag, base);
+}
+
+void rf__remote_set_manifest(rf_remote *r, struct rf_rman *m)
+{
+    pthread_mutex_lock(&r->mu);
+    rf__rman_free(r->man);
+    r->man = m;
+    pthread_mutex_unlock(&r->mu);
 }
 
 void rf__remote_plan_room(rf_remote *r)
@@ -291,6 +303,14 @@ static void announce(rf_remote *r)
     pthread_mutex_unlock(&r->wake_mu);
 }
 
+/* Fetch thread, without mu: 1 when shard k, whole in fd, is as its entry in
+ * manifest.json says, or was not indexed from one (remote_manifest.c); else
+ * 0 with msg. */
+static int matches_manifest(rf_remote *r, uint32_t k, int fd, char *msg, size_t cap)
+{
+    return !r->man || rf__rman_check(r->man, k, fd, r->sh[k].url, r->sh[k].size, msg, cap) == 0;
+}
+
 /* A transfer ended (fetch thread): commit it, pinned, or fail the shard. */
 static void transfer_done(rf_fetch_req *req, void *ctx)
 {
@@ -300,6 +320,9 @@ static void transfer_done(rf_fetch_req *req, void *ctx)
     int failed = req->rc != 0;
     if (failed) {
         snprintf(msg, sizeof msg, "%s", req->err);
+        rf__cache_abandon(&r->cache, s->tmp, s->tmp_fd);
+    } else if (!matches_manifest(r, (uint32_t)(s - r->sh), s->tmp_fd, msg, sizeof msg)) {
+        failed = 1; /* never in the cache, where a read could use the wrong offsets */
         rf__cache_abandon(&r->cache, s->tmp, s->tmp_fd);
     } else {
         char base[RF__CACHE_PATH];
@@ -375,6 +398,16 @@ static void tick(void *ctx)
         char msg[1100];
         int pin = -1;
         int rc = try_shard(r, s, &pin, msg, sizeof msg);
+        if (rc == 1 && !matches_manifest(r, k, pin, msg, sizeof msg)) {
+            /* a copy already in the cache: removed while still pinned, so
+             * that no read uses the manifest's offsets on it */
+            char path[RF__CACHE_PATH + 8];
+            rf__remote_base(r, k, path);
+            strcat(path, ".tar");
+            unlink(path);
+            rf__cache_unpin(pin);
+            rc = -1;
+        }
         pthread_mutex_lock(&r->mu);
         if (rc == 0 || rc == 3) {
             r->want[kept++] = k; /* later, in the same order */
@@ -511,4 +544,8 @@ void rf__remote_stats(rf_remote *r, rf_json *j)
                  (long long)misses, (long long)t.bytes, (long long)t.requests,
                  (long long)t.retries,
                  (long long)atomic_load_explicit(&r->cache.evictions, memory_order_relaxed));
+    if (r->man) {
+        rf__json_raw(j, ", \"manifest\": ");
+        rf__rman_stats(r->man, j);
+    }
 }

@@ -66,6 +66,10 @@ void rf__remote_acquire(rf_remote *r, uint32_t k);
 int rf__remote_wait(rf_remote *r, uint32_t k, char *err, size_t errcap);
 /* Ends rf__remote_acquire's use. */
 void rf__remote_release(rf_remote *r, uint32_t k);
+/* Index time: hands r the manifest state (remote_manifest.h; NULL: none),
+ * which r then owns: its check runs on every shard pinned from now on. */
+struct rf_rman;
+void rf__remote_set_manifest(rf_remote *r, struct rf_rman *m);
 /* Largest shard, once all are added: sets how many shards the lookahead
  * may want at once. */
 void rf__remote_plan_room(rf_remote *r);

@@ -124,4 +124,31 @@ int rf__source_tar_shard(rf_source *s, uint32_t shard_id, const char *path, cons
                          const rf_source_opts *o, const struct rf_manifest *man,
                          int64_t *maxlabel, char *err, size_t errcap);
 
+/* source_tar.c: the same from man's entry ms alone, the shard not read (a
+ * remote shard not fetched yet): its samples appended, s->nfiles_manifest
+ * counted. 0; nonzero (no sample, a member the entry cannot say enough
+ * about, no memory): s is as before, and the shard must be walked. The
+ * shard's first and last member headers are then unchecked: the caller
+ * checks them (rf__tar_ends_ok) before any of its bytes are used. */
+struct rf_manifest_shard;
+int rf__source_tar_from_manifest(rf_source *s, uint32_t shard_id, const char *shard,
+                                 const rf_source_opts *o, const struct rf_manifest *man,
+                                 const struct rf_manifest_shard *ms, int64_t *maxlabel,
+                                 char *err, size_t errcap);
+
+/* The first (0) and last (1) member a manifest entry describes: name
+ * key.ext, data offset and length, as the shard's headers must say. The
+ * strings are borrowed. */
+typedef struct rf_tar_ends {
+    const char *key[2], *ext[2];
+    uint64_t off[2], len[2];
+} rf_tar_ends;
+/* source_tar.c: ms's ends (pointing into man). */
+void rf__tar_manifest_ends(const struct rf_manifest *man, const struct rf_manifest_shard *ms,
+                           rf_tar_ends *e);
+/* source_tar.c: 1 when the shard open in fd (fsize bytes) has, in the block
+ * before each end's data, a valid header of a regular member so named and
+ * sized; else 0 with the failing end in *bad (when bad is not NULL). */
+int rf__tar_ends_ok(int fd, uint64_t fsize, const rf_tar_ends *e, int *bad);
+
 #endif

@@ -26,6 +26,7 @@
 
 #include "fetch.h"
 #include "remote.h"
+#include "remote_manifest.h"
 #include "ringfeed.h"
 #include "source_kinds.h"
 
@@ -348,11 +349,6 @@ int rf__source_index_remote(rf_source *s, const rf_strlist *paths, const rf_sour
         s->local_off = calloc(s->nfiles, sizeof *s->local_off);
     if (rc == 0 && !s->local_off)
         rc = RF_E_NOMEM;
-    /* MANIFEST (to be wired): when the packer's JSON manifest (ringfeed-pack)
-     * sits beside the shards, fetch it here (one GET of PREFIX/manifest.json)
-     * and let rf__manifest_parse supply every shard's members and offsets,
-     * so that no shard is fetched to be indexed; the HEADs below still give
-     * the sizes and validators the index is checked against. */
     if (rc == 0)
         rc = head_all(r, s, err, errcap);
     if (rc != 0)
@@ -363,8 +359,7 @@ int rf__source_index_remote(rf_source *s, const rf_strlist *paths, const rf_sour
     uint8_t *kept = calloc(s->nfiles, 1);
     if (!kept)
         return RF_E_NOMEM;
-    /* the local paths, and which shards have a kept index; the others are
-     * all asked for now, in order, fetched as the cache limit allows */
+    /* the local paths, and which shards have a kept index */
     for (uint32_t k = 0; rc == 0 && k < s->nfiles; k++) {
         char base[RF__CACHE_PATH], local[RF__CACHE_PATH + 8];
         rf__remote_base(r, k, base);
@@ -373,9 +368,16 @@ int rf__source_index_remote(rf_source *s, const rf_strlist *paths, const rf_sour
         const char *etag;
         uint64_t size = rf__remote_shard(r, k, &etag);
         kept[k] = index_matches(base, s->arena + s->file_off[k], size, etag, okey);
-        if (!kept[k])
-            rf__remote_acquire(r, k);
     }
+    /* the packer's manifest.json beside the others indexes those it
+     * describes without a fetch (remote_manifest.c); the rest are all asked
+     * for now, in order, fetched as the cache limit allows */
+    rf_rman *man = NULL;
+    if (rc == 0 && (rc = rf__rman_open(&man, r, s, kept)) == 0)
+        rf__remote_set_manifest(r, man);
+    for (uint32_t k = 0; rc == 0 && k < s->nfiles; k++)
+        if (!kept[k] && !rf__rman_covers(man, k))
+            rf__remote_acquire(r, k);
     int64_t maxlabel = -1;
     for (uint32_t k = 0; rc == 0 && k < s->nfiles; k++) {
         const char *etag;
@@ -390,6 +392,10 @@ int rf__source_index_remote(rf_source *s, const rf_strlist *paths, const rf_sour
             if (rc < 0)
                 break;
             rf__remote_acquire(r, k); /* damaged: walk the shard */
+        } else if (rf__rman_covers(man, k)) {
+            if (rf__rman_index(man, s, k, o, &maxlabel) == 0)
+                continue;
+            rf__remote_acquire(r, k); /* the entry did not do: walk the shard */
         }
         if ((rc = rf__remote_wait(r, k, err, errcap)) != 0)
             break;
@@ -403,11 +409,12 @@ int rf__source_index_remote(rf_source *s, const rf_strlist *paths, const rf_sour
         if (rc == 0)
             keep_index(r, k, s, from, name, size, etag, okey);
         rf__remote_release(r, k);
-        if (rc == 0 && s->n > UINT32_MAX) {
-            snprintf(err, errcap, "source: more than %u samples", UINT32_MAX);
-            rc = RF_E_SOURCE;
-        }
     }
+    if (rc == 0 && s->n > UINT32_MAX) {
+        snprintf(err, errcap, "source: more than %u samples", UINT32_MAX);
+        rc = RF_E_SOURCE;
+    }
+    rf__rman_trim(man);
     s->nclasses = maxlabel + 1;
     free(kept);
     return rc;

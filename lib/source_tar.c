@@ -35,8 +35,11 @@
  * walked: the manifest's members are fed to the same code, labels from .cls
  * members included, so the index is the walk's. Any mismatch, a malformed
  * manifest or an error on the way falls back to the walk; stats count the
- * shards indexed from a manifest (s->nfiles_manifest). The header fields
- * are read in source_tar_fields.c.
+ * shards indexed from a manifest (s->nfiles_manifest). A remote shard not
+ * fetched yet is indexed from its entry alone (rf__source_tar_from_manifest:
+ * the same feed, without the file), its header check left to the moment it
+ * lands in the cache (remote_manifest.c). The header fields are read in
+ * source_tar_fields.c.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -107,6 +110,10 @@ typedef struct tar_walk {
 static int tar_read(tar_walk *w, void *buf, size_t n, uint64_t off)
 {
     size_t got = 0;
+    if (w->fd < 0) { /* indexing from a manifest alone: the shard is not here */
+        snprintf(w->err, w->errcap, "source: %s: not fetched yet", w->shard);
+        return RF_E_SOURCE;
+    }
     while (got < n) {
         ssize_t r = pread(w->fd, (char *)buf + got, n - got, (off_t)(off + got));
         if (r < 0 && (errno == EINTR || errno == EAGAIN))
@@ -437,18 +444,41 @@ static int manifest_header_ok(tar_walk *w, const char *key, const char *ext, uin
            !strcmp(n + kl + 1, ext);
 }
 
-/* Indexes the shard from its manifest entry: each member is fed to
- * tar_member as the walk would, named key.ext, its header the block before
- * its data. 0, or nonzero when the caller must walk instead. */
-static int manifest_walk(rf_source *s, tar_walk *w, const rf_manifest *m,
-                         const rf_manifest_shard *ms)
+void rf__tar_manifest_ends(const rf_manifest *m, const rf_manifest_shard *ms, rf_tar_ends *e)
 {
     const rf_manifest_sample *first = &m->samples[ms->first], *last = first + ms->n - 1;
     const rf_manifest_member *m0 = &m->members[first->first];
     const rf_manifest_member *m1 = &m->members[last->first + last->n - 1];
-    if (!manifest_header_ok(w, m->arena + first->key, m->arena + m0->ext, m0->off, m0->len) ||
-        !manifest_header_ok(w, m->arena + last->key, m->arena + m1->ext, m1->off, m1->len))
-        return -1;
+    *e = (rf_tar_ends){.key = {m->arena + first->key, m->arena + last->key},
+                       .ext = {m->arena + m0->ext, m->arena + m1->ext},
+                       .off = {m0->off, m1->off},
+                       .len = {m0->len, m1->len}};
+}
+
+int rf__tar_ends_ok(int fd, uint64_t fsize, const rf_tar_ends *e, int *bad)
+{
+    char err[256];
+    tar_walk w = {.fd = fd, .shard = "", .fsize = fsize, .err = err, .errcap = sizeof err};
+    for (int i = 0; i < 2; i++)
+        if (!manifest_header_ok(&w, e->key[i], e->ext[i], e->off[i], e->len[i])) {
+            if (bad)
+                *bad = i;
+            return 0;
+        }
+    return 1;
+}
+
+/* Feeds the manifest entry's members to tar_member as the walk would, each
+ * named key.ext, its header the block before its data. The shard itself is
+ * read only for a label member the manifest did not read (another label
+ * extension), which fails when there is no shard (w->fd < 0). 0: the shard
+ * counts as indexed from a manifest; nonzero (an error, or no sample): s is
+ * as before, and the caller indexes the shard by its walk. */
+static int manifest_index(rf_source *s, tar_walk *w, const rf_manifest *m,
+                          const rf_manifest_shard *ms)
+{
+    int64_t before = s->n, maxlabel_before = *w->maxlabel;
+    size_t arena_before = s->arena_len;
     int rc = 0;
     for (size_t i = ms->first; rc == 0 && i < ms->first + ms->n; i++) {
         const rf_manifest_sample *sm = &m->samples[i];
@@ -460,8 +490,10 @@ static int manifest_walk(rf_source *s, tar_walk *w, const rf_manifest *m,
             size_t need = kl + strlen(ext) + 2;
             if (need > w->lname_cap) {
                 char *p = realloc(w->lname, need);
-                if (!p)
-                    return RF_E_NOMEM;
+                if (!p) {
+                    rc = RF_E_NOMEM;
+                    break;
+                }
                 w->lname = p;
                 w->lname_cap = need;
             }
@@ -472,7 +504,20 @@ static int manifest_walk(rf_source *s, tar_walk *w, const rf_manifest *m,
                             sm->label >= 0 ? &sm->label : NULL);
         }
     }
-    return rc == 0 ? group_finish(s, w) : rc;
+    if (rc == 0)
+        rc = group_finish(s, w);
+    if (rc == 0 && s->n == before)
+        rc = -1; /* no sample: the walk says why */
+    if (rc == 0) {
+        s->nfiles_manifest++;
+        return 0;
+    }
+    /* undo what the manifest added: the walk alone decides */
+    s->n = before;
+    s->arena_len = arena_before;
+    *w->maxlabel = maxlabel_before;
+    w->g.active = 0;
+    return rc;
 }
 
 /* The header walk: every member in turn. */
@@ -506,6 +551,30 @@ static int header_walk(rf_source *s, tar_walk *w)
     return rc == 0 ? group_finish(s, w) : rc;
 }
 
+static tar_walk walk_init(int fd, const char *shard, uint32_t shard_id, uint64_t fsize,
+                          const rf_source_opts *o, int64_t *maxlabel, char *err, size_t errcap)
+{
+    return (tar_walk){.fd = fd,
+                      .shard = shard,
+                      .shard_id = shard_id,
+                      .fsize = fsize,
+                      .o = o,
+                      .label_ext = o->unlabeled ? NULL
+                                   : o->label   ? o->label
+                                                : "cls",
+                      .maxlabel = maxlabel,
+                      .err = err,
+                      .errcap = errcap};
+}
+
+static void walk_free(tar_walk *w)
+{
+    free(w->g.key);
+    free(w->g.img_name);
+    free(w->lname);
+    free(w->pax);
+}
+
 int rf__source_tar_shard(rf_source *s, uint32_t shard_id, const char *path, const char *shard,
                          const rf_source_opts *o, const rf_manifest *man, int64_t *maxlabel,
                          char *err, size_t errcap)
@@ -532,44 +601,36 @@ int rf__source_tar_shard(rf_source *s, uint32_t shard_id, const char *path, cons
         close(fd);
         return rf__compressed_error(shard, how, err, errcap);
     }
-    tar_walk w = {.fd = fd,
-                  .shard = shard,
-                  .shard_id = shard_id,
-                  .fsize = (uint64_t)st.st_size,
-                  .o = o,
-                  .label_ext = o->unlabeled ? NULL
-                               : o->label   ? o->label
-                                            : "cls",
-                  .maxlabel = maxlabel,
-                  .err = err,
-                  .errcap = errcap};
-    int64_t before = s->n, maxlabel_before = *maxlabel;
-    size_t arena_before = s->arena_len;
+    tar_walk w = walk_init(fd, shard, shard_id, (uint64_t)st.st_size, o, maxlabel, err, errcap);
+    int64_t before = s->n;
     const char *base = strrchr(shard, '/');
     const rf_manifest_shard *ms =
         man ? rf__manifest_find(man, base ? base + 1 : shard, w.fsize) : NULL;
-    int rc = ms ? manifest_walk(s, &w, man, ms) : -1;
-    if (rc == 0) {
-        s->nfiles_manifest++;
-    } else {
-        /* undo what the manifest added: the walk alone decides */
-        s->n = before;
-        s->arena_len = arena_before;
-        *maxlabel = maxlabel_before;
-        w.g.active = 0;
+    rf_tar_ends ends;
+    if (ms)
+        rf__tar_manifest_ends(man, ms, &ends);
+    int rc = ms && rf__tar_ends_ok(fd, w.fsize, &ends, NULL) ? manifest_index(s, &w, man, ms) : -1;
+    if (rc != 0)
         rc = header_walk(s, &w);
-    }
     if (rc == 0 && s->n == before) {
         snprintf(err, errcap,
                  "source: %s: no samples (no members named <key>.<picture extension>: %s)", shard,
                  rf__image_exts_text);
         rc = RF_E_SOURCE;
     }
-    free(w.g.key);
-    free(w.g.img_name);
-    free(w.lname);
-    free(w.pax);
+    walk_free(&w);
     close(fd);
+    return rc;
+}
+
+int rf__source_tar_from_manifest(rf_source *s, uint32_t shard_id, const char *shard,
+                                 const rf_source_opts *o, const rf_manifest *man,
+                                 const rf_manifest_shard *ms, int64_t *maxlabel, char *err,
+                                 size_t errcap)
+{
+    tar_walk w = walk_init(-1, shard, shard_id, ms->bytes, o, maxlabel, err, errcap);
+    int rc = manifest_index(s, &w, man, ms);
+    walk_free(&w);
     return rc;
 }
 

@@ -1,0 +1,242 @@
+"""Remote shards with ringfeed-pack's manifest.json beside them (s3:// on a
+moto server checking SigV4, through the counting proxy of rfproxy.py).
+
+What is checked: with an empty cache the index comes from the manifest
+(stats: every shard from it) and is the local walk's (sample names,
+labels, batches); no shard is fetched to build it, and the first batch
+waits for the shards it needs only; a shard whose headers are not where
+the manifest says (its samples swapped, same size) fails its samples with
+an error naming the URL and manifest.json, the others are delivered as
+from local disk; without a manifest (404) the shards are indexed as
+before, and stats say there was none.
+"""
+
+import json
+import os
+import shutil
+import time
+
+import numpy as np
+import pytest
+
+import rfhelpers
+import rfservers
+import ringfeed
+import ringfeed.pack
+
+try:
+    ringfeed.pack.executable()
+    HAVE_PACK = True
+except OSError:
+    HAVE_PACK = False
+pytestmark = [
+    pytest.mark.skipif(not rfservers.have_moto(),
+                       reason="moto[server] and boto3 not importable (make deps)"),
+    pytest.mark.skipif(not HAVE_PACK and not os.environ.get("RINGFEED_LIBRARY"),
+                       reason="ringfeed-pack is not built"),
+]
+
+PER_SHARD = 10
+OPTS = dict(batch_size=4, image_size=24, transform="center", num_workers=2)
+
+
+@pytest.fixture(scope="module")
+def packed(tmp_path_factory):
+    """40 pictures packed into 4 shards of 10, and the manifest."""
+    base = tmp_path_factory.mktemp("rman")
+    src = rfhelpers.pil_folder(str(base / "src"), 4, 10, 80, 60, seed=21)
+    out = str(base / "out")
+    r = ringfeed.pack.run(["--max-side", "48", "--shard-count", str(PER_SHARD), "--workers",
+                           "2", src, out], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    man = json.load(open(os.path.join(out, "manifest.json")))
+    names = [s["name"] for s in man["shards"]]
+    assert len(names) == 4
+    return out, names, man
+
+
+@pytest.fixture(scope="module")
+def s3(packed):
+    out, names, _ = packed
+    with rfservers.moto_s3(buckets=("data",)) as srv:
+        paths = [os.path.join(out, n) for n in names]
+        srv.upload("data", "with/", paths + [os.path.join(out, "manifest.json")])
+        srv.upload("data", "bare/", paths)
+        yield srv
+
+
+@pytest.fixture
+def proxied(s3, tmp_path, monkeypatch):
+    """The loader's S3 requests go through a counting proxy."""
+    with rfservers.fault_proxy(s3.endpoint, tmp_path / "log") as px:
+        for k, v in s3.env(endpoint=px.url).items():
+            monkeypatch.setenv(k, v)
+        yield px
+
+
+def _summary(ld):
+    """Sample names (shard file name and key), labels, batch digests and
+    sample indices of one epoch."""
+    n = ld.num_samples
+    names = [os.path.basename(ld.sample_path(i)) for i in range(n)]
+    labels = [ld.sample_label(i) for i in range(n)]
+    batches = [(rfhelpers.batch_digest(x, l), i.tolist()) for x, l, i in ld.iter_with_indices()]
+    return names, labels, batches
+
+
+def _shard_gets(px):
+    return [p for m, p, _ in px.requests() if m == "GET" and p.endswith(".tar")]
+
+
+def test_cold_index_from_the_manifest_matches_local(packed, proxied, tmp_path):
+    out, names, _ = packed
+    with ringfeed.Loader(os.path.join(out, "shard-*.tar"), shuffle=True, seed=4, **OPTS) as ld:
+        local = _summary(ld)
+        assert ld.stats()["shards_from_manifest"] == 4
+    src = "s3://data/with/shard-*.tar"
+    with ringfeed.Loader(src, shuffle=True, seed=4, cache_dir=str(tmp_path / "c"),
+                         **OPTS) as ld:
+        got = _summary(ld)
+        st = ld.stats()
+    assert got == local
+    assert st["shards"] == 4 and st["shards_from_manifest"] == 4
+    m = st["remote"]["manifest"]
+    assert (m["folders"], m["found"], m["absent"], m["failed"], m["shards"],
+            m["mismatched"]) == (1, 1, 0, 0, 4, 0), m
+    assert m["notes"] == ["s3://data/with/manifest.json: found, 4 shards indexed from it"]
+    # the listing (a glob), the shards' HEADs, the manifest's HEAD and GET,
+    # and only then the shards, each once
+    log = [(m_, p) for m_, p, _ in proxied.requests()]
+    assert log[0] == ("GET", "/data/?list-type=2&prefix=with%2Fshard-"), log
+    assert sorted(log[1:5]) == [("HEAD", "/data/with/" + n) for n in names], log
+    assert log[5:7] == [("HEAD", "/data/with/manifest.json"),
+                        ("GET", "/data/with/manifest.json")], log
+    assert sorted(log[7:]) == [("GET", "/data/with/" + n) for n in names], log
+    # warm: the shards are in the cache; the manifest indexes them again
+    # (its index is not kept), and nothing else is fetched
+    with ringfeed.Loader(src, shuffle=True, seed=4, cache_dir=str(tmp_path / "c"),
+                         **OPTS) as ld:
+        assert _summary(ld) == local
+        st = ld.stats()
+    assert st["shards_from_manifest"] == 4 and st["remote"]["cache_misses"] == 0
+    assert len(_shard_gets(proxied)) == 4
+
+
+def test_first_batch_fetches_only_its_shard(packed, proxied, tmp_path):
+    """A cache that holds one shard: the first batch (in shard 0, unshuffled)
+    needs shard 0, and nothing else was fetched before it (before the
+    manifest, every shard was fetched to be indexed). While the first batch
+    is held, the ring's other slot holds the second (shard 0 too), so the
+    shard stays in use and no other is fetched."""
+    out, names, _ = packed
+    size = max(os.path.getsize(os.path.join(out, n)) for n in names)
+    with ringfeed.Loader("s3://data/with/shard-*.tar", shuffle=False, prefetch=2,
+                         cache_dir=str(tmp_path / "c"), cache_limit=size + size // 2,
+                         **OPTS) as ld:
+        it = ld.iter_with_indices()
+        first = next(it)
+        assert first[2].tolist() == [0, 1, 2, 3]
+        assert _shard_gets(proxied) == ["/data/with/" + names[0]]
+        del first
+        rest = [i.tolist() for _, _, i in it]
+    assert sum(rest, []) == list(range(4, 4 * PER_SHARD))
+    assert sorted(_shard_gets(proxied)) == ["/data/with/" + n for n in names]
+
+
+def _swap_first_two_samples(path, entry):
+    """The shard with its first two samples' members swapped: same size,
+    valid tar, every offset after the first sample's moved."""
+    rows = entry["index"]
+
+    def span(row):
+        offs = [(row[i + 1], row[i + 2]) for i in range(2, len(row), 3)]
+        a = offs[0][0] - 512
+        b = offs[-1][0] + (offs[-1][1] + 511) // 512 * 512
+        return a, b
+
+    (a0, b0), (a1, b1) = span(rows[0]), span(rows[1])
+    assert b0 == a1 and a0 == 0
+    data = open(path, "rb").read()
+    out = data[a1:b1] + data[a0:b0] + data[b1:]
+    assert len(out) == len(data) and out != data
+    return out
+
+
+def test_shard_not_as_the_manifest_says_fails_its_samples(packed, s3, tmp_path, monkeypatch):
+    out, names, man = packed
+    for k, v in s3.env().items():
+        monkeypatch.setenv(k, v)
+    bad = 2
+    d = tmp_path / "swapped"
+    d.mkdir()
+    for n in names:
+        shutil.copy(os.path.join(out, n), d / n)
+    (d / names[bad]).write_bytes(_swap_first_two_samples(os.path.join(out, names[bad]),
+                                                         man["shards"][bad]))
+    s3.upload("data", "swapped/", [str(d / n) for n in names] + [os.path.join(out,
+                                                                              "manifest.json")])
+    url = "s3://data/swapped/" + names[bad]
+    want = r"%s does not match manifest.json" % url.replace(".", r"\.")
+    # raise: the error names the shard's URL and the manifest
+    with ringfeed.Loader("s3://data/swapped/shard-*.tar", shuffle=False,
+                         cache_dir=str(tmp_path / "c1"), **OPTS) as ld:
+        with pytest.raises(ringfeed.RingfeedError, match=want):
+            for _ in ld:
+                pass
+    # skip: the other shards' samples, each as from local disk
+    with ringfeed.Loader(os.path.join(out, "shard-*.tar"), shuffle=False, **OPTS) as ld:
+        ref = {int(s): rfhelpers.as_numpy(x)[k].copy() for x, _, i in ld.iter_with_indices()
+               for k, s in enumerate(i.tolist())}
+    with ringfeed.Loader("s3://data/swapped/shard-*.tar", shuffle=True, seed=2,
+                         on_error="skip", cache_dir=str(tmp_path / "c2"), **OPTS) as ld:
+        seen = set()
+        for x, _, i in ld.iter_with_indices():
+            for k, s in enumerate(i.tolist()):
+                assert s // PER_SHARD != bad, "sample %d of the swapped shard delivered" % s
+                assert np.array_equal(rfhelpers.as_numpy(x)[k], ref[s]), s
+                seen.add(s)
+        st = ld.stats()
+    assert seen == {s for s in range(4 * PER_SHARD) if s // PER_SHARD != bad}
+    assert st["shards_from_manifest"] == 4 and st["remote"]["manifest"]["mismatched"] == 1
+    assert st["errors_count"] == PER_SHARD
+    for e in st["errors"]:
+        assert url in e["reason"] and "does not match manifest.json" in e["reason"], e
+
+
+def test_no_manifest_indexes_as_before(packed, proxied, tmp_path):
+    out, names, _ = packed
+    with ringfeed.Loader(os.path.join(out, "shard-*.tar"), shuffle=True, seed=6, **OPTS) as ld:
+        local = _summary(ld)
+    with ringfeed.Loader("s3://data/bare/shard-*.tar", shuffle=True, seed=6,
+                         cache_dir=str(tmp_path / "c"), **OPTS) as ld:
+        assert sorted(_shard_gets(proxied)) == ["/data/bare/" + n for n in names]
+        got = _summary(ld)
+        st = ld.stats()
+    assert got == local
+    assert st["shards_from_manifest"] == 0
+    m = st["remote"]["manifest"]
+    assert (m["folders"], m["found"], m["absent"], m["shards"]) == (1, 0, 1, 0), m
+    assert "404" in m["notes"][0] and m["notes"][0].startswith(
+        "s3://data/bare/manifest.json: none"), m
+    # a warm cache holds every shard's index: the manifest is not asked for
+    n = len(proxied.requests())
+    with ringfeed.Loader("s3://data/bare/shard-*.tar", shuffle=True, seed=6,
+                         cache_dir=str(tmp_path / "c"), **OPTS) as ld:
+        assert _summary(ld) == local
+        m = ld.stats()["remote"]["manifest"]
+    assert [p for _, p, _ in proxied.requests()[n:] if "manifest" in p] == []
+    assert m["notes"] == ["s3://data/bare/manifest.json: not fetched (every shard's index "
+                          "was kept)"]
+
+
+def test_cold_first_batch_time(packed, s3, tmp_path, monkeypatch):
+    """Measured, not asserted: cold time to the first batch with the
+    manifest, and without it (every shard fetched to be indexed)."""
+    for k, v in s3.env().items():
+        monkeypatch.setenv(k, v)
+    for prefix in ("with", "bare"):
+        t0 = time.perf_counter()
+        with ringfeed.Loader("s3://data/%s/shard-*.tar" % prefix, shuffle=True, seed=1,
+                             cache_dir=str(tmp_path / prefix), **OPTS) as ld:
+            next(iter(ld))
+            print("%s manifest: cold first batch %.3f s" % (prefix, time.perf_counter() - t0))

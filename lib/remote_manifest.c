@@ -1,0 +1,363 @@
+/*
+ * remote_manifest.c - ringfeed-pack's manifest.json for remote shards (see
+ * remote_manifest.h).
+ *
+ * At start, for each folder of the shard URLs that holds a shard without a
+ * kept index: a HEAD of FOLDER/manifest.json (absent: 404 or 403, which S3
+ * answers for a missing key without list rights; too large: over
+ * RF__RMAN_MAX_BYTES), then a GET of exactly that size and validator into
+ * an anonymous memory file, mapped and parsed by rf__manifest_parse. All
+ * folders' requests run in parallel on the fetcher, so a dataset in one
+ * folder costs two round trips. A shard whose base name and HEAD size match
+ * an entry is indexed from it by the tar kind's own code
+ * (rf__source_tar_from_manifest): the same index a walk of the shard would
+ * give, without the shard.
+ *
+ * What a walk would have checked - that the shard's headers are where the
+ * manifest says - is checked when the shard lands in the cache (remote.c
+ * calls rf__rman_check on the fetch thread before the shard counts as
+ * ready): its first and last member headers, as for local shards. A shard
+ * that fails is failed for good, with a message naming its URL and
+ * manifest.json, so its samples fail (or are skipped) and no byte is read
+ * at an offset the shard does not have. The check's inputs (the two
+ * members' names, offsets, lengths) are kept per shard; the parsed
+ * manifests are freed once indexing is over.
+ *
+ * An index from a manifest is not written to the cache as BASE.idx: that
+ * file stands for a walk of the very bytes in the cache, and the manifest
+ * costs one request per folder at the next start anyway. A kept BASE.idx
+ * (from an earlier walk) is preferred to the manifest.
+ */
+#define _GNU_SOURCE
+#include "remote_manifest.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "fetch.h"
+#include "ringfeed.h"
+#include "source_kinds.h"
+#include "source_manifest.h"
+#include "stats.h"
+
+enum { MF_UNNEEDED = 0, MF_ABSENT = 1, MF_FAILED = 2, MF_FOUND = 3 };
+
+typedef struct rman_folder {
+    char *url;          /* FOLDER/manifest.json */
+    int needed;         /* a shard here has no kept index */
+    int state;          /* MF_* */
+    char note[400];     /* why absent or failed */
+    rf_manifest m;      /* MF_FOUND, until rf__rman_trim */
+    int64_t shards;     /* shards indexed from it */
+    char etag[RF__FETCH_ETAG];
+    int fd;             /* the GET's memory file, -1: none */
+    uint64_t size;
+} rman_folder;
+
+/* What shard k's headers must say, once it is in the cache. */
+typedef struct rman_end {
+    char *names;       /* "key0\0ext0\0key1\0ext1\0"; NULL: not from a manifest */
+    uint64_t off[2], len[2];
+    int checked;       /* fetch thread only: 1 matched, 2 did not */
+} rman_end;
+
+struct rf_rman {
+    rman_folder *f;
+    uint32_t nf, n;                  /* folders, shards */
+    uint32_t *folder;                /* per shard: its folder; UINT32_MAX: none (a query) */
+    const rf_manifest_shard **entry; /* per shard, index time: its entry or NULL */
+    rman_end *end;                   /* per shard */
+    int64_t from_manifest;           /* index time; read by stats after it */
+    _Atomic int64_t mismatched;      /* shards that failed the check: a count, relaxed */
+};
+
+/* The length of url's folder with its '/' (0: none that a manifest could
+ * sit in: a query string, or no path). */
+static size_t folder_len(const char *url)
+{
+    const char *path = strstr(url, "://");
+    if (!path || strchr(url, '?') || !(path = strchr(path + 3, '/')))
+        return 0;
+    return (size_t)(strrchr(url, '/') - url) + 1;
+}
+
+/* The folder of shard url (len bytes of it): found or added; UINT32_MAX
+ * on no memory. */
+static uint32_t folder_of(rf_rman *m, const char *url, size_t len)
+{
+    for (uint32_t i = m->nf; i-- > 0;) { /* the last first: shards come by folder */
+        const char *u = m->f[i].url;
+        if (strlen(u) == len + strlen("manifest.json") && !memcmp(u, url, len))
+            return i;
+    }
+    if (m->nf % 16 == 0) {
+        rman_folder *nf = realloc(m->f, (m->nf + 16) * sizeof *nf);
+        if (!nf)
+            return UINT32_MAX;
+        m->f = nf;
+    }
+    rman_folder *f = &m->f[m->nf];
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+    if (!(f->url = malloc(len + sizeof "manifest.json")))
+        return UINT32_MAX;
+    memcpy(f->url, url, len);
+    strcpy(f->url + len, "manifest.json");
+    return m->nf++;
+}
+
+/* The manifest's bytes are in f->fd: parsed into f->m, or a note why not. */
+static void parse(rman_folder *f)
+{
+    char err[300];
+    void *p = mmap(NULL, (size_t)f->size, PROT_READ, MAP_PRIVATE, f->fd, 0);
+    if (p == MAP_FAILED) {
+        snprintf(f->note, sizeof f->note, "%s: cannot map %llu bytes", f->url,
+                 (unsigned long long)f->size);
+        f->state = MF_FAILED;
+        return;
+    }
+    int rc = rf__manifest_parse(p, (size_t)f->size, &f->m, err, sizeof err);
+    munmap(p, (size_t)f->size);
+    if (rc != 0) {
+        rf__manifest_free(&f->m);
+        snprintf(f->note, sizeof f->note, "%s: %s", f->url, err);
+        f->state = MF_FAILED;
+        return;
+    }
+    f->state = MF_FOUND;
+}
+
+/* HEAD every needed folder's manifest, then GET those that are there and
+ * small enough, then parse them. */
+static int fetch_all(rf_rman *m, rf_remote *r)
+{
+    rf_fetch *fe = rf__remote_fetcher(r);
+    rf_fetch_req *hq = calloc(m->nf, sizeof *hq), *gq = calloc(m->nf, sizeof *gq);
+    if (!hq || !gq) {
+        free(hq);
+        free(gq);
+        return RF_E_NOMEM;
+    }
+    for (uint32_t i = 0; i < m->nf; i++)
+        if (m->f[i].needed) {
+            hq[i] = (rf_fetch_req){.op = RF__FETCH_HEAD, .url = m->f[i].url};
+            rf__fetch_submit(fe, &hq[i]);
+        }
+    for (uint32_t i = 0; i < m->nf; i++) {
+        rman_folder *f = &m->f[i];
+        if (!f->needed)
+            continue;
+        rf__fetch_wait(fe, &hq[i]);
+        f->state = MF_FAILED;
+        if (hq[i].rc != 0) {
+            if (hq[i].http == 404 || hq[i].http == 403)
+                f->state = MF_ABSENT;
+            snprintf(f->note, sizeof f->note, "%.390s", hq[i].err);
+        } else if (hq[i].size == 0) {
+            snprintf(f->note, sizeof f->note, "HEAD %s: empty, or no Content-Length", f->url);
+        } else if (hq[i].size > RF__RMAN_MAX_BYTES) {
+            snprintf(f->note, sizeof f->note, "HEAD %s: %llu bytes, over the limit of %llu",
+                     f->url, (unsigned long long)hq[i].size,
+                     (unsigned long long)RF__RMAN_MAX_BYTES);
+        } else if ((f->fd = memfd_create("ringfeed-manifest", MFD_CLOEXEC)) < 0) {
+            snprintf(f->note, sizeof f->note, "%s: no memory file for it", f->url);
+        } else {
+            f->size = hq[i].size;
+            snprintf(f->etag, sizeof f->etag, "%s", hq[i].etag);
+            gq[i] = (rf_fetch_req){.op = RF__FETCH_GET,
+                                   .url = f->url,
+                                   .fd = f->fd,
+                                   .want_size = f->size,
+                                   .want_etag = f->etag};
+            rf__fetch_submit(fe, &gq[i]);
+        }
+    }
+    for (uint32_t i = 0; i < m->nf; i++) {
+        rman_folder *f = &m->f[i];
+        if (f->fd < 0)
+            continue;
+        rf__fetch_wait(fe, &gq[i]);
+        if (gq[i].rc != 0)
+            snprintf(f->note, sizeof f->note, "%.390s", gq[i].err);
+        else
+            parse(f);
+        close(f->fd);
+        f->fd = -1;
+    }
+    free(hq);
+    free(gq);
+    return 0;
+}
+
+int rf__rman_open(rf_rman **out, rf_remote *r, const rf_source *s, const uint8_t *skip)
+{
+    *out = NULL;
+    rf_rman *m = calloc(1, sizeof *m);
+    if (!m)
+        return RF_E_NOMEM;
+    m->n = s->nfiles;
+    m->folder = calloc(m->n ? m->n : 1, sizeof *m->folder);
+    m->entry = calloc(m->n ? m->n : 1, sizeof *m->entry);
+    m->end = calloc(m->n ? m->n : 1, sizeof *m->end);
+    int rc = m->folder && m->entry && m->end ? 0 : RF_E_NOMEM;
+    for (uint32_t k = 0; rc == 0 && k < m->n; k++) {
+        const char *url = s->arena + s->file_off[k];
+        size_t len = folder_len(url);
+        m->folder[k] = len ? folder_of(m, url, len) : UINT32_MAX;
+        if (len && m->folder[k] == UINT32_MAX)
+            rc = RF_E_NOMEM;
+        else if (len && !(skip && skip[k]))
+            m->f[m->folder[k]].needed = 1;
+    }
+    if (rc == 0)
+        rc = fetch_all(m, r);
+    for (uint32_t k = 0; rc == 0 && k < m->n; k++) {
+        if ((skip && skip[k]) || m->folder[k] == UINT32_MAX)
+            continue;
+        rman_folder *f = &m->f[m->folder[k]];
+        const char *url = s->arena + s->file_off[k], *etag;
+        uint64_t size = rf__remote_shard(r, k, &etag);
+        if (f->state == MF_FOUND)
+            m->entry[k] = rf__manifest_find(&f->m, strrchr(url, '/') + 1, size);
+    }
+    if (rc != 0) {
+        rf__rman_free(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+int rf__rman_covers(const rf_rman *m, uint32_t k)
+{
+    return m && m->entry && m->entry[k] != NULL;
+}
+
+int rf__rman_index(rf_rman *m, rf_source *s, uint32_t k, const rf_source_opts *o,
+                   int64_t *maxlabel)
+{
+    if (!rf__rman_covers(m, k))
+        return 1;
+    rman_folder *f = &m->f[m->folder[k]];
+    rf_tar_ends t;
+    rf__tar_manifest_ends(&f->m, m->entry[k], &t);
+    size_t l[4] = {strlen(t.key[0]) + 1, strlen(t.ext[0]) + 1, strlen(t.key[1]) + 1,
+                   strlen(t.ext[1]) + 1};
+    const char *src[4] = {t.key[0], t.ext[0], t.key[1], t.ext[1]};
+    char *names = malloc(l[0] + l[1] + l[2] + l[3]);
+    char *url = strdup(s->arena + s->file_off[k]); /* the arena moves as samples are added */
+    char err[512];
+    int rc = names && url ? rf__source_tar_from_manifest(s, k, url, o, &f->m, m->entry[k],
+                                                         maxlabel, err, sizeof err)
+                          : 1;
+    free(url);
+    if (rc != 0) {
+        free(names);
+        return 1;
+    }
+    for (size_t i = 0, at = 0; i < 4; at += l[i], i++)
+        memcpy(names + at, src[i], l[i]);
+    rman_end *e = &m->end[k];
+    e->names = names;
+    for (int i = 0; i < 2; i++) {
+        e->off[i] = t.off[i];
+        e->len[i] = t.len[i];
+    }
+    f->shards++;
+    m->from_manifest++;
+    return 0;
+}
+
+void rf__rman_trim(rf_rman *m)
+{
+    if (!m)
+        return;
+    for (uint32_t i = 0; i < m->nf; i++)
+        rf__manifest_free(&m->f[i].m);
+    free(m->entry);
+    m->entry = NULL;
+}
+
+int rf__rman_check(rf_rman *m, uint32_t k, int fd, const char *url, uint64_t size, char *msg,
+                   size_t cap)
+{
+    rman_end *e = &m->end[k];
+    if (!e->names || e->checked == 1)
+        return 0;
+    const char *p = e->names, *v[4];
+    for (int i = 0; i < 4; i++, p += strlen(p) + 1)
+        v[i] = p;
+    rf_tar_ends t = {.key = {v[0], v[2]},
+                     .ext = {v[1], v[3]},
+                     .off = {e->off[0], e->off[1]},
+                     .len = {e->len[0], e->len[1]}};
+    int bad = 0;
+    if (e->checked == 0 && rf__tar_ends_ok(fd, size, &t, &bad)) {
+        e->checked = 1;
+        return 0;
+    }
+    if (e->checked == 0)
+        atomic_fetch_add_explicit(&m->mismatched, 1, memory_order_relaxed);
+    e->checked = 2;
+    snprintf(msg, cap,
+             "source: %s does not match manifest.json (%s): the header before offset %llu is "
+             "not member %s.%s of %llu bytes, so the index taken from the manifest is wrong for "
+             "this shard and none of its samples is read (repack the folder, or remove its "
+             "manifest.json)",
+             url, m->f[m->folder[k]].url, (unsigned long long)t.off[bad], t.key[bad], t.ext[bad],
+             (unsigned long long)t.len[bad]);
+    return RF_E_SOURCE;
+}
+
+void rf__rman_stats(const rf_rman *m, rf_json *j)
+{
+    int64_t count[4] = {0};
+    for (uint32_t i = 0; i < m->nf; i++)
+        count[m->f[i].state]++;
+    rf__json_fmt(j,
+                 "{\"folders\": %u, \"found\": %lld, \"absent\": %lld, \"failed\": %lld, "
+                 "\"shards\": %lld, \"mismatched\": %lld, \"notes\": [",
+                 m->nf, (long long)count[MF_FOUND], (long long)count[MF_ABSENT],
+                 (long long)count[MF_FAILED], (long long)m->from_manifest,
+                 (long long)atomic_load_explicit(&m->mismatched, memory_order_relaxed));
+    /* one line per folder (the first 16): what became of its manifest */
+    for (uint32_t i = 0; i < m->nf && i < 16; i++) {
+        const rman_folder *f = &m->f[i];
+        char line[600];
+        if (f->state == MF_FOUND)
+            snprintf(line, sizeof line, "%s: found, %lld shards indexed from it", f->url,
+                     (long long)f->shards);
+        else if (f->state == MF_UNNEEDED)
+            snprintf(line, sizeof line, "%s: not fetched (every shard's index was kept)",
+                     f->url);
+        else
+            snprintf(line, sizeof line, "%s: %s (%.400s)", f->url,
+                     f->state == MF_ABSENT ? "none" : "not used", f->note);
+        rf__json_raw(j, i ? ", " : "");
+        rf__json_str(j, line);
+    }
+    rf__json_raw(j, "]}");
+}
+
+void rf__rman_free(rf_rman *m)
+{
+    if (!m)
+        return;
+    rf__rman_trim(m);
+    for (uint32_t i = 0; i < m->nf; i++) {
+        free(m->f[i].url);
+        if (m->f[i].fd >= 0)
+            close(m->f[i].fd);
+    }
+    for (uint32_t k = 0; m->end && k < m->n; k++)
+        free(m->end[k].names);
+    free(m->f);
+    free(m->folder);
+    free(m->end);
+    free(m);
+}

@@ -10,7 +10,10 @@
  * the same index (member names, labels, offsets, extras spans) as the header
  * walk of the same shards without it, and the manifest is used only while
  * the shards are the ones it describes: appended bytes, or a member renamed
- * at the same size, fall back to the walk.
+ * at the same size, fall back to the walk. The index from the manifest
+ * alone (a remote shard not fetched yet) is the walk's too, and the check of
+ * its first and last member headers, made when the shard arrives, catches
+ * another name, size or place.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -26,6 +29,7 @@
 
 #include "ringfeed.h"
 #include "source.h"
+#include "source_kinds.h"
 #include "source_manifest.h"
 #include "tarwrite.h"
 #include "testutil.h"
@@ -350,6 +354,116 @@ static void test_source_falls_back(void **state)
     rf__source_close(&ref);
 }
 
+/* ---- without the shard (remote shards not fetched yet) ------------------------ */
+
+/* The index from the manifest's entries alone (rf__source_tar_from_manifest,
+ * no file opened) is the walk's, for the options where the entries say
+ * enough; with a label member the manifest does not read (label="txt")
+ * nothing is added and the caller must walk. */
+static void test_from_manifest_alone(void **state)
+{
+    (void)state;
+    char with[2048], without[2048], path[4096], err[512];
+    snprintf(with, sizeof with, "%.1900s/alone", g_tmp);
+    snprintf(without, sizeof without, "%.1900s/alone-walked", g_tmp);
+    write_set(with, 1);
+    write_set(without, 0);
+    snprintf(path, sizeof path, "%s/manifest.json", with);
+    rf_manifest m;
+    assert_int_equal(rf__manifest_read(path, &m, err, sizeof err), 0);
+    static const char *const txt[] = {"txt"};
+    rf_source_opts opts[] = {{0}, {.unlabeled = 1}, {.nextras = 1, .extras = {txt[0]}},
+                             {.label = "txt"}};
+    for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++) {
+        rf_source s = {.kind = RF_SOURCE_TAR, .nextras = opts[k].nextras};
+        rf_strlist files = {0};
+        for (int f = 0; f < SHARDS; f++) {
+            char name[32];
+            snprintf(name, sizeof name, "s-%d.tar", f);
+            assert_int_equal(rf__strlist_add(&files, with, name), 0);
+        }
+        assert_int_equal(rf__source_put_files(&s, &files), 0);
+        int64_t maxlabel = -1;
+        for (uint32_t f = 0; f < SHARDS; f++) {
+            char name[32];
+            snprintf(name, sizeof name, "s-%u.tar", f);
+            const rf_manifest_shard *ms = NULL;
+            for (size_t i = 0; i < m.nshards && !ms; i++)
+                if (!strcmp(m.arena + m.shards[i].name, name))
+                    ms = rf__manifest_find(&m, name, m.shards[i].bytes);
+            assert_non_null(ms);
+            int64_t before = s.n;
+            int rc = rf__source_tar_from_manifest(&s, f, rf__strlist_at(&files, f), &opts[k], &m,
+                                                  ms, &maxlabel, err, sizeof err);
+            if (k == 3) { /* the .txt label is in the shard, which is not there */
+                assert_int_not_equal(rc, 0);
+                assert_int_equal(s.n, before);
+            } else {
+                assert_int_equal(rc, 0);
+            }
+        }
+        rf__strlist_free(&files);
+        if (k != 3) {
+            s.nclasses = maxlabel + 1;
+            rf_source ref;
+            open_set(&ref, without, &opts[k]);
+            assert_int_equal(s.nfiles_manifest, SHARDS);
+            assert_same_index(&s, &ref);
+            rf__source_close(&ref);
+        } else {
+            assert_int_equal(s.nfiles_manifest, 0);
+        }
+        rf__source_close(&s);
+    }
+    rf__manifest_free(&m);
+}
+
+/* The check made when such a shard arrives: its first and last member
+ * headers as the entry says; another name, size or place is caught. */
+static void test_ends_check(void **state)
+{
+    (void)state;
+    char dir[2048], path[4096], err[512];
+    snprintf(dir, sizeof dir, "%.1900s/ends", g_tmp);
+    write_set(dir, 1);
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    rf_manifest m;
+    assert_int_equal(rf__manifest_read(path, &m, err, sizeof err), 0);
+    snprintf(path, sizeof path, "%s/s-1.tar", dir);
+    size_t n;
+    uint8_t *b = tu_read_file(path, &n);
+    assert_non_null(b);
+    free(b);
+    const rf_manifest_shard *ms = rf__manifest_find(&m, "s-1.tar", n);
+    assert_non_null(ms);
+    rf_tar_ends e;
+    rf__tar_manifest_ends(&m, ms, &e);
+    assert_string_equal(e.key[0], "000007");
+    assert_string_equal(e.key[1], "000013");
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    int fd = fileno(f), bad = -1;
+    assert_int_equal(rf__tar_ends_ok(fd, n, &e, &bad), 1);
+    rf_tar_ends x = e;
+    x.len[1]++;
+    assert_int_equal(rf__tar_ends_ok(fd, n, &x, &bad), 0);
+    assert_int_equal(bad, 1);
+    x = e;
+    x.ext[0] = "png";
+    assert_int_equal(rf__tar_ends_ok(fd, n, &x, &bad), 0);
+    assert_int_equal(bad, 0);
+    x = e;
+    x.off[0] += 512; /* not a header before it */
+    assert_int_equal(rf__tar_ends_ok(fd, n, &x, &bad), 0);
+    assert_int_equal(bad, 0);
+    x = e;
+    x.off[1] = n + 512; /* past the end */
+    assert_int_equal(rf__tar_ends_ok(fd, n, &x, &bad), 0);
+    assert_int_equal(bad, 1);
+    fclose(f);
+    rf__manifest_free(&m);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -370,6 +484,7 @@ int main(void)
         cmocka_unit_test(test_parse_good),        cmocka_unit_test(test_parse_cut_and_changed),
         cmocka_unit_test(test_parse_refused),     cmocka_unit_test(test_inconsistent_index_unused),
         cmocka_unit_test(test_source_same_index), cmocka_unit_test(test_source_falls_back),
+        cmocka_unit_test(test_from_manifest_alone), cmocka_unit_test(test_ends_check),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -44,7 +44,7 @@ static int mkdirs(const char *path)
 int rf__cache_open(rf_cache *c, const char *dir, uint64_t limit, char *err, size_t errcap)
 {
     memset(c, 0, sizeof *c);
-    c->dir_fd = c->lock_fd = -1;
+    c->dir_fd = c->lock_fd = c->starved_fd = -1;
     if (dir && strlen(dir) >= sizeof c->dir) {
         snprintf(err, errcap, "cache: the folder's path is too long");
         return RF_E_SOURCE;
@@ -63,7 +63,8 @@ int rf__cache_open(rf_cache *c, const char *dir, uint64_t limit, char *err, size
         c->dir[--n] = '\0';
     if (mkdirs(c->dir) != 0 ||
         (c->dir_fd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
-        (c->lock_fd = openat(c->dir_fd, ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
+        (c->lock_fd = openat(c->dir_fd, ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0 ||
+        (c->starved_fd = openat(c->dir_fd, ".starved", O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
         snprintf(err, errcap, "cache: %s: %s", c->dir, strerror(errno));
         rf__cache_close(c);
         return RF_E_SOURCE;
@@ -84,7 +85,9 @@ void rf__cache_close(rf_cache *c)
         close(c->lock_fd);
     if (c->dir_fd >= 0)
         close(c->dir_fd);
-    c->lock_fd = c->dir_fd = -1;
+    if (c->starved_fd >= 0)
+        close(c->starved_fd);
+    c->lock_fd = c->dir_fd = c->starved_fd = -1;
 }
 
 /* FNV-1a, 64 bits, from a chosen start: two starts give the 128-bit name. */
@@ -148,6 +151,27 @@ int rf__cache_lock_fetch(rf_cache *c, const char *base, int *fd)
     }
     *fd = f;
     return 1;
+}
+
+uint64_t rf__cache_starved(rf_cache *c)
+{
+    uint64_t v = 0;
+    if (pread(c->starved_fd, &v, sizeof v, 0) != (ssize_t)sizeof v)
+        v = 0; /* never bumped yet */
+    return v;
+}
+
+uint64_t rf__cache_starve(rf_cache *c)
+{
+    /* exclusive flock of .starved: two bumps never write the same value */
+    while (flock(c->starved_fd, LOCK_EX) != 0)
+        if (errno != EINTR)
+            return 0;
+    uint64_t v = rf__cache_starved(c) + 1;
+    if (pwrite(c->starved_fd, &v, sizeof v, 0) != (ssize_t)sizeof v)
+        v = 0;
+    flock(c->starved_fd, LOCK_UN);
+    return v;
 }
 
 /* ---- room ------------------------------------------------------------------ */
@@ -251,6 +275,21 @@ static int make_room(rf_cache *c, uint64_t size)
     return used + size <= c->limit;
 }
 
+/* Renames within the folder under DIR/.lock (exclusive): a listing taken
+ * while a file is renamed may miss it under both names, and measure() would
+ * then count its room as free. 0 or -1 (errno). */
+static int locked_rename(rf_cache *c, const char *from, const char *to)
+{
+    while (flock(c->lock_fd, LOCK_EX) != 0)
+        if (errno != EINTR)
+            return -1;
+    int rc = rename(from, to);
+    int e = errno;
+    flock(c->lock_fd, LOCK_UN);
+    errno = e;
+    return rc;
+}
+
 /* Room for size bytes and a temporary file "BASE.SUFFIX.PID.N" holding it. */
 static int reserve(rf_cache *c, const char *base, const char *suffix, uint64_t size, char *tmp,
                    int *fd, char *err, size_t errcap)
@@ -297,7 +336,7 @@ int rf__cache_commit(rf_cache *c, const char *tmp, const char *base, int fd, cha
     snprintf(p, sizeof p, "%s.tar", base);
     /* pinned before it has its name: no evictor can take it in between; on
      * disk before it has its name: a crash never leaves a short BASE.tar */
-    if (flock(fd, LOCK_SH) != 0 || fdatasync(fd) != 0 || rename(tmp, p) != 0) {
+    if (flock(fd, LOCK_SH) != 0 || fdatasync(fd) != 0 || locked_rename(c, tmp, p) != 0) {
         snprintf(err, errcap, "cache: %s: %s", p, strerror(errno));
         rf__cache_abandon(c, tmp, fd);
         return RF_E_IO;
@@ -330,7 +369,7 @@ int rf__cache_put_index(rf_cache *c, const char *base, const void *p, size_t n)
             break;
         done += (size_t)w;
     }
-    if (done != n || rename(tmp, dst) != 0) {
+    if (done != n || locked_rename(c, tmp, dst) != 0) {
         rf__cache_abandon(c, tmp, fd);
         return RF_E_IO;
     }

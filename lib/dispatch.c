@@ -217,14 +217,18 @@ static void submit(rf_dispatch *d, unsigned depth)
     while (d->nfill > 0 && rf__reader_inflight(d->reader) < depth) {
         rf_slot *s = d->fill[0];
         int64_t sample = s->view.samples[s->submitted];
+        if ((pj = rf__pool_take(d->pool)) == NULL)
+            break;
+        /* a remote sample is taken (its shard's pin held for the read) in
+         * the same step that finds the shard pinned, so no release comes
+         * between the check and the read */
         const char *why = NULL;
-        int ready = rem ? rf__remote_ready(rem, d->src, sample, &why) : 1;
+        int ready = rem ? rf__remote_take(rem, d->src, sample, &why) : 1;
         if (ready == 0) {
+            rf__pool_unget(d->pool, pj);
             d->remote_wait = 1;
             break;
         }
-        if ((pj = rf__pool_take(d->pool)) == NULL)
-            break;
         rf_job *j = rf__job_of(pj);
         j->slot = s;
         j->pos = s->submitted;
@@ -238,14 +242,13 @@ static void submit(rf_dispatch *d, unsigned depth)
             j->rd.err = EIO;
             j->rd.what = why;
             j->rd.len = 0;
-            rf__remote_taken(rem, d->src, sample);
             rf__remote_done(rem, d->src, sample);
             rf__pool_push(d->pool, pj);
         } else if (rf__reader_submit(d->reader, &j->rd) != 0) {
+            if (rem)
+                rf__remote_untake(rem, d->src, sample);
             rf__pool_unget(d->pool, pj); /* file slots busy closing: later */
             break;
-        } else if (rem) {
-            rf__remote_taken(rem, d->src, sample);
         }
         if (++s->submitted == s->count) {
             memmove(d->fill, d->fill + 1, (size_t)(d->nfill - 1) * sizeof *d->fill);

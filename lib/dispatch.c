@@ -136,6 +136,8 @@ void rf__dispatch_job_done(void *ctx, rf_pool_job *pj)
     rf_dispatch *d = ctx;
     rf_job *j = rf__job_of(pj);
     rf_slot *s = j->slot; /* read before the job can be reused */
+    if (d->src->remote) /* decoded (or dropped): its shard may be unpinned */
+        rf__remote_done(d->src->remote, d->src, j->rd.sample);
     int last = rf__ring_sample_release(s);
     rf__pool_put(d->pool, pj);
     if (last) {
@@ -242,7 +244,6 @@ static void submit(rf_dispatch *d, unsigned depth)
             j->rd.err = EIO;
             j->rd.what = why;
             j->rd.len = 0;
-            rf__remote_done(rem, d->src, sample);
             rf__pool_push(d->pool, pj);
         } else if (rf__reader_submit(d->reader, &j->rd) != 0) {
             if (rem)
@@ -298,8 +299,6 @@ static void *dispatch_main(void *arg)
         for (int i = 0; i < n; i++) {
             rf_job *dj = (rf_job *)done[i];
             read_ns += dj->rd.t_done_ns - dj->rd.t_submit_ns;
-            if (d->src->remote) /* the read is over: its shard may be unpinned */
-                rf__remote_done(d->src->remote, d->src, dj->rd.sample);
             if (dj->gen != atomic_load(&d->gen) || atomic_load(&d->stopped))
                 rf__dispatch_job_done(d, &dj->link); /* abandoned position: drop */
             else

@@ -400,3 +400,45 @@ def test_global_shuffle_small_cache_completes(big_shards, tmp_path, world, limit
     assert 0 < peak <= limit, (peak, limit)
     assert sum(s["refetches"] for s in st) > 0, st
     print("global shuffle, world %d, %d shards' room: %s" % (world, limit_shards, st))
+
+
+def test_skip_substitutes_from_the_same_remote_shard(big_shards, tmp_path):
+    """on_error="skip" with a corrupt member in a remote shard and a cache of
+    two shards: every batch full, the bad sample named in the errors, its
+    substitute a sample of the same shard (the one sure to be in the cache),
+    and the same batches on every run."""
+    d = tmp_path / "bad"
+    d.mkdir()
+    for s in range(NBIG):
+        p = os.path.join(big_shards, "b-%04d.tar" % s)
+        with open(p, "rb") as f:
+            data = bytearray(f.read())
+        if s == 3:  # k004.jpg of shard 3: its entropy-coded data overwritten
+            with tarfile.open(p) as tf:
+                m = tf.getmember("s03/k004.jpg")
+            data[m.offset_data + 200:m.offset_data + m.size - 2] = b"\xff\x00" * ((m.size - 202) // 2)
+        (d / ("b-%04d.tar" % s)).write_bytes(bytes(data))
+    limit = _big_limit(big_shards, 2)
+    n = NBIG * PER_BIG
+    runs = []
+    with rfservers.http_files(str(d)) as url:
+        for run in range(2):
+            with ringfeed.Loader(url + "/b-{0000..%04d}.tar" % (NBIG - 1), on_error="skip",
+                                 shuffle=True, seed=4, cache_dir=str(tmp_path / ("c%d" % run)),
+                                 cache_limit=limit, **OPTS) as ld:
+                bad = [i for i in range(n) if ld.sample_path(i).endswith("s03/k004")]
+                assert len(bad) == 1
+                got = []
+                for images, labels, idx in ld.iter_with_indices():
+                    assert len(idx) == min(OPTS["batch_size"], n - len(got) * OPTS["batch_size"])
+                    got.append((rfhelpers.batch_digest(images, labels), idx.tolist()))
+                st = ld.stats()
+                assert st["errors_count"] == 1, st["errors"]
+                e = st["errors"][0]
+                assert e["sample"] == bad[0] and e["path"].endswith("b-0003.tar:s03/k004.jpg"), e
+                seen = [s for _, idx in got for s in idx]
+                assert len(seen) == n and bad[0] not in seen
+                sub = sorted({s for s in seen if seen.count(s) == 2})
+                assert len(sub) == 1 and ld.sample_path(sub[0]).startswith(url + "/b-0003.tar:")
+            runs.append(got)
+    assert runs[0] == runs[1]

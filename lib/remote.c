@@ -96,6 +96,8 @@ struct rf_remote {
     int64_t releases, refetches; /* (mu) pins given up early / shards fetched again */
 };
 
+static void tick(void *ctx);
+
 int rf__remote_create(rf_remote **out, const rf_remote_opts *o, char *err, size_t errcap)
 {
     *out = NULL;
@@ -122,11 +124,11 @@ int rf__remote_create(rf_remote **out, const rf_remote_opts *o, char *err, size_
     pthread_mutex_init(&r->mu, NULL);
     pthread_mutex_init(&r->wake_mu, NULL);
     pthread_cond_init(&r->cv, NULL);
+    /* before any request starts the fetch thread, which reads it */
+    rf__fetch_set_tick(r->fetch, tick, r, 20);
     *out = r;
     return 0;
 }
-
-static void tick(void *ctx);
 
 void rf__remote_destroy(rf_remote *r)
 {
@@ -171,16 +173,25 @@ rf_cache *rf__remote_cache(rf_remote *r)
     return &r->cache;
 }
 
+/* Under r->mu: the tick may run already (the HEAD requests of the index
+ * start the fetch thread), and a release walks every shard. */
 int rf__remote_add(rf_remote *r, const char *url, uint64_t size, const char *etag)
 {
+    char *u = strdup(url);
+    if (!u)
+        return RF_E_NOMEM;
+    pthread_mutex_lock(&r->mu);
     if (r->nsh == r->cap) {
         uint32_t cap = r->cap ? r->cap * 2 : 64;
         rf_shard *sh = realloc(r->sh, cap * sizeof *sh);
         uint32_t *w = sh ? realloc(r->want, cap * sizeof *w) : NULL;
         if (sh)
             r->sh = sh;
-        if (!w)
+        if (!w) {
+            pthread_mutex_unlock(&r->mu);
+            free(u);
             return RF_E_NOMEM;
+        }
         r->want = w;
         r->cap = cap;
     }
@@ -190,11 +201,9 @@ int rf__remote_add(rf_remote *r, const char *url, uint64_t size, const char *eta
     s->owner = r;
     s->size = size;
     snprintf(s->etag, sizeof s->etag, "%s", etag);
-    if (!(s->url = strdup(url)))
-        return RF_E_NOMEM;
+    s->url = u;
     r->nsh++;
-    if (r->nsh == 1)
-        rf__fetch_set_tick(r->fetch, tick, r, 20);
+    pthread_mutex_unlock(&r->mu);
     return 0;
 }
 

@@ -11,7 +11,9 @@
  * and starts the GET into a temporary file, which the completion checks
  * (size, validator: fetch.c), renames into place, pinned, and announces.
  * A shard that finds no room stops the walk, so that room goes to shards in
- * the order they are needed.
+ * the order they are needed. While no shard of the loader is ready, one
+ * transfer runs at a time (the cold start's first batch waits for one shard
+ * at the link's full speed); then up to RF_P_FETCH_PARALLEL.
  *
  * The head (the shard of the sample the dispatcher waits on) is tried
  * first. When even it finds no room for STARVE_MS, the pins held only for later samples
@@ -380,15 +382,17 @@ static void transfer_done(rf_fetch_req *req, void *ctx)
 }
 
 /* What the tick does for one wanted shard, without mu: 1 ready (pinned in
- * *pin), 2 a transfer started, 0 wait (another loader fetches it), 3 no
- * room (stop the walk), -1 failed (msg). */
-static int try_shard(rf_remote *r, rf_shard *s, int *pin, char *msg, size_t cap)
+ * *pin), 2 a transfer started, 0 wait (another loader fetches it, or it is
+ * absent and may_start is 0), 3 no room (stop the walk), -1 failed (msg). */
+static int try_shard(rf_remote *r, rf_shard *s, int may_start, int *pin, char *msg, size_t cap)
 {
     char base[RF__CACHE_PATH];
     rf__cache_base(&r->cache, s->url, s->size, s->etag, base);
     int rc = rf__cache_pin(&r->cache, base, s->size, pin);
     if (rc != 0)
         return rc > 0 ? 1 : (snprintf(msg, cap, "cache: %.300s.tar: cannot open", base), -1);
+    if (!may_start)
+        return 0;
     int lk = -1;
     rc = rf__cache_lock_fetch(&r->cache, base, &lk);
     if (rc <= 0)
@@ -424,13 +428,13 @@ static int try_shard(rf_remote *r, rf_shard *s, int *pin, char *msg, size_t cap)
 /* Under mu, dropped around the cache calls: tries wanted shard k (see
  * try_shard); returns its code. A shard READY, FAILED or FETCHING after it
  * sets *changed. */
-static int want_one(rf_remote *r, uint32_t k, int *changed)
+static int want_one(rf_remote *r, uint32_t k, int may_start, int *changed)
 {
     rf_shard *s = &r->sh[k];
     pthread_mutex_unlock(&r->mu);
     char msg[1100];
     int pin = -1;
-    int rc = try_shard(r, s, &pin, msg, sizeof msg);
+    int rc = try_shard(r, s, may_start, &pin, msg, sizeof msg);
     pthread_mutex_lock(&r->mu);
     if (rc == 0 || rc == 3)
         return rc;
@@ -467,7 +471,7 @@ static int want_one(rf_remote *r, uint32_t k, int *changed)
 static void want_head(rf_remote *r, int *changed)
 {
     int64_t h = r->head;
-    if (h < 0 || r->sh[h].state != SH_WANTED || want_one(r, (uint32_t)h, changed) != 3) {
+    if (h < 0 || r->sh[h].state != SH_WANTED || want_one(r, (uint32_t)h, 1, changed) != 3) {
         r->starve_since = 0;
         return;
     }
@@ -484,7 +488,7 @@ static void want_head(rf_remote *r, int *changed)
     r->starved_seen = rf__cache_starve(&r->cache); /* the other loaders release too */
     pthread_mutex_lock(&r->mu);
     if (n > 0 && r->head == h && r->sh[h].state == SH_WANTED)
-        want_one(r, (uint32_t)h, changed); /* the released shards are evictable now */
+        want_one(r, (uint32_t)h, 1, changed); /* the released shards are evictable now */
 }
 
 static void tick(void *ctx)
@@ -498,6 +502,14 @@ static void tick(void *ctx)
         release(r);
     }
     want_head(r, &changed);
+    /* While this loader has no shard ready, its first transfer runs alone:
+     * sharing the link and the CPU with the next ones would delay the first
+     * batch (the cold start) by the time of theirs. */
+    int64_t nready = 0, nfetching = 0;
+    for (uint32_t k = 0; k < r->nsh; k++) {
+        nready += r->sh[k].state == SH_READY;
+        nfetching += r->sh[k].state == SH_FETCHING;
+    }
     uint32_t kept = 0, i = 0;
     int stop = 0;
     for (; i < r->nwant && !stop; i++) {
@@ -507,7 +519,9 @@ static void tick(void *ctx)
             s->queued = 0;
             continue;
         }
-        int rc = (int64_t)k == r->head ? 0 : want_one(r, k, &changed);
+        int may_start = nready > 0 || nfetching == 0;
+        int rc = (int64_t)k == r->head ? 0 : want_one(r, k, may_start, &changed);
+        nfetching += rc == 2;
         if (rc == 0 || rc == 3) {
             r->want[kept++] = k; /* later, in the same order */
             stop = rc == 3;

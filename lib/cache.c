@@ -61,8 +61,7 @@ int rf__cache_open(rf_cache *c, const char *dir, uint64_t limit, char *err, size
     size_t n = strlen(c->dir);
     while (n > 1 && c->dir[n - 1] == '/')
         c->dir[--n] = '\0';
-    if (mkdirs(c->dir) != 0 ||
-        (c->dir_fd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
+    if (mkdirs(c->dir) != 0 || (c->dir_fd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
         (c->lock_fd = openat(c->dir_fd, ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0 ||
         (c->starved_fd = openat(c->dir_fd, ".starved", O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
         snprintf(err, errcap, "cache: %s: %s", c->dir, strerror(errno));
@@ -72,8 +71,7 @@ int rf__cache_open(rf_cache *c, const char *dir, uint64_t limit, char *err, size
     c->limit = limit;
     if (limit == 0) {
         struct statvfs v;
-        uint64_t free_bytes = fstatvfs(c->dir_fd, &v) == 0 ? (uint64_t)v.f_bavail * v.f_frsize
-                                                            : 0;
+        uint64_t free_bytes = fstatvfs(c->dir_fd, &v) == 0 ? (uint64_t)v.f_bavail * v.f_frsize : 0;
         c->limit = rf__cache_usage(c) + free_bytes / 2;
     }
     return 0;
@@ -100,8 +98,7 @@ static uint64_t fnv(uint64_t h, const char *s, size_t n)
     return h;
 }
 
-void rf__cache_base(const rf_cache *c, const char *url, uint64_t size, const char *etag,
-                    char *base)
+void rf__cache_base(const rf_cache *c, const char *url, uint64_t size, const char *etag, char *base)
 {
     char v[64];
     int vn = snprintf(v, sizeof v, "\n%llu\n", (unsigned long long)size);
@@ -226,7 +223,8 @@ static uint64_t measure(rf_cache *c, victim **v, size_t *nv)
             continue;
         used += (uint64_t)st.st_size;
         size_t len = strlen(e->d_name);
-        if (!v || len < 4 || len >= sizeof((victim *)0)->name || strcmp(e->d_name + len - 4, ".tar"))
+        if (!v || len < 4 || len >= sizeof((victim *)0)->name ||
+            strcmp(e->d_name + len - 4, ".tar"))
             continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 64;
@@ -390,8 +388,8 @@ int rf__cache_get_index(const char *base, void **p, size_t *n)
     if (fstat(fd, &st) == 0 && (buf = malloc((size_t)st.st_size + 1)) != NULL) {
         size_t got = 0;
         ssize_t r = 1;
-        while (got < (size_t)st.st_size && (r = pread(fd, buf + got, (size_t)st.st_size - got,
-                                                      (off_t)got)) > 0)
+        while (got < (size_t)st.st_size &&
+               (r = pread(fd, buf + got, (size_t)st.st_size - got, (off_t)got)) > 0)
             got += (size_t)r;
         if (got == (size_t)st.st_size) {
             *p = buf;

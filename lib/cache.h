@@ -40,9 +40,9 @@
 typedef struct rf_cache {
     char dir[RF__CACHE_PATH - 128]; /* room left for a shard's file names */
     uint64_t limit;
-    int dir_fd;        /* the folder, for *at() calls */
-    int lock_fd;       /* DIR/.lock */
-    int starved_fd;    /* DIR/.starved (rf__cache_starve) */
+    int dir_fd;                /* the folder, for *at() calls */
+    int lock_fd;               /* DIR/.lock */
+    int starved_fd;            /* DIR/.starved (rf__cache_starve) */
     _Atomic unsigned seq;      /* temporary file names: a counter, nothing to pair with */
     _Atomic int64_t evictions; /* shards this object evicted (stats; relaxed) */
 } rf_cache;

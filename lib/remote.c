@@ -58,17 +58,17 @@ typedef struct rf_shard {
     uint64_t size;
     char etag[RF__FETCH_ETAG];
     int state;
-    int queued;      /* in the want list */
-    int deferred;    /* WANTED after a release: wanted again once it is the head */
-    int seen;        /* read from since the last seek (a fetch then is a refetch) */
-    int64_t planned; /* samples the lookahead walked, not yet handed on */
-    int64_t inflight;/* reads in flight, and the indexer's use */
-    int pin_fd;      /* READY: BASE.tar, shared-locked */
-    int lock_fd;     /* FETCHING: BASE.lock */
-    int tmp_fd;      /* FETCHING: the temporary file */
+    int queued;       /* in the want list */
+    int deferred;     /* WANTED after a release: wanted again once it is the head */
+    int seen;         /* read from since the last seek (a fetch then is a refetch) */
+    int64_t planned;  /* samples the lookahead walked, not yet handed on */
+    int64_t inflight; /* samples being read or decoded, and the indexer's use */
+    int pin_fd;       /* READY: BASE.tar, shared-locked */
+    int lock_fd;      /* FETCHING: BASE.lock */
+    int tmp_fd;       /* FETCHING: the temporary file */
     char *tmp;
     rf_fetch_req *req;
-    char *err;       /* FAILED */
+    char *err; /* FAILED */
 } rf_shard;
 
 struct rf_remote {
@@ -79,22 +79,22 @@ struct rf_remote {
     pthread_cond_t cv;  /* (mu) a shard became READY or FAILED */
     rf_shard *sh;
     uint32_t nsh, cap;
-    uint32_t *want;     /* (mu) shard ids in the order wanted */
+    uint32_t *want; /* (mu) shard ids in the order wanted */
     uint32_t nwant;
-    int64_t nused;      /* (mu) shards with uses */
-    int64_t cap_shards; /* shards the lookahead may want at once */
+    int64_t nused;              /* (mu) shards with uses */
+    int64_t cap_shards;         /* shards the lookahead may want at once */
     int64_t cur_batch, cur_pos; /* (mu) the lookahead's next sample */
-    pthread_mutex_t wake_mu; /* protects wake and wake_ctx, held across the call,
+    pthread_mutex_t wake_mu;    /* protects wake and wake_ctx, held across the call,
                               * so that no call runs after rf__remote_set_wake
                               * returns (order: wake_mu, then the loader's mutex) */
     void (*wake)(void *);
     void *wake_ctx;
-    int64_t head;         /* (mu) the shard the dispatcher waits on, or -1 */
+    int64_t head; /* (mu) the shard the dispatcher waits on, or -1 */
     /* fetch thread only: the folder's starvation count last seen; since when
      * (ns, 0: not) the head, starve_head, has found no room */
     uint64_t starved_seen;
     int64_t starve_since, starve_head;
-    int64_t hits, misses; /* (mu) pins found in the cache / fetches started */
+    int64_t hits, misses;        /* (mu) pins found in the cache / fetches started */
     int64_t releases, refetches; /* (mu) pins given up early / shards fetched again */
 };
 
@@ -240,7 +240,6 @@ static void queue_want(rf_remote *r, uint32_t k)
         r->want[r->nwant++] = k;
     }
 }
-
 
 static void used(rf_remote *r, uint32_t k)
 {
@@ -651,8 +650,7 @@ void rf__remote_stats(rf_remote *r, rf_json *j)
                  "\"requests\": %lld, \"retries\": %lld, \"evictions\": %lld, "
                  "\"releases\": %lld, \"refetches\": %lld",
                  (unsigned long long)r->cache.limit, r->nsh, (long long)pinned, (long long)hits,
-                 (long long)misses, (long long)t.bytes, (long long)t.requests,
-                 (long long)t.retries,
+                 (long long)misses, (long long)t.bytes, (long long)t.requests, (long long)t.retries,
                  (long long)atomic_load_explicit(&r->cache.evictions, memory_order_relaxed),
                  (long long)releases, (long long)refetches);
 }

@@ -46,8 +46,8 @@
 #define NSHARDS 6
 #define PER_SHARD 7 /* 42 samples: batches of 5 leave a short last one */
 
-static char *g_dir;       /* the shards, served */
-static char *g_tmp;       /* cache folders */
+static char *g_dir; /* the shards, served */
+static char *g_tmp; /* cache folders */
 static pid_t g_server = -1;
 static int g_port;
 static uint64_t g_shard_bytes;
@@ -70,7 +70,8 @@ static int free_port(void)
 static int port_answers(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
     if (fd >= 0)
@@ -213,10 +214,9 @@ static int epoch_hashes(const char *src, const char *cache, const run_opts *o, u
     assert_true(o->world <= 2);
     for (int r = 0; r < o->world; r++) {
         l[r] = TU_LOADER(src, {RF_P_BATCH_SIZE, 5}, {RF_P_IMAGE_SIZE, 24},
-                         {RF_P_TRANSFORM, RF_TRANSFORM_RANDOM_RESIZED_CROP},
-                         {RF_P_NUM_WORKERS, 2}, {RF_P_SHUFFLE, 1}, {RF_P_SEED, 7},
-                         {RF_P_SHUFFLE_BLOCK, o->block}, {RF_P_RANK, r},
-                         {RF_P_WORLD_SIZE, o->world}, {RF_P_PREFETCH, 2});
+                         {RF_P_TRANSFORM, RF_TRANSFORM_RANDOM_RESIZED_CROP}, {RF_P_NUM_WORKERS, 2},
+                         {RF_P_SHUFFLE, 1}, {RF_P_SEED, 7}, {RF_P_SHUFFLE_BLOCK, o->block},
+                         {RF_P_RANK, r}, {RF_P_WORLD_SIZE, o->world}, {RF_P_PREFETCH, 2});
         if (cache) {
             assert_int_equal(rf_loader_set_cache_dir(l[r], cache), RF_OK);
             assert_int_equal(rf_loader_set_param(l[r], RF_P_CACHE_LIMIT,
@@ -263,8 +263,7 @@ static int epoch_hashes(const char *src, const char *cache, const run_opts *o, u
 
 /* Two epochs over http:// give the batches of the same shards on disk,
  * the cache folder never over its limit at the end. */
-static void same_as_local(const run_opts *o, const char *tag, int64_t *refetches,
-                          int64_t *releases)
+static void same_as_local(const run_opts *o, const char *tag, int64_t *refetches, int64_t *releases)
 {
     need_server();
     char local[4300], url[200], cache[4300];
@@ -327,8 +326,7 @@ static void test_http_missing_url_names_it(void **state)
     rf_loader *l = TU_LOADER(url, {RF_P_BATCH_SIZE, 5});
     assert_int_equal(rf_loader_set_cache_dir(l, cache), RF_OK);
     assert_int_equal(rf_loader_start(l), RF_E_SOURCE);
-    snprintf(want, sizeof want, "HEAD http://127.0.0.1:%d/nope-0000.tar: HTTP status 404",
-             g_port);
+    snprintf(want, sizeof want, "HEAD http://127.0.0.1:%d/nope-0000.tar: HTTP status 404", g_port);
     if (!strstr(rf_loader_errmsg(l), want))
         fail_msg("message %s lacks %s", rf_loader_errmsg(l), want);
     rf_loader_destroy(l);

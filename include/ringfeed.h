@@ -170,9 +170,16 @@ enum rf_param {
     RF_P_CACHE_LIMIT = 37,     /* remote shards (s3://, http(s)://): bytes the local cache folder
                                   (rf_loader_set_cache_dir) may hold, shards, their indexes and
                                   transfers in progress together; unpinned shards are evicted,
-                                  least recently used first. A loader wants at most
-                                  cache_limit / (largest shard) shards at once and waits when
-                                  pinned shards (its own and other loaders') fill the folder; a
+                                  least recently used first. The limit is the folder's, shared by
+                                  every loader on the node that uses it: give them all the same
+                                  value, one that covers them all (at least two shards per loader).
+                                  A loader wants at most cache_limit / (largest shard) shards at
+                                  once and waits when pinned shards (its own and other loaders')
+                                  fill the folder; when the shard of its next sample finds no room
+                                  for 0.2 s, the loaders on the node give up the pins they hold
+                                  for later samples and fetch those shards again when they come up
+                                  (stats "releases", "refetches": the global shuffle over data
+                                  larger than the cache; RF_P_SHUFFLE_BLOCK avoids them). A
                                   shard larger than the limit fails rf_loader_start. 0 = auto: what
                                   the folder holds plus half the free space of its file system, at
                                   start; default 0. Fixed. */
@@ -180,7 +187,13 @@ enum rf_param {
     RF_P_FETCH_RETRIES = 40,   /* remote shards: tries after the first on a connection error, a
                                   timeout, HTTP 408, 429 or 5xx (exponential backoff from 0.1 s,
                                   with jitter); then the shard's samples fail naming the URL and
-                                  the HTTP status; default 5. Fixed. */
+                                  the HTTP status. Other HTTP errors fail at once, an object whose
+                                  size or ETag changed since indexing without a retry. Under
+                                  RF_ON_ERROR_SKIP a bad sample of a remote shard is replaced by
+                                  a sample of the same shard (the one sure to be in the cache),
+                                  drawn from (seed, epoch, sample); the samples of a shard that
+                                  cannot be fetched have no readable substitute and fail.
+                                  Default 5. Fixed. */
     RF_P_FETCH_TIMEOUT_MS = 41,/* remote shards: connect timeout, and a transfer that receives no
                                   byte for this long (whole seconds, rounded up) fails and is
                                   retried; default 30000. Fixed. */
@@ -295,7 +308,11 @@ RF_API int rf_loader_set_extras(rf_loader *l, const char *exts);
  * $XDG_CACHE_HOME/ringfeed or ~/.cache/ringfeed. Loaders of one node
  * (processes or threads) share a folder safely: each shard is fetched once,
  * renamed into place only complete, and never evicted while a loader reads
- * it. The string is copied. Returns RF_OK, RF_E_INVALID (NULL loader, a
+ * it; RF_P_CACHE_LIMIT bounds the folder as a whole. For each shard version
+ * (URL, size, ETag) it holds BASE.tar, BASE.idx (its index, reused by later
+ * runs), BASE.lock and, during a transfer, BASE.tmp.PID.N, with BASE a hash
+ * of the version; .lock and .starved coordinate the loaders. To clear it,
+ * stop the loaders that use it and delete the folder. The string is copied. Returns RF_OK, RF_E_INVALID (NULL loader, a
  * path of 4000 bytes or more) or RF_E_STATE after rf_loader_start. Fixed.
  * Thread-safety: one thread at a time per loader. */
 RF_API int rf_loader_set_cache_dir(rf_loader *l, const char *dir);

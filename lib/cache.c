@@ -44,7 +44,7 @@ static int mkdirs(const char *path)
 int rf__cache_open(rf_cache *c, const char *dir, uint64_t limit, char *err, size_t errcap)
 {
     memset(c, 0, sizeof *c);
-    c->dir_fd = c->lock_fd = -1;
+    c->dir_fd = c->lock_fd = c->starved_fd = -1;
     if (dir && strlen(dir) >= sizeof c->dir) {
         snprintf(err, errcap, "cache: the folder's path is too long");
         return RF_E_SOURCE;
@@ -61,9 +61,9 @@ int rf__cache_open(rf_cache *c, const char *dir, uint64_t limit, char *err, size
     size_t n = strlen(c->dir);
     while (n > 1 && c->dir[n - 1] == '/')
         c->dir[--n] = '\0';
-    if (mkdirs(c->dir) != 0 ||
-        (c->dir_fd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
-        (c->lock_fd = openat(c->dir_fd, ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
+    if (mkdirs(c->dir) != 0 || (c->dir_fd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
+        (c->lock_fd = openat(c->dir_fd, ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0 ||
+        (c->starved_fd = openat(c->dir_fd, ".starved", O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
         snprintf(err, errcap, "cache: %s: %s", c->dir, strerror(errno));
         rf__cache_close(c);
         return RF_E_SOURCE;
@@ -71,8 +71,7 @@ int rf__cache_open(rf_cache *c, const char *dir, uint64_t limit, char *err, size
     c->limit = limit;
     if (limit == 0) {
         struct statvfs v;
-        uint64_t free_bytes = fstatvfs(c->dir_fd, &v) == 0 ? (uint64_t)v.f_bavail * v.f_frsize
-                                                            : 0;
+        uint64_t free_bytes = fstatvfs(c->dir_fd, &v) == 0 ? (uint64_t)v.f_bavail * v.f_frsize : 0;
         c->limit = rf__cache_usage(c) + free_bytes / 2;
     }
     return 0;
@@ -84,7 +83,9 @@ void rf__cache_close(rf_cache *c)
         close(c->lock_fd);
     if (c->dir_fd >= 0)
         close(c->dir_fd);
-    c->lock_fd = c->dir_fd = -1;
+    if (c->starved_fd >= 0)
+        close(c->starved_fd);
+    c->lock_fd = c->dir_fd = c->starved_fd = -1;
 }
 
 /* FNV-1a, 64 bits, from a chosen start: two starts give the 128-bit name. */
@@ -97,8 +98,7 @@ static uint64_t fnv(uint64_t h, const char *s, size_t n)
     return h;
 }
 
-void rf__cache_base(const rf_cache *c, const char *url, uint64_t size, const char *etag,
-                    char *base)
+void rf__cache_base(const rf_cache *c, const char *url, uint64_t size, const char *etag, char *base)
 {
     char v[64];
     int vn = snprintf(v, sizeof v, "\n%llu\n", (unsigned long long)size);
@@ -148,6 +148,27 @@ int rf__cache_lock_fetch(rf_cache *c, const char *base, int *fd)
     }
     *fd = f;
     return 1;
+}
+
+uint64_t rf__cache_starved(rf_cache *c)
+{
+    uint64_t v = 0;
+    if (pread(c->starved_fd, &v, sizeof v, 0) != (ssize_t)sizeof v)
+        v = 0; /* never bumped yet */
+    return v;
+}
+
+uint64_t rf__cache_starve(rf_cache *c)
+{
+    /* exclusive flock of .starved: two bumps never write the same value */
+    while (flock(c->starved_fd, LOCK_EX) != 0)
+        if (errno != EINTR)
+            return 0;
+    uint64_t v = rf__cache_starved(c) + 1;
+    if (pwrite(c->starved_fd, &v, sizeof v, 0) != (ssize_t)sizeof v)
+        v = 0;
+    flock(c->starved_fd, LOCK_UN);
+    return v;
 }
 
 /* ---- room ------------------------------------------------------------------ */
@@ -202,7 +223,8 @@ static uint64_t measure(rf_cache *c, victim **v, size_t *nv)
             continue;
         used += (uint64_t)st.st_size;
         size_t len = strlen(e->d_name);
-        if (!v || len < 4 || len >= sizeof((victim *)0)->name || strcmp(e->d_name + len - 4, ".tar"))
+        if (!v || len < 4 || len >= sizeof((victim *)0)->name ||
+            strcmp(e->d_name + len - 4, ".tar"))
             continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 64;
@@ -251,6 +273,21 @@ static int make_room(rf_cache *c, uint64_t size)
     return used + size <= c->limit;
 }
 
+/* Renames within the folder under DIR/.lock (exclusive): a listing taken
+ * while a file is renamed may miss it under both names, and measure() would
+ * then count its room as free. 0 or -1 (errno). */
+static int locked_rename(rf_cache *c, const char *from, const char *to)
+{
+    while (flock(c->lock_fd, LOCK_EX) != 0)
+        if (errno != EINTR)
+            return -1;
+    int rc = rename(from, to);
+    int e = errno;
+    flock(c->lock_fd, LOCK_UN);
+    errno = e;
+    return rc;
+}
+
 /* Room for size bytes and a temporary file "BASE.SUFFIX.PID.N" holding it. */
 static int reserve(rf_cache *c, const char *base, const char *suffix, uint64_t size, char *tmp,
                    int *fd, char *err, size_t errcap)
@@ -297,7 +334,7 @@ int rf__cache_commit(rf_cache *c, const char *tmp, const char *base, int fd, cha
     snprintf(p, sizeof p, "%s.tar", base);
     /* pinned before it has its name: no evictor can take it in between; on
      * disk before it has its name: a crash never leaves a short BASE.tar */
-    if (flock(fd, LOCK_SH) != 0 || fdatasync(fd) != 0 || rename(tmp, p) != 0) {
+    if (flock(fd, LOCK_SH) != 0 || fdatasync(fd) != 0 || locked_rename(c, tmp, p) != 0) {
         snprintf(err, errcap, "cache: %s: %s", p, strerror(errno));
         rf__cache_abandon(c, tmp, fd);
         return RF_E_IO;
@@ -330,7 +367,7 @@ int rf__cache_put_index(rf_cache *c, const char *base, const void *p, size_t n)
             break;
         done += (size_t)w;
     }
-    if (done != n || rename(tmp, dst) != 0) {
+    if (done != n || locked_rename(c, tmp, dst) != 0) {
         rf__cache_abandon(c, tmp, fd);
         return RF_E_IO;
     }
@@ -351,8 +388,8 @@ int rf__cache_get_index(const char *base, void **p, size_t *n)
     if (fstat(fd, &st) == 0 && (buf = malloc((size_t)st.st_size + 1)) != NULL) {
         size_t got = 0;
         ssize_t r = 1;
-        while (got < (size_t)st.st_size && (r = pread(fd, buf + got, (size_t)st.st_size - got,
-                                                      (off_t)got)) > 0)
+        while (got < (size_t)st.st_size &&
+               (r = pread(fd, buf + got, (size_t)st.st_size - got, (off_t)got)) > 0)
             got += (size_t)r;
         if (got == (size_t)st.st_size) {
             *p = buf;

@@ -12,7 +12,8 @@
  * loaders of one process exclude each other as two processes do):
  *   - DIR/.lock, exclusive, is held while the folder is measured, files are
  *     evicted and a temporary file takes its room: the byte count and the
- *     room taken change together.
+ *     room taken change together; and while a file is renamed (a listing
+ *     taken during a rename may miss the file under both names).
  *   - A pinned shard is one whose BASE.tar some loader holds open with a
  *     shared lock; eviction takes an exclusive lock without waiting, so it
  *     never removes a pinned shard, and a pin taken on a file being removed
@@ -39,8 +40,9 @@
 typedef struct rf_cache {
     char dir[RF__CACHE_PATH - 128]; /* room left for a shard's file names */
     uint64_t limit;
-    int dir_fd;        /* the folder, for *at() calls */
-    int lock_fd;       /* DIR/.lock */
+    int dir_fd;                /* the folder, for *at() calls */
+    int lock_fd;               /* DIR/.lock */
+    int starved_fd;            /* DIR/.starved (rf__cache_starve) */
     _Atomic unsigned seq;      /* temporary file names: a counter, nothing to pair with */
     _Atomic int64_t evictions; /* shards this object evicted (stats; relaxed) */
 } rf_cache;
@@ -84,6 +86,17 @@ void rf__cache_abandon(rf_cache *c, const char *tmp, int fd);
 int rf__cache_put_index(rf_cache *c, const char *base, const void *p, size_t n);
 /* Reads BASE.idx: 1 with a malloc'd copy in *p, *n; 0 when absent. */
 int rf__cache_get_index(const char *base, void **p, size_t *n);
+
+/* The folder's starvation count, DIR/.starved: a loader that finds no room
+ * for the shard its very next sample needs bumps it (rf__cache_starve); the
+ * other loaders on the node see it change (rf__cache_starved) and give up
+ * the pins they hold only for later samples (remote.c), so that pins held
+ * ahead by one loader never keep another from its next sample. The count
+ * changes under an exclusive flock of the file; it is read without one (a
+ * torn read only looks like one more change). */
+uint64_t rf__cache_starved(rf_cache *c);
+/* Bumps the count; returns its new value. */
+uint64_t rf__cache_starve(rf_cache *c);
 
 /* Bytes of every file in the folder now. */
 uint64_t rf__cache_usage(rf_cache *c);

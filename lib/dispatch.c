@@ -136,6 +136,8 @@ void rf__dispatch_job_done(void *ctx, rf_pool_job *pj)
     rf_dispatch *d = ctx;
     rf_job *j = rf__job_of(pj);
     rf_slot *s = j->slot; /* read before the job can be reused */
+    if (d->src->remote) /* decoded (or dropped): its shard may be unpinned */
+        rf__remote_done(d->src->remote, d->src, j->rd.sample);
     int last = rf__ring_sample_release(s);
     rf__pool_put(d->pool, pj);
     if (last) {
@@ -217,14 +219,18 @@ static void submit(rf_dispatch *d, unsigned depth)
     while (d->nfill > 0 && rf__reader_inflight(d->reader) < depth) {
         rf_slot *s = d->fill[0];
         int64_t sample = s->view.samples[s->submitted];
+        if ((pj = rf__pool_take(d->pool)) == NULL)
+            break;
+        /* a remote sample is taken (its shard's pin held for the read) in
+         * the same step that finds the shard pinned, so no release comes
+         * between the check and the read */
         const char *why = NULL;
-        int ready = rem ? rf__remote_ready(rem, d->src, sample, &why) : 1;
+        int ready = rem ? rf__remote_take(rem, d->src, sample, &why) : 1;
         if (ready == 0) {
+            rf__pool_unget(d->pool, pj);
             d->remote_wait = 1;
             break;
         }
-        if ((pj = rf__pool_take(d->pool)) == NULL)
-            break;
         rf_job *j = rf__job_of(pj);
         j->slot = s;
         j->pos = s->submitted;
@@ -238,14 +244,12 @@ static void submit(rf_dispatch *d, unsigned depth)
             j->rd.err = EIO;
             j->rd.what = why;
             j->rd.len = 0;
-            rf__remote_taken(rem, d->src, sample);
-            rf__remote_done(rem, d->src, sample);
             rf__pool_push(d->pool, pj);
         } else if (rf__reader_submit(d->reader, &j->rd) != 0) {
+            if (rem)
+                rf__remote_untake(rem, d->src, sample);
             rf__pool_unget(d->pool, pj); /* file slots busy closing: later */
             break;
-        } else if (rem) {
-            rf__remote_taken(rem, d->src, sample);
         }
         if (++s->submitted == s->count) {
             memmove(d->fill, d->fill + 1, (size_t)(d->nfill - 1) * sizeof *d->fill);
@@ -295,8 +299,6 @@ static void *dispatch_main(void *arg)
         for (int i = 0; i < n; i++) {
             rf_job *dj = (rf_job *)done[i];
             read_ns += dj->rd.t_done_ns - dj->rd.t_submit_ns;
-            if (d->src->remote) /* the read is over: its shard may be unpinned */
-                rf__remote_done(d->src->remote, d->src, dj->rd.sample);
             if (dj->gen != atomic_load(&d->gen) || atomic_load(&d->stopped))
                 rf__dispatch_job_done(d, &dj->link); /* abandoned position: drop */
             else

@@ -11,7 +11,24 @@
  * and starts the GET into a temporary file, which the completion checks
  * (size, validator: fetch.c), renames into place, pinned, and announces.
  * A shard that finds no room stops the walk, so that room goes to shards in
- * the order they are needed.
+ * the order they are needed. While no shard of the loader is ready, one
+ * transfer runs at a time (the cold start's first batch waits for one shard
+ * at the link's full speed); then up to RF_P_FETCH_PARALLEL.
+ *
+ * The head (the shard of the sample the dispatcher waits on) is tried
+ * first. When even it finds no room for STARVE_MS, the pins held only for later samples
+ * are in the way (this loader's, when the folder holds fewer shards than
+ * cache_limit / largest shard, e.g. beside the indexes; or another loader's
+ * on the node): this loader releases its own (unpins READY shards with no
+ * read in flight; they and its other wanted shards are deferred: wanted
+ * again only once they are the head) and bumps the folder's starvation
+ * count, on which every other loader does the same (cache.h). A loader
+ * then holds at most its head's pin and its reads', so the head of each
+ * loader finds room once the limit holds two shards per loader: no cycle of
+ * loaders waiting for each other's room. The cost is refetches (stats:
+ * releases, refetches), which a cache smaller than the data brings under
+ * the global shuffle (every shard is needed all the time); shuffle_block
+ * reads a few shards at a time and never needs them.
  *
  * Cache calls (flock, the folder's listing, rename) run on the fetch thread
  * without r->mu: only that thread moves a shard out of WANTED or FETCHING,
@@ -28,6 +45,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "remote_manifest.h"
 #include "ringfeed.h"
 #include "source.h"
@@ -41,15 +59,17 @@ typedef struct rf_shard {
     uint64_t size;
     char etag[RF__FETCH_ETAG];
     int state;
-    int queued;      /* in the want list */
-    int64_t planned; /* samples the lookahead walked, not yet handed on */
-    int64_t inflight;/* reads in flight, and the indexer's use */
-    int pin_fd;      /* READY: BASE.tar, shared-locked */
-    int lock_fd;     /* FETCHING: BASE.lock */
-    int tmp_fd;      /* FETCHING: the temporary file */
+    int queued;       /* in the want list */
+    int deferred;     /* WANTED after a release: wanted again once it is the head */
+    int seen;         /* read from since the last seek (a fetch then is a refetch) */
+    int64_t planned;  /* samples the lookahead walked, not yet handed on */
+    int64_t inflight; /* samples being read or decoded, and the indexer's use */
+    int pin_fd;       /* READY: BASE.tar, shared-locked */
+    int lock_fd;      /* FETCHING: BASE.lock */
+    int tmp_fd;       /* FETCHING: the temporary file */
     char *tmp;
     rf_fetch_req *req;
-    char *err;       /* FAILED */
+    char *err; /* FAILED */
 } rf_shard;
 
 struct rf_remote {
@@ -60,20 +80,28 @@ struct rf_remote {
     pthread_cond_t cv;  /* (mu) a shard became READY or FAILED */
     rf_shard *sh;
     uint32_t nsh, cap;
-    uint32_t *want;     /* (mu) shard ids in the order wanted */
+    uint32_t *want; /* (mu) shard ids in the order wanted */
     uint32_t nwant;
-    int64_t nused;      /* (mu) shards with uses */
-    int64_t cap_shards; /* shards the lookahead may want at once */
+    int64_t nused;              /* (mu) shards with uses */
+    int64_t cap_shards;         /* shards the lookahead may want at once */
     int64_t cur_batch, cur_pos; /* (mu) the lookahead's next sample */
-    pthread_mutex_t wake_mu; /* protects wake and wake_ctx, held across the call,
+    pthread_mutex_t wake_mu;    /* protects wake and wake_ctx, held across the call,
                               * so that no call runs after rf__remote_set_wake
                               * returns (order: wake_mu, then the loader's mutex) */
     void (*wake)(void *);
     void *wake_ctx;
-    int64_t hits, misses; /* (mu) pins found in the cache / fetches started */
-    struct rf_rman *man;  /* owned; set under mu before any shard is wanted, then
-                           * read-only here (its checks run on the fetch thread) */
+    int64_t head; /* (mu) the shard the dispatcher waits on, or -1 */
+    /* fetch thread only: the folder's starvation count last seen; since when
+     * (ns, 0: not) the head, starve_head, has found no room */
+    uint64_t starved_seen;
+    int64_t starve_since, starve_head;
+    int64_t hits, misses;        /* (mu) pins found in the cache / fetches started */
+    int64_t releases, refetches; /* (mu) pins given up early / shards fetched again */
+    struct rf_rman *man; /* owned; set under mu before any shard is wanted, then
+                          * read-only here (its checks run on the fetch thread) */
 };
+
+static void tick(void *ctx);
 
 int rf__remote_create(rf_remote **out, const rf_remote_opts *o, char *err, size_t errcap)
 {
@@ -83,6 +111,7 @@ int rf__remote_create(rf_remote **out, const rf_remote_opts *o, char *err, size_
         return RF_E_NOMEM;
     r->pid = getpid();
     r->cap_shards = 1;
+    r->head = -1;
     int rc = rf__cache_open(&r->cache, o->cache_dir, o->cache_limit, err, errcap);
     if (rc < 0) {
         free(r);
@@ -100,11 +129,11 @@ int rf__remote_create(rf_remote **out, const rf_remote_opts *o, char *err, size_
     pthread_mutex_init(&r->mu, NULL);
     pthread_mutex_init(&r->wake_mu, NULL);
     pthread_cond_init(&r->cv, NULL);
+    /* before any request starts the fetch thread, which reads it */
+    rf__fetch_set_tick(r->fetch, tick, r, 20);
     *out = r;
     return 0;
 }
-
-static void tick(void *ctx);
 
 void rf__remote_destroy(rf_remote *r)
 {
@@ -150,16 +179,25 @@ rf_cache *rf__remote_cache(rf_remote *r)
     return &r->cache;
 }
 
+/* Under r->mu: the tick may run already (the HEAD requests of the index
+ * start the fetch thread), and a release walks every shard. */
 int rf__remote_add(rf_remote *r, const char *url, uint64_t size, const char *etag)
 {
+    char *u = strdup(url);
+    if (!u)
+        return RF_E_NOMEM;
+    pthread_mutex_lock(&r->mu);
     if (r->nsh == r->cap) {
         uint32_t cap = r->cap ? r->cap * 2 : 64;
         rf_shard *sh = realloc(r->sh, cap * sizeof *sh);
         uint32_t *w = sh ? realloc(r->want, cap * sizeof *w) : NULL;
         if (sh)
             r->sh = sh;
-        if (!w)
+        if (!w) {
+            pthread_mutex_unlock(&r->mu);
+            free(u);
             return RF_E_NOMEM;
+        }
         r->want = w;
         r->cap = cap;
     }
@@ -169,11 +207,9 @@ int rf__remote_add(rf_remote *r, const char *url, uint64_t size, const char *eta
     s->owner = r;
     s->size = size;
     snprintf(s->etag, sizeof s->etag, "%s", etag);
-    if (!(s->url = strdup(url)))
-        return RF_E_NOMEM;
+    s->url = u;
     r->nsh++;
-    if (r->nsh == 1)
-        rf__fetch_set_tick(r->fetch, tick, r, 20);
+    pthread_mutex_unlock(&r->mu);
     return 0;
 }
 
@@ -209,6 +245,14 @@ void rf__remote_plan_room(rf_remote *r)
 
 /* ---- uses (under mu) --------------------------------------------------------- */
 
+static void queue_want(rf_remote *r, uint32_t k)
+{
+    if (!r->sh[k].queued) {
+        r->sh[k].queued = 1;
+        r->want[r->nwant++] = k;
+    }
+}
+
 static void used(rf_remote *r, uint32_t k)
 {
     rf_shard *s = &r->sh[k];
@@ -217,10 +261,7 @@ static void used(rf_remote *r, uint32_t k)
     r->nused++;
     if (s->state == SH_IDLE) {
         s->state = SH_WANTED;
-        if (!s->queued) {
-            s->queued = 1;
-            r->want[r->nwant++] = k;
-        }
+        queue_want(r, k);
         rf__fetch_wake(r->fetch);
     }
 }
@@ -240,7 +281,31 @@ static void unused(rf_remote *r, uint32_t k)
         rf__fetch_wake(r->fetch);
     } else if (s->state == SH_WANTED) {
         s->state = SH_IDLE; /* the tick drops it from the want list */
+        s->deferred = 0;
     }
+}
+
+/* Under mu: gives up the pins held only for later samples (READY, no read
+ * in flight) and defers every wanted shard, the head's aside (see above).
+ * Returns the pins given up. */
+static int release(rf_remote *r)
+{
+    int n = 0;
+    for (uint32_t k = 0; k < r->nsh; k++) {
+        rf_shard *s = &r->sh[k];
+        if ((int64_t)k == r->head || s->inflight > 0)
+            continue;
+        if (s->state == SH_READY) {
+            rf__cache_unpin(s->pin_fd);
+            s->pin_fd = -1;
+            s->state = SH_WANTED;
+            n++;
+        }
+        if (s->state == SH_WANTED)
+            s->deferred = 1;
+    }
+    r->releases += n;
+    return n;
 }
 
 void rf__remote_acquire(rf_remote *r, uint32_t k)
@@ -305,10 +370,18 @@ static void announce(rf_remote *r)
 
 /* Fetch thread, without mu: 1 when shard k, whole in fd, is as its entry in
  * manifest.json says, or was not indexed from one (remote_manifest.c); else
- * 0 with msg. */
-static int matches_manifest(rf_remote *r, uint32_t k, int fd, char *msg, size_t cap)
+ * 0 with msg, and a copy already in the cache (cached) is removed while
+ * still pinned, so that no read uses the manifest's offsets on it. */
+static int matches_manifest(rf_remote *r, uint32_t k, int fd, int cached, char *msg, size_t cap)
 {
-    return !r->man || rf__rman_check(r->man, k, fd, r->sh[k].url, r->sh[k].size, msg, cap) == 0;
+    if (!r->man || rf__rman_check(r->man, k, fd, r->sh[k].url, r->sh[k].size, msg, cap) == 0)
+        return 1;
+    if (cached) {
+        char path[RF__CACHE_PATH + 8];
+        rf__remote_base(r, k, path);
+        unlink(strcat(path, ".tar"));
+    }
+    return 0;
 }
 
 /* A transfer ended (fetch thread): commit it, pinned, or fail the shard. */
@@ -321,7 +394,7 @@ static void transfer_done(rf_fetch_req *req, void *ctx)
     if (failed) {
         snprintf(msg, sizeof msg, "%s", req->err);
         rf__cache_abandon(&r->cache, s->tmp, s->tmp_fd);
-    } else if (!matches_manifest(r, (uint32_t)(s - r->sh), s->tmp_fd, msg, sizeof msg)) {
+    } else if (!matches_manifest(r, (uint32_t)(s - r->sh), s->tmp_fd, 0, msg, sizeof msg)) {
         failed = 1; /* never in the cache, where a read could use the wrong offsets */
         rf__cache_abandon(&r->cache, s->tmp, s->tmp_fd);
     } else {
@@ -339,15 +412,17 @@ static void transfer_done(rf_fetch_req *req, void *ctx)
 }
 
 /* What the tick does for one wanted shard, without mu: 1 ready (pinned in
- * *pin), 2 a transfer started, 0 wait (another loader fetches it), 3 no
- * room (stop the walk), -1 failed (msg). */
-static int try_shard(rf_remote *r, rf_shard *s, int *pin, char *msg, size_t cap)
+ * *pin), 2 a transfer started, 0 wait (another loader fetches it, or it is
+ * absent and may_start is 0), 3 no room (stop the walk), -1 failed (msg). */
+static int try_shard(rf_remote *r, rf_shard *s, int may_start, int *pin, char *msg, size_t cap)
 {
     char base[RF__CACHE_PATH];
     rf__cache_base(&r->cache, s->url, s->size, s->etag, base);
     int rc = rf__cache_pin(&r->cache, base, s->size, pin);
     if (rc != 0)
         return rc > 0 ? 1 : (snprintf(msg, cap, "cache: %.300s.tar: cannot open", base), -1);
+    if (!may_start)
+        return 0;
     int lk = -1;
     rc = rf__cache_lock_fetch(&r->cache, base, &lk);
     if (rc <= 0)
@@ -380,61 +455,113 @@ static int try_shard(rf_remote *r, rf_shard *s, int *pin, char *msg, size_t cap)
     return 2;
 }
 
+/* Under mu, dropped around the cache calls: tries wanted shard k (see
+ * try_shard); returns its code. A shard READY, FAILED or FETCHING after it
+ * sets *changed. */
+static int want_one(rf_remote *r, uint32_t k, int may_start, int *changed)
+{
+    rf_shard *s = &r->sh[k];
+    pthread_mutex_unlock(&r->mu);
+    char msg[1100];
+    int pin = -1;
+    int rc = try_shard(r, s, may_start, &pin, msg, sizeof msg);
+    if (rc == 1 && !matches_manifest(r, k, pin, 1, msg, sizeof msg)) {
+        rf__cache_unpin(pin);
+        rc = -1;
+    }
+    pthread_mutex_lock(&r->mu);
+    if (rc == 0 || rc == 3)
+        return rc;
+    *changed = 1;
+    if (rc == 1) {
+        r->hits++;
+        settle(r, k, pin, NULL);
+    } else if (rc == -1) {
+        settle(r, k, -1, msg);
+    } else {
+        r->misses++;
+        r->refetches += s->seen; /* read from since the last seek, and gone */
+        s->state = SH_FETCHING;
+        rf_fetch_req *q = s->req;
+        memset(q, 0, sizeof *q);
+        q->op = RF__FETCH_GET;
+        q->url = s->url;
+        q->fd = s->tmp_fd;
+        q->want_size = s->size;
+        q->want_etag = s->etag;
+        q->done = transfer_done;
+        q->ctx = s;
+        rf__fetch_submit(r->fetch, q);
+    }
+    return rc;
+}
+
+/* How long the head finds no room before pins are released: the wait of
+ * ranks in step for the one behind to finish a shard, without a release. */
+#define STARVE_MS 200
+
+/* Under mu: the head first; with no room for it for STARVE_MS, release
+ * (see above), again every STARVE_MS while it lasts. */
+static void want_head(rf_remote *r, int *changed)
+{
+    int64_t h = r->head;
+    if (h < 0 || r->sh[h].state != SH_WANTED || want_one(r, (uint32_t)h, 1, changed) != 3) {
+        r->starve_since = 0;
+        return;
+    }
+    int64_t now = rf__now_ns();
+    if (!r->starve_since || r->starve_head != h) {
+        r->starve_since = now;
+        r->starve_head = h;
+    }
+    if (now - r->starve_since < (int64_t)STARVE_MS * 1000000)
+        return;
+    r->starve_since = now;
+    int n = release(r);
+    pthread_mutex_unlock(&r->mu);
+    r->starved_seen = rf__cache_starve(&r->cache); /* the other loaders release too */
+    pthread_mutex_lock(&r->mu);
+    if (n > 0 && r->head == h && r->sh[h].state == SH_WANTED)
+        want_one(r, (uint32_t)h, 1, changed); /* the released shards are evictable now */
+}
+
 static void tick(void *ctx)
 {
     rf_remote *r = ctx;
     int changed = 0;
+    uint64_t starved = rf__cache_starved(&r->cache);
     pthread_mutex_lock(&r->mu);
+    if (starved != r->starved_seen) { /* another loader has no room for its head */
+        r->starved_seen = starved;
+        release(r);
+    }
+    want_head(r, &changed);
+    /* While this loader has no shard ready, its first transfer runs alone:
+     * sharing the link and the CPU with the next ones would delay the first
+     * batch (the cold start) by the time of theirs. */
+    int64_t nready = 0, nfetching = 0;
+    for (uint32_t k = 0; k < r->nsh; k++) {
+        nready += r->sh[k].state == SH_READY;
+        nfetching += r->sh[k].state == SH_FETCHING;
+    }
     uint32_t kept = 0, i = 0;
     int stop = 0;
     for (; i < r->nwant && !stop; i++) {
         uint32_t k = r->want[i];
         rf_shard *s = &r->sh[k];
-        if (s->state != SH_WANTED) {
+        if (s->state != SH_WANTED || s->deferred) {
             s->queued = 0;
             continue;
         }
-        pthread_mutex_unlock(&r->mu);
-        char msg[1100];
-        int pin = -1;
-        int rc = try_shard(r, s, &pin, msg, sizeof msg);
-        if (rc == 1 && !matches_manifest(r, k, pin, msg, sizeof msg)) {
-            /* a copy already in the cache: removed while still pinned, so
-             * that no read uses the manifest's offsets on it */
-            char path[RF__CACHE_PATH + 8];
-            rf__remote_base(r, k, path);
-            strcat(path, ".tar");
-            unlink(path);
-            rf__cache_unpin(pin);
-            rc = -1;
-        }
-        pthread_mutex_lock(&r->mu);
+        int may_start = nready > 0 || nfetching == 0;
+        int rc = (int64_t)k == r->head ? 0 : want_one(r, k, may_start, &changed);
+        nfetching += rc == 2;
         if (rc == 0 || rc == 3) {
             r->want[kept++] = k; /* later, in the same order */
             stop = rc == 3;
             continue;
         }
         s->queued = 0;
-        changed = 1;
-        if (rc == 1) {
-            r->hits++;
-            settle(r, k, pin, NULL);
-        } else if (rc == -1) {
-            settle(r, k, -1, msg);
-        } else {
-            r->misses++;
-            s->state = SH_FETCHING;
-            rf_fetch_req *q = s->req;
-            memset(q, 0, sizeof *q);
-            q->op = RF__FETCH_GET;
-            q->url = s->url;
-            q->fd = s->tmp_fd;
-            q->want_size = s->size;
-            q->want_etag = s->etag;
-            q->done = transfer_done;
-            q->ctx = s;
-            rf__fetch_submit(r->fetch, q);
-        }
     }
     for (; i < r->nwant; i++)
         r->want[kept++] = r->want[i];
@@ -458,11 +585,13 @@ void rf__remote_seek(rf_remote *r, int64_t batch)
 {
     pthread_mutex_lock(&r->mu);
     for (uint32_t k = 0; k < r->nsh; k++) {
+        r->sh[k].seen = 0;
         if (r->sh[k].planned == 0)
             continue;
         r->sh[k].planned = 0;
         unused(r, k);
     }
+    r->head = -1;
     r->cur_batch = batch;
     r->cur_pos = 0;
     pthread_mutex_unlock(&r->mu);
@@ -494,25 +623,38 @@ void rf__remote_lookahead(rf_remote *r, const rf_source *src, const rf_sampler *
     pthread_mutex_unlock(&r->mu);
 }
 
-int rf__remote_ready(rf_remote *r, const rf_source *src, int64_t sample, const char **why)
+int rf__remote_take(rf_remote *r, const rf_source *src, int64_t sample, const char **why)
 {
-    rf_shard *s = &r->sh[src->shard[sample]];
+    uint32_t k = src->shard[sample];
+    rf_shard *s = &r->sh[k];
     pthread_mutex_lock(&r->mu);
     /* planned: the lookahead walked it (every walked sample comes before the
      * cursor, and the dispatcher hands them on in the same order) */
     int rc = s->planned == 0 ? 0 : s->state == SH_READY ? 1 : s->state == SH_FAILED ? -1 : 0;
-    if (rc < 0)
-        *why = s->err;
+    if (rc != 0) {
+        s->planned--;
+        s->inflight++;
+        s->seen = 1;
+        if (rc < 0)
+            *why = s->err;
+    } else if (s->planned > 0 && (int64_t)k != r->head) {
+        r->head = k; /* the tick tries it first */
+        if (s->state == SH_WANTED) {
+            s->deferred = 0;
+            queue_want(r, k);
+        }
+        rf__fetch_wake(r->fetch);
+    }
     pthread_mutex_unlock(&r->mu);
     return rc;
 }
 
-void rf__remote_taken(rf_remote *r, const rf_source *src, int64_t sample)
+void rf__remote_untake(rf_remote *r, const rf_source *src, int64_t sample)
 {
     rf_shard *s = &r->sh[src->shard[sample]];
     pthread_mutex_lock(&r->mu);
-    s->planned--;
-    s->inflight++;
+    s->inflight--;
+    s->planned++;
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -530,7 +672,8 @@ void rf__remote_stats(rf_remote *r, rf_json *j)
     rf_fetch_totals t;
     rf__fetch_totals(r->fetch, &t);
     pthread_mutex_lock(&r->mu);
-    int64_t hits = r->hits, misses = r->misses, pinned = 0;
+    int64_t hits = r->hits, misses = r->misses, pinned = 0, releases = r->releases,
+            refetches = r->refetches;
     for (uint32_t k = 0; k < r->nsh; k++)
         pinned += r->sh[k].state == SH_READY;
     pthread_mutex_unlock(&r->mu);
@@ -539,11 +682,12 @@ void rf__remote_stats(rf_remote *r, rf_json *j)
     rf__json_fmt(j,
                  ", \"cache_limit\": %llu, \"shards\": %u, \"pinned\": %lld, "
                  "\"cache_hits\": %lld, \"cache_misses\": %lld, \"bytes_fetched\": %lld, "
-                 "\"requests\": %lld, \"retries\": %lld, \"evictions\": %lld",
+                 "\"requests\": %lld, \"retries\": %lld, \"evictions\": %lld, "
+                 "\"releases\": %lld, \"refetches\": %lld",
                  (unsigned long long)r->cache.limit, r->nsh, (long long)pinned, (long long)hits,
-                 (long long)misses, (long long)t.bytes, (long long)t.requests,
-                 (long long)t.retries,
-                 (long long)atomic_load_explicit(&r->cache.evictions, memory_order_relaxed));
+                 (long long)misses, (long long)t.bytes, (long long)t.requests, (long long)t.retries,
+                 (long long)atomic_load_explicit(&r->cache.evictions, memory_order_relaxed),
+                 (long long)releases, (long long)refetches);
     if (r->man) {
         rf__json_raw(j, ", \"manifest\": ");
         rf__rman_stats(r->man, j);

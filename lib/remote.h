@@ -5,8 +5,8 @@
  * (fetch.c), which also runs this file's tick.
  *
  * A shard is wanted while it has uses: samples the lookahead walked and the
- * dispatcher has not handed to the reader yet (planned), reads in flight
- * (inflight), or the indexer at start. A wanted shard is pinned in the cache
+ * dispatcher has not handed to the reader yet (planned), samples being read
+ * or decoded (inflight), or the indexer at start. A wanted shard is pinned in the cache
  * once it is there (found, or fetched by this loader or another on the
  * node); with no use left it is unpinned, and the cache may evict it.
  *
@@ -15,7 +15,9 @@
  * limit) are wanted, so a cache smaller than the dataset holds the shards
  * of the next samples, and the dispatcher hands a sample to the reader only
  * when its shard is pinned: reads are of complete local files, and decode,
- * order and output are those of local shards.
+ * order and output are those of local shards. When the room runs out before
+ * the next sample's shard is in, pins held for later samples are given up
+ * (remote.c: release), by this loader and the others on the node.
  *
  * Lock rules: r->mu protects the shards' states, uses and files, the want
  * list and the cursor. Order: the loader's mutex, then r->mu, then the fetch
@@ -83,12 +85,16 @@ void rf__remote_set_wake(rf_remote *r, void (*fn)(void *), void *ctx);
 void rf__remote_seek(rf_remote *r, int64_t batch);
 /* Plans the samples ahead (see above). */
 void rf__remote_lookahead(rf_remote *r, const struct rf_source *src, const rf_sampler *smp);
-/* Whether sample's shard can be read: 1 pinned, 0 not yet, -1 failed (*why:
- * the fetch error, valid while r lives). */
-int rf__remote_ready(rf_remote *r, const struct rf_source *src, int64_t sample, const char **why);
-/* The sample was handed on (planned -> in flight). */
-void rf__remote_taken(rf_remote *r, const struct rf_source *src, int64_t sample);
-/* Its read ended (without the loader's mutex). */
+/* Takes sample for a read when its shard is pinned: 1 (the pin is held
+ * until rf__remote_done), -1 when the shard failed (*why: the fetch error,
+ * valid while r lives; rf__remote_done still follows), 0 not yet (the
+ * shard becomes the head: wanted first). */
+int rf__remote_take(rf_remote *r, const struct rf_source *src, int64_t sample, const char **why);
+/* Undoes a take whose read could not be submitted. */
+void rf__remote_untake(rf_remote *r, const struct rf_source *src, int64_t sample);
+/* Its job ended: read and decoded, or dropped (without the loader's mutex).
+ * The pin lasts until then, so that a substitute (on_error=skip, work.c)
+ * can be read from the same shard. */
 void rf__remote_done(rf_remote *r, const struct rf_source *src, int64_t sample);
 
 /* Stats: the "remote" object's fields (no braces), JSON. */

@@ -76,6 +76,24 @@ static void read_reason(const rf_read *rd, char *out, size_t cap)
     snprintf(out, cap, "%s: %s (%s)", rd->what, strerror(rd->err), name ? name : "?");
 }
 
+/* The substitute for a bad sample, drawn from (seed, epoch, sample): any
+ * sample; of a remote shard, a sample of the same shard, the one shard sure
+ * to be in the cache (its job's pin lasts until the job ends:
+ * rf__dispatch_job_done). A tar source's shards are indexed one after the
+ * other, so a shard's samples are one run of indexes. */
+static int64_t draw_substitute(const rf_work *k, int64_t sample, rf_rng *rng)
+{
+    const rf_source *src = k->src;
+    if (!src->remote)
+        return (int64_t)rf__rng_below(rng, (uint64_t)src->n);
+    int64_t lo = sample, hi = sample + 1;
+    while (lo > 0 && src->shard[lo - 1] == src->shard[sample])
+        lo--;
+    while (hi < src->n && src->shard[hi] == src->shard[sample])
+        hi++;
+    return lo + (int64_t)rf__rng_below(rng, (uint64_t)(hi - lo));
+}
+
 /* Reads a substitute sample synchronously (rare path: on_error = skip). */
 static int read_sample_sync(const rf_work *k, int64_t sample, rf_read *rd)
 {
@@ -251,7 +269,7 @@ void rf__work_sample(void *ctx, int worker, rf_pool_job *pj)
                                   (uint64_t)sample ^ 0x5355425354ULL /* "SUBST" */);
         while (skip && rc != 0 && subs < 16) {
             subs++;
-            used = (int64_t)rf__rng_below(&rng, (uint64_t)k->src->n);
+            used = draw_substitute(k, sample, &rng);
             if (read_sample_sync(k, used, &w->sub) != 0) {
                 rc = RF_E_IO;
                 continue;

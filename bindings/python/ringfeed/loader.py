@@ -72,9 +72,13 @@ class Loader:
     $XDG_CACHE_HOME/ringfeed or ~/.cache/ringfeed), of at most cache_limit
     bytes (None or 0: what it holds plus half the free space of its file
     system), least recently used shards evicted; loaders of one node share
-    it. fetch_retries (5), fetch_timeout_ms (30000) and fetch_parallel (4)
-    tune the transfers; stats()["remote"] counts them. S3 credentials,
-    region and endpoint come from the AWS_* environment variables.
+    it, and cache_limit bounds the folder for all of them (give them the
+    same value, at least two shards per loader). Data larger than the cache
+    want shuffle_block: the global shuffle then refetches shards
+    (stats()["remote"]["refetches"]). fetch_retries (5), fetch_timeout_ms
+    (30000) and fetch_parallel (4) tune the transfers; stats()["remote"]
+    counts them. S3 credentials, region and endpoint come from the AWS_*
+    environment variables.
 
     See DESIGN.md, "Python surface". Options map one to one to the C API's
     RF_P_* parameters; rank/world_size default to torchrun's RANK/WORLD_SIZE

@@ -6,7 +6,9 @@ What is checked: the same batches (bytes and labels) as the same shards on
 local disk, through brace patterns, globs (S3 listings) and plain HTTP;
 errors that name the URL and the HTTP status (403, 404, an object replaced
 under a running loader); a cache limit below the dataset's size (every
-sample once per rank split, the folder never over its limit); two processes
+sample once per rank split, the folder never over its limit), also with
+both ranks running at once on one folder, under shuffle_block and under the
+global shuffle (which completes, refetching); two processes
 sharing one cache (one GET per shard); and an epoch through a proxy that
 fails or stalls 10% of the requests (every sample exactly once).
 """
@@ -83,13 +85,16 @@ def _local(shards, **kw):
 
 
 def _cache_bytes(d):
-    total = 0
+    """The folder's bytes, each file once: a listing taken while a file is
+    renamed (a finished transfer, an index) may name it twice."""
+    sizes = {}
     for name in os.listdir(d):
         try:
-            total += os.stat(os.path.join(d, name)).st_size
+            st = os.stat(os.path.join(d, name))
+            sizes[st.st_ino] = st.st_size
         except FileNotFoundError:
             pass
-    return total
+    return sum(sizes.values())
 
 
 def test_s3_pattern_and_glob_match_local(shards, aws_env, tmp_path):
@@ -245,3 +250,195 @@ def test_cache_options(tmp_path):
     with pytest.raises(ValueError, match="cache_limit"):
         ringfeed.Loader("s3://b/x.tar", cache_limit=-1)
     assert np.int64(ringfeed._lib.RF_P_CACHE_LIMIT) == 37
+
+
+# ---- a cache smaller than the data, every rank at once -----------------------------
+
+NBIG, PER_BIG = 7, 11  # 77 samples: a 2-way split pads one
+
+
+@pytest.fixture(scope="module")
+def big_shards(tmp_path_factory):
+    d = tmp_path_factory.mktemp("remote_big")
+    for s in range(NBIG):
+        _shard_n(str(d / ("b-%04d.tar" % s)), s, str(d), PER_BIG)
+    return str(d)
+
+
+def _shard_n(path, s, tmp, n):
+    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tf:
+        for i in range(n):
+            jp = os.path.join(tmp, "x.jpg")
+            # one size for every picture: every shard has the same byte size
+            rfhelpers.write_jpeg(jp, 48, 40, seed=s * 1000 + i)
+            tf.add(jp, arcname="s%02d/k%03d.jpg" % (s, i))
+            info = tarfile.TarInfo("s%02d/k%03d.cls" % (s, i))
+            info.size = 1
+            tf.addfile(info, io.BytesIO(b"%d" % (i % 5)))
+    os.remove(os.path.join(tmp, "x.jpg"))
+
+
+def _ranks_in_step(src, world, timeout=180, **kw):
+    """Every rank's loader open at once on one cache, stepped batch by batch
+    together (as ranks of one job are), on a thread that must end within
+    timeout: [(digest, indices)] per rank and the stats per rank."""
+    out = {}
+
+    def run():
+        lds = [ringfeed.Loader(src, rank=r, world_size=world, **dict(OPTS, **kw))
+               for r in range(world)]
+        try:
+            its = [ld.iter_with_indices() for ld in lds]
+            got = [[] for _ in lds]
+            for step in zip(*its):
+                for r, (i, l, x) in enumerate(step):
+                    got[r].append((rfhelpers.batch_digest(i, l), rfhelpers.as_numpy(x).tolist()))
+            out["got"] = got
+            out["stats"] = [ld.stats()["remote"] for ld in lds]
+        except Exception as e:  # reported below, on the test's thread
+            out["error"] = e
+        finally:
+            for ld in lds:
+                ld.close()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(timeout)
+    assert not t.is_alive(), "the ranks did not finish in %d s (deadlock?)" % timeout
+    if "error" in out:
+        raise out["error"]
+    return out["got"], out["stats"]
+
+
+def _watch_cache(cache):
+    """A thread sampling the folder's bytes: (stop(), peak list)."""
+    peak = [0]
+    done = threading.Event()
+
+    def watch():
+        while not done.is_set():
+            peak[0] = max(peak[0], _cache_bytes(cache))
+            time.sleep(0.002)
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+
+    def stop():
+        done.set()
+        t.join()
+        return peak[0]
+    return stop
+
+
+def _check_split(got, world):
+    """Every sample exactly once across the ranks, padding aside."""
+    seen = [s for rank in got for _, idx in rank for s in idx]
+    n = NBIG * PER_BIG
+    pad = (-n) % world
+    assert sorted(set(seen)) == list(range(n))
+    assert len(seen) == n + pad
+
+
+def _big_limit(big_shards, shards):
+    size = os.path.getsize(os.path.join(big_shards, "b-0000.tar"))
+    assert all(os.path.getsize(os.path.join(big_shards, "b-%04d.tar" % s)) == size
+               for s in range(NBIG))
+    return shards * size + 16384  # and the small index files
+
+
+@pytest.mark.parametrize("limit_shards", [2, 3])
+def test_shuffle_block_small_cache_two_ranks(big_shards, tmp_path, limit_shards):
+    """The issue's must-show: cache_limit below the dataset, shuffle_block=2,
+    both ranks of a 2-way split running together on one cache folder: every
+    sample once per rank split, each rank's batches those of the local
+    shards, the folder never over its limit."""
+    limit = _big_limit(big_shards, limit_shards)
+    cache = str(tmp_path / "c")
+    os.makedirs(cache)
+    kw = dict(shuffle=True, seed=11, shuffle_block=2, batch_size=4, prefetch=2)
+    local = [_epoch(os.path.join(big_shards, "b-{0000..%04d}.tar" % (NBIG - 1)), rank=r,
+                    world_size=2, **kw)[0] for r in range(2)]
+    stop = _watch_cache(cache)
+    try:
+        with rfservers.http_files(big_shards) as url:
+            got, st = _ranks_in_step(url + "/b-{0000..%04d}.tar" % (NBIG - 1), 2,
+                                     cache_dir=cache, cache_limit=limit, **kw)
+    finally:
+        peak = stop()
+    assert got == local
+    _check_split(got, 2)
+    assert 0 < peak <= limit, (peak, limit)
+    assert _cache_bytes(cache) <= limit
+    assert sum(s["evictions"] for s in st) > 0
+    print("shuffle_block=2, %d shards' room: %s" % (limit_shards, st))
+
+
+@pytest.mark.parametrize("world,limit_shards", [(1, 2), (2, 2), (2, 3)])
+def test_global_shuffle_small_cache_completes(big_shards, tmp_path, world, limit_shards):
+    """The global shuffle needs every shard all the time: with a cache
+    smaller than the data the epoch still completes, every sample once,
+    the local shards' batches, the folder under its limit; the cost shows
+    as refetches. (Before pins held for later samples were released, all
+    three stopped for good: those pins kept the next sample's shard out.)"""
+    limit = _big_limit(big_shards, limit_shards)
+    if world == 1:
+        limit -= 16384 - 300  # the indexes take room: fewer shards fit than the limit says
+    cache = str(tmp_path / "c")
+    os.makedirs(cache)
+    kw = dict(shuffle=True, seed=12, batch_size=4, prefetch=2)
+    local = [_epoch(os.path.join(big_shards, "b-{0000..%04d}.tar" % (NBIG - 1)), rank=r,
+                    world_size=world, **kw)[0] for r in range(world)]
+    stop = _watch_cache(cache)
+    try:
+        with rfservers.http_files(big_shards) as url:
+            got, st = _ranks_in_step(url + "/b-{0000..%04d}.tar" % (NBIG - 1), world,
+                                     cache_dir=cache, cache_limit=limit, **kw)
+    finally:
+        peak = stop()
+    assert got == local
+    _check_split(got, world)
+    assert 0 < peak <= limit, (peak, limit)
+    assert sum(s["refetches"] for s in st) > 0, st
+    print("global shuffle, world %d, %d shards' room: %s" % (world, limit_shards, st))
+
+
+def test_skip_substitutes_from_the_same_remote_shard(big_shards, tmp_path):
+    """on_error="skip" with a corrupt member in a remote shard and a cache of
+    two shards: every batch full, the bad sample named in the errors, its
+    substitute a sample of the same shard (the one sure to be in the cache),
+    and the same batches on every run."""
+    d = tmp_path / "bad"
+    d.mkdir()
+    for s in range(NBIG):
+        p = os.path.join(big_shards, "b-%04d.tar" % s)
+        with open(p, "rb") as f:
+            data = bytearray(f.read())
+        if s == 3:  # k004.jpg of shard 3: its entropy-coded data overwritten
+            with tarfile.open(p) as tf:
+                m = tf.getmember("s03/k004.jpg")
+            data[m.offset_data + 200:m.offset_data + m.size - 2] = b"\xff\x00" * ((m.size - 202) // 2)
+        (d / ("b-%04d.tar" % s)).write_bytes(bytes(data))
+    limit = _big_limit(big_shards, 2)
+    n = NBIG * PER_BIG
+    runs = []
+    with rfservers.http_files(str(d)) as url:
+        for run in range(2):
+            with ringfeed.Loader(url + "/b-{0000..%04d}.tar" % (NBIG - 1), on_error="skip",
+                                 shuffle=True, seed=4, cache_dir=str(tmp_path / ("c%d" % run)),
+                                 cache_limit=limit, **OPTS) as ld:
+                bad = [i for i in range(n) if ld.sample_path(i).endswith("s03/k004")]
+                assert len(bad) == 1
+                got = []
+                for images, labels, idx in ld.iter_with_indices():
+                    assert len(idx) == min(OPTS["batch_size"], n - len(got) * OPTS["batch_size"])
+                    got.append((rfhelpers.batch_digest(images, labels), idx.tolist()))
+                st = ld.stats()
+                assert st["errors_count"] == 1, st["errors"]
+                e = st["errors"][0]
+                assert e["sample"] == bad[0] and e["path"].endswith("b-0003.tar:s03/k004.jpg"), e
+                seen = [s for _, idx in got for s in idx]
+                assert len(seen) == n and bad[0] not in seen
+                sub = sorted({s for s in seen if seen.count(s) == 2})
+                assert len(sub) == 1 and ld.sample_path(sub[0]).startswith(url + "/b-0003.tar:")
+            runs.append(got)
+    assert runs[0] == runs[1]

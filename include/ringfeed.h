@@ -567,12 +567,19 @@ RF_API int64_t rf_loader_errmsg_copy(const rf_loader *l, char *buf, size_t cap);
 /* Writes the loader's statistics as one JSON object into buf (at most cap
  * bytes, NUL-terminated) and returns the length the full text needs, not
  * counting the NUL (as snprintf). Fields: images, batches, images_per_sec,
- * stall_seconds, num_workers, shards and shards_from_manifest (tar sources:
- * the shards, and those indexed from the ringfeed-pack manifest.json beside
- * them instead of a header walk), io_backend, memory {mode: "pinned" |
- * "pageable", note}, device ("cpu" | "cuda:N"), cuda {built, available,
+ * stall_seconds, num_workers, shards and shards_from_manifest (tar sources,
+ * local or remote: the shards, and those indexed from the ringfeed-pack
+ * manifest.json beside them instead of a header walk; a remote one so
+ * indexed is not fetched to be indexed), io_backend, memory {mode: "pinned"
+ * | "pageable", note}, device ("cpu" | "cuda:N"), cuda {built, available,
  * reason, copies, ...}, errors [{path, reason, sample}], stage seconds (read,
- * decode, transform).
+ * decode, transform); remote shards add remote {cache_dir, cache_limit,
+ * cache_hits, cache_misses, bytes_fetched, requests, retries, evictions, ...,
+ * manifest {folders, found, absent (404 or 403), failed (fetch, size or
+ * parse), shards (indexed from one), mismatched (shards whose headers were
+ * not as their entry said once fetched: their samples fail), notes (per
+ * folder, at most 16: "URL: found, N shards indexed from it", "URL: none
+ * (...)", "URL: not used (...)", "URL: not fetched (...)")}}.
  * Thread-safety: any thread. */
 RF_API int64_t rf_loader_stats_json(rf_loader *l, char *buf, size_t cap);
 

@@ -6,10 +6,14 @@
  * Last-Modified date where a server sends no ETag), then per shard, in
  * order, its index: the one kept in the cache beside the shard (BASE.idx,
  * written when the shard was first walked, for the same URL, size,
- * validator and member options), or else the shard itself, fetched into the
- * cache (remote.c; as many ahead as the cache limit holds) and walked by the
- * tar kind's code (rf__source_tar_shard) exactly as a local shard is, its
- * index then kept for the next run. The samples' offsets are those of the
+ * validator and member options); or its entry in the ringfeed-pack
+ * manifest.json of its folder, the shard not fetched (remote_manifest.c:
+ * fetched only when some shard has no kept index; the shard's headers are
+ * checked when it lands in the cache; such an index is not kept); or else
+ * the shard itself, fetched into the cache (remote.c; as many ahead as the
+ * cache limit holds) and walked by the tar kind's code
+ * (rf__source_tar_shard) exactly as a local shard is, its index then kept
+ * for the next run. The samples' offsets are those of the
  * shard, so once the shard is back in the cache the reader reads it as a
  * local one: same bytes, same decode, same order.
  *

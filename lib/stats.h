@@ -67,8 +67,9 @@ typedef struct rf_stats_snapshot {
     int64_t now_ns;
     int active_workers, worker_threads, auto_workers;
     int64_t epoch, num_samples, num_batches, batch_size;
-    int64_t shards, shards_from_manifest; /* tar sources: shards, and those indexed from
-                                           * a manifest.json (no header walk) */
+    int64_t shards, shards_from_manifest; /* tar sources, local or remote: shards, and
+                                           * those indexed from a manifest.json (no
+                                           * header walk; remote: no fetch to index) */
     const char *io_backend; /* "none", "io_uring", "pread" */
     const char *io_note;
     int pinned;

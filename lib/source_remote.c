@@ -377,7 +377,8 @@ int rf__source_index_remote(rf_source *s, const rf_strlist *paths, const rf_sour
      * describes without a fetch (remote_manifest.c); the rest are all asked
      * for now, in order, fetched as the cache limit allows */
     rf_rman *man = NULL;
-    if (rc == 0 && (rc = rf__rman_open(&man, r, s, kept)) == 0)
+    int cls = o->unlabeled || !o->label || !strcmp(o->label, "cls"); /* the labels it holds */
+    if (rc == 0 && cls && (rc = rf__rman_open(&man, r, s, kept)) == 0)
         rf__remote_set_manifest(r, man);
     for (uint32_t k = 0; rc == 0 && k < s->nfiles; k++)
         if (!kept[k] && !rf__rman_covers(man, k))

@@ -3,12 +3,13 @@ moto server checking SigV4, through the counting proxy of rfproxy.py).
 
 What is checked: with an empty cache the index comes from the manifest
 (stats: every shard from it) and is the local walk's (sample names,
-labels, batches); no shard is fetched to build it, and the first batch
-waits for the shards it needs only; a shard whose headers are not where
-the manifest says (its samples swapped, same size) fails its samples with
-an error naming the URL and manifest.json, the others are delivered as
-from local disk (never a byte read at the manifest's offsets); without a manifest (404) the shards are indexed as
-before, and stats say there was none.
+labels, batches; also unlabeled); no shard is fetched to build it, and the
+first batch waits for the shards it needs only; a shard whose headers are
+not where the manifest says (its samples swapped, same size) fails its
+samples with an error naming the URL and manifest.json, the others are
+delivered as from local disk (never a byte read at the manifest's
+offsets); without a manifest (404), or with one that does not parse, the
+shards are indexed as before, and stats say why.
 """
 
 import json
@@ -120,6 +121,20 @@ def test_cold_index_from_the_manifest_matches_local(packed, proxied, tmp_path):
         st = ld.stats()
     assert st["shards_from_manifest"] == 4 and st["remote"]["cache_misses"] == 0
     assert len(_shard_gets(proxied)) == 4
+
+
+def test_unlabeled_from_the_manifest_matches_local(packed, s3, tmp_path, monkeypatch):
+    out, _, _ = packed
+    for k, v in s3.env().items():
+        monkeypatch.setenv(k, v)
+    kw = dict(OPTS, label=None, shuffle=True, seed=8)
+    with ringfeed.Loader(os.path.join(out, "shard-*.tar"), **kw) as ld:
+        local = [rfhelpers.batch_digest(x, np.zeros(0)) for x in ld]
+    with ringfeed.Loader("s3://data/with/shard-*.tar", cache_dir=str(tmp_path / "c"), **kw) as ld:
+        assert [ld.sample_label(i) for i in range(ld.num_samples)] == [-1] * 4 * PER_SHARD
+        got = [rfhelpers.batch_digest(x, np.zeros(0)) for x in ld]
+        assert ld.stats()["shards_from_manifest"] == 4
+    assert got == local
 
 
 def test_first_batch_fetches_only_its_shard(packed, proxied, tmp_path):
@@ -239,6 +254,25 @@ def test_no_manifest_indexes_as_before(packed, proxied, tmp_path):
     assert [p for _, p, _ in proxied.requests()[n:] if "manifest" in p] == []
     assert m["notes"] == ["s3://data/bare/manifest.json: not fetched (every shard's index "
                           "was kept)"]
+
+
+def test_manifest_not_json_indexes_as_before(packed, s3, tmp_path, monkeypatch):
+    out, names, _ = packed
+    for k, v in s3.env().items():
+        monkeypatch.setenv(k, v)
+    junk = tmp_path / "manifest.json"
+    junk.write_text('{"format": "ringfeed-pack 1", "shards": [')
+    s3.upload("data", "junk/", [os.path.join(out, n) for n in names] + [str(junk)])
+    with ringfeed.Loader(os.path.join(out, "shard-*.tar"), shuffle=False, **OPTS) as ld:
+        local = _summary(ld)
+    with ringfeed.Loader("s3://data/junk/shard-*.tar", shuffle=False,
+                         cache_dir=str(tmp_path / "c"), **OPTS) as ld:
+        assert _summary(ld) == local
+        st = ld.stats()
+    m = st["remote"]["manifest"]
+    assert st["shards_from_manifest"] == 0 and (m["found"], m["failed"]) == (0, 1), m
+    assert m["notes"][0].startswith("s3://data/junk/manifest.json: not used (") and \
+        "malformed JSON" in m["notes"][0], m
 
 
 def test_cold_first_batch_time(packed, s3, tmp_path, monkeypatch):

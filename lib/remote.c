@@ -9,7 +9,8 @@
  * pinned; one that another loader is fetching (its BASE.lock is held) waits;
  * otherwise this loader takes the lock and room (evicting unpinned shards)
  * and starts the GET into a temporary file, which the completion checks
- * (size, validator: fetch.c), renames into place, pinned, and announces.
+ * (size, validator: fetch.c; a shard indexed from manifest.json, its
+ * headers: remote_manifest.c), renames into place, pinned, and announces.
  * A shard that finds no room stops the walk, so that room goes to shards in
  * the order they are needed. While no shard of the loader is ready, one
  * transfer runs at a time (the cold start's first batch waits for one shard

@@ -26,6 +26,7 @@
 
 #include "ringfeed.h"
 #include "sampler.h"
+#include "testcheck.h"
 
 /* ----------------------------------------------------------------- helpers */
 
@@ -58,18 +59,6 @@ static int64_t *full_order(int64_t n, int shuffle, uint64_t seed, int64_t epoch)
     return o;
 }
 
-static void assert_permutation(const int64_t *o, int64_t n)
-{
-    char *seen = calloc((size_t)n, 1);
-    assert_non_null(seen);
-    for (int64_t i = 0; i < n; i++) {
-        assert_true(o[i] >= 0 && o[i] < n);
-        assert_int_equal(seen[o[i]], 0);
-        seen[o[i]] = 1;
-    }
-    free(seen);
-}
-
 static int same_order(const int64_t *a, const int64_t *b, int64_t n)
 {
     return memcmp(a, b, (size_t)n * sizeof *a) == 0;
@@ -100,7 +89,7 @@ static void test_shuffle_is_permutation(void **state)
         int64_t n = ns[t];
         for (int64_t epoch = 0; epoch < 4; epoch++) {
             int64_t *o = full_order(n, 1, 42, epoch);
-            assert_permutation(o, n);
+            tu_assert_permutation(o, n);
             if (n >= 10) {
                 /* Not the identity, and not merely a rotation of it. */
                 int64_t fixed = 0;
@@ -130,7 +119,7 @@ static void test_order_is_function_of_seed_and_epoch(void **state)
     int64_t *other_seed = full_order(n, 1, 8, 3);
     assert_false(same_order(a, other_seed, n));
     int64_t *big_seed = full_order(n, 1, UINT64_MAX, 3);
-    assert_permutation(big_seed, n);
+    tu_assert_permutation(big_seed, n);
     assert_false(same_order(a, big_seed, n));
 
     /* One sampler moved through epochs 3, 4, 3 gives back the first order:

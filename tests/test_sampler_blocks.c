@@ -27,6 +27,7 @@
 
 #include "ringfeed.h"
 #include "sampler.h"
+#include "testcheck.h"
 
 /* ----------------------------------------------------------------- helpers */
 
@@ -91,18 +92,6 @@ static int64_t *block_order(const shards *sh, int64_t block, int shuffle, uint64
     return o;
 }
 
-static void assert_permutation(const int64_t *o, int64_t n)
-{
-    char *seen = calloc((size_t)n, 1);
-    assert_non_null(seen);
-    for (int64_t i = 0; i < n; i++) {
-        assert_true(o[i] >= 0 && o[i] < n);
-        assert_int_equal(seen[o[i]], 0);
-        seen[o[i]] = 1;
-    }
-    free(seen);
-}
-
 /* Walks the order: a sample of a shard outside the current block opens a
  * new block, allowed only once the current one holds `block` shards, all
  * complete. Returns the number of blocks. Shards must not be empty. */
@@ -147,7 +136,7 @@ static void test_blocks_of_whole_shards(void **state)
         for (int64_t k = 1; k <= 8; k++)
             for (int64_t epoch = 0; epoch < 5; epoch++) {
                 int64_t *o = block_order(&sh, k, 1, 11, epoch);
-                assert_permutation(o, sh.n);
+                tu_assert_permutation(o, sh.n);
                 int64_t nb = check_blocks(&sh, o, k);
                 assert_int_equal(nb, (7 + k - 1) / k);
                 free(o);
@@ -316,13 +305,13 @@ static void test_empty_and_single_shards(void **state)
     make_shards(&sh, with_empty, 6, 0);
     for (int64_t k = 1; k <= 6; k++) {
         int64_t *o = block_order(&sh, k, 1, 1, 0);
-        assert_permutation(o, sh.n);
+        tu_assert_permutation(o, sh.n);
         free(o);
     }
     static const int64_t single[] = {10};
     make_shards(&sh, single, 1, 0);
     int64_t *o = block_order(&sh, 3, 1, 1, 0);
-    assert_permutation(o, sh.n);
+    tu_assert_permutation(o, sh.n);
     free(o);
 }
 

@@ -130,3 +130,15 @@ rf_reader *tu_reader_open(int backend, unsigned depth)
     assert_int_equal(rf__reader_inflight(r), 0);
     return r;
 }
+
+void tu_assert_permutation(const int64_t *o, int64_t n)
+{
+    char *seen = calloc((size_t)n, 1);
+    assert_non_null(seen);
+    for (int64_t i = 0; i < n; i++) {
+        assert_true(o[i] >= 0 && o[i] < n);
+        assert_int_equal(seen[o[i]], 0);
+        seen[o[i]] = 1;
+    }
+    free(seen);
+}

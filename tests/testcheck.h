@@ -90,4 +90,9 @@ rf_reader *tu_reader_open(int backend, unsigned depth);
         check_##name(RF__IO_PREAD);                                                                \
     }
 
+/* ------------------------------------------------------------------ orders */
+
+/* o[0..n) holds every index 0..n-1 exactly once. */
+void tu_assert_permutation(const int64_t *o, int64_t n);
+
 #endif

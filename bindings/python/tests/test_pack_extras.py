@@ -17,26 +17,17 @@ import numpy as np
 import pytest
 
 import ringfeed
+import packhelpers
 import ringfeed.pack
+from packhelpers import needs_pack, run_pack as run
 from rfhelpers import photo_like
 
 PIL = pytest.importorskip("PIL")
 from PIL import Image  # noqa: E402
 
-try:
-    ringfeed.pack.executable()
-    HAVE_PACK = True
-except OSError:
-    HAVE_PACK = False
-pytestmark = pytest.mark.skipif(not HAVE_PACK and not os.environ.get("RINGFEED_LIBRARY"),
-                                reason="ringfeed-pack is not built")
+pytestmark = needs_pack
 
 N = 13
-
-
-def run(src, out, *args):
-    return ringfeed.pack.run(list(args) + [src, out], capture_output=True, text=True,
-                             timeout=300)
 
 
 def add(t, name, data):
@@ -69,13 +60,8 @@ def source(tmp_path_factory):
 
 
 def members(out):
-    rows = []
-    for p in sorted(glob.glob(os.path.join(out, "shard-*.tar"))):
-        with tarfile.open(p) as t:
-            for m in t.getmembers():
-                key, ext = m.name.split(".", 1)
-                rows.append((key, ext, t.extractfile(m).read()))
-    return rows
+    """[(key, ext, bytes)] of every member, in order."""
+    return [r[1:] for r in packhelpers.members(out)]
 
 
 def by_key(rows):

@@ -9,47 +9,30 @@ webdataset read such shards with the same keys and labels.
 
 import glob
 import io
-import json
 import os
-import tarfile
 
 import numpy as np
 import pytest
 
 import ringfeed
+import packhelpers
 import ringfeed.pack
+from packhelpers import needs_pack, pack
 from rfhelpers import imagefolder_samples, photo_like
 
 PIL = pytest.importorskip("PIL")
 from PIL import Image, features  # noqa: E402
 
-try:
-    ringfeed.pack.executable()
-    HAVE_PACK = True
-except OSError:
-    HAVE_PACK = False
-pytestmark = pytest.mark.skipif(not HAVE_PACK and not os.environ.get("RINGFEED_LIBRARY"),
-                                reason="ringfeed-pack is not built")
+pytestmark = needs_pack
 
 FORMATS = [("jpg", "JPEG"), ("png", "PNG"), ("bmp", "BMP"), ("ppm", "PPM"), ("pgm", "PPM")]
 if features.check("webp"):
     FORMATS.append(("webp", "WEBP"))
 
 
-def pack(src, out, *args):
-    r = ringfeed.pack.run(list(args) + [src, out], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    return json.load(open(os.path.join(out, "manifest.json")))
-
-
 def members(out):
-    rows = []
-    for p in sorted(glob.glob(os.path.join(out, "shard-*.tar"))):
-        with tarfile.open(p) as t:
-            for m in t.getmembers():
-                key, ext = m.name.split(".", 1)
-                rows.append((key, ext, t.extractfile(m).read()))
-    return rows
+    """[(key, ext, bytes)] of every member, in order."""
+    return [r[1:] for r in packhelpers.members(out)]
 
 
 @pytest.fixture(scope="module")

@@ -17,21 +17,10 @@ import pytest
 
 import ringfeed
 import ringfeed.pack
+from packhelpers import needs_pack, pack
 from rfhelpers import batch_digest, pil_folder
 
-try:
-    ringfeed.pack.executable()
-    HAVE_PACK = True
-except OSError:
-    HAVE_PACK = False
-pytestmark = pytest.mark.skipif(not HAVE_PACK and not os.environ.get("RINGFEED_LIBRARY"),
-                                reason="ringfeed-pack is not built")
-
-
-def pack(src, out, *args):
-    r = ringfeed.pack.run(list(args) + [src, out], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    return json.load(open(os.path.join(out, "manifest.json")))
+pytestmark = needs_pack
 
 
 @pytest.fixture(scope="module")

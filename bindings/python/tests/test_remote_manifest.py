@@ -12,7 +12,6 @@ offsets); without a manifest (404), or with one that does not parse, the
 shards are indexed as before, and stats say why.
 """
 
-import json
 import os
 import shutil
 import time
@@ -20,21 +19,15 @@ import time
 import numpy as np
 import pytest
 
+import packhelpers
 import rfhelpers
 import rfservers
 import ringfeed
-import ringfeed.pack
 
-try:
-    ringfeed.pack.executable()
-    HAVE_PACK = True
-except OSError:
-    HAVE_PACK = False
 pytestmark = [
     pytest.mark.skipif(not rfservers.have_moto(),
                        reason="moto[server] and boto3 not importable (make deps)"),
-    pytest.mark.skipif(not HAVE_PACK and not os.environ.get("RINGFEED_LIBRARY"),
-                       reason="ringfeed-pack is not built"),
+    packhelpers.needs_pack,
 ]
 
 PER_SHARD = 10
@@ -47,10 +40,8 @@ def packed(tmp_path_factory):
     base = tmp_path_factory.mktemp("rman")
     src = rfhelpers.pil_folder(str(base / "src"), 4, 10, 80, 60, seed=21)
     out = str(base / "out")
-    r = ringfeed.pack.run(["--max-side", "48", "--shard-count", str(PER_SHARD), "--workers",
-                           "2", src, out], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    man = json.load(open(os.path.join(out, "manifest.json")))
+    man = packhelpers.pack(src, out, "--max-side", "48", "--shard-count", str(PER_SHARD),
+                           "--workers", "2")
     names = [s["name"] for s in man["shards"]]
     assert len(names) == 4
     return out, names, man

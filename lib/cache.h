@@ -21,8 +21,10 @@
  *   - BASE.lock, exclusive, is held by the one process fetching the shard;
  *     the others wait for it and then find BASE.tar.
  *   - A transfer writes BASE.tmp.*, first sized to the whole shard (so it
- *     counts in full from the start); only a complete, size-checked file is
- *     renamed to BASE.tar (atomic), already pinned by its writer.
+ *     counts in full from the start), exclusively locked by its writer (a
+ *     transfer file nobody holds is a crashed one's, removed when the room
+ *     is counted); only a complete, size-checked file is renamed to
+ *     BASE.tar (atomic), already pinned by its writer.
  * The folder's bytes (every file in it) stay under the limit: room is taken
  * before a transfer starts, by evicting unpinned shards, least recently
  * pinned first (BASE.tar's mtime is set at every pin). When pinned shards
@@ -98,7 +100,8 @@ uint64_t rf__cache_starved(rf_cache *c);
 /* Bumps the count; returns its new value. */
 uint64_t rf__cache_starve(rf_cache *c);
 
-/* Bytes of every file in the folder now. */
-uint64_t rf__cache_usage(rf_cache *c);
+/* Bytes of every file in the folder now, or RF_E_IO when it cannot be
+ * listed. */
+int64_t rf__cache_usage(rf_cache *c);
 
 #endif

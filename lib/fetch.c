@@ -82,14 +82,16 @@ struct rf_fetch {
     rf_fetch_opts o;
     CURLM *multi;
     pthread_t thread;
-    int running;
+    int running; /* (mu) the thread was started (by the first submit) */
     pid_t pid;
     char region[64], endpoint[512], key_id[256], secret[256], token[2048];
+    /* set once at create by rf__fetch_set_tick, before any submit starts the
+     * thread (pthread_create orders them before its reads); then read-only */
     rf_fetch_tick_fn *tick;
     void *tick_ctx;
     int tick_ms;
 
-    pthread_mutex_t mu; /* protects queue, stop and every request's `finished` */
+    pthread_mutex_t mu; /* protects queue, stop, running and every request's `finished` */
     pthread_cond_t cv;  /* a request finished (rf__fetch_wait) */
     rf_fetch_req *queue, *queue_tail;
     int stop;
@@ -182,7 +184,9 @@ static size_t on_header(char *p, size_t sz, size_t nmemb, void *ud)
         snprintf(r->etag, sizeof r->etag, "lm:%.150s", v);
     } else if (line[0] == '\0' && r->op == RF__FETCH_GET && r->http / 100 == 2) {
         /* the headers are complete: is this still the object the index knows? */
-        int size_differs = r->want_size && (!r->have_size || r->hdr_size != r->want_size);
+        /* without a Content-Length (a chunked body) the size is checked at
+         * the end, by the bytes written (try_ended) */
+        int size_differs = r->want_size && r->have_size && r->hdr_size != r->want_size;
         int etag_differs = r->want_etag && r->want_etag[0] && strcmp(r->etag, r->want_etag);
         if (size_differs || etag_differs) {
             r->changed = 1;
@@ -260,6 +264,9 @@ static int start_try(rf_fetch *f, rf_fetch_req *r)
     r->err[0] = '\0';
     struct curl_slist *h = NULL;
     curl_easy_setopt(e, CURLOPT_URL, url);
+    /* a key's dot segments ("a/../b") are part of its name, not a path to
+     * simplify */
+    curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
     curl_easy_setopt(e, CURLOPT_PRIVATE, r);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);

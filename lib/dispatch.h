@@ -72,6 +72,9 @@ typedef struct rf_dispatch {
     int64_t blocked_since; /* producers idle on a full ring since (0: they are not) */
     int64_t blocked_ns;    /* idle time on a full ring since start, closed spans */
     int64_t read_ns;       /* reader latency summed over samples since start */
+    int traced_read;       /* the first read was traced (trace.h) */
+    int warm;              /* a batch was complete (rf__remote_warm was called) */
+    _Atomic int traced_done; /* the first job's end was traced (any worker; exchange) */
 } rf_dispatch;
 
 /* Wires the dispatcher and makes njobs jobs, all handed to the pool's free

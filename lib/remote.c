@@ -16,7 +16,12 @@
  * A shard that finds no room stops the walk, so that room goes to shards in
  * the order they are needed. While no shard of the loader is ready, one
  * transfer runs at a time (the cold start's first batch waits for one shard
- * at the link's full speed); then up to RF_P_FETCH_PARALLEL.
+ * at the link's full speed); then up to RF_P_FETCH_PARALLEL. Once the
+ * dispatcher runs, and until its first batch is complete (rf__remote_warm),
+ * transfers for later samples also wait while the dispatcher has the shards
+ * it needs now: the first batch is decoded without their traffic and
+ * writes on the link and the CPUs (the cold start: one transfer, then one
+ * batch's decoding).
  *
  * The head (the shard of the sample the dispatcher waits on) is tried
  * first. When even it finds no room for STARVE_MS, the pins held only for later samples
@@ -54,6 +59,7 @@
 #include "remote.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -65,6 +71,7 @@
 #include "ringfeed.h"
 #include "source.h"
 #include "stats.h"
+#include "trace.h"
 
 enum { SH_IDLE = 0, SH_WANTED = 1, SH_FETCHING = 2, SH_READY = 3, SH_FAILED = 4 };
 
@@ -118,8 +125,9 @@ struct rf_remote {
      * room_next_ns (ns), room_ms later each time (see above) */
     int64_t room_next_ns;
     int room_ms;
-    int unpinned; /* (mu) this loader unpinned a shard: list the folder at once */
-    int64_t hits, misses;        /* (mu) pins found in the cache / fetches started */
+    int unpinned;         /* (mu) this loader unpinned a shard: list the folder at once */
+    int cold;             /* (mu) the dispatcher runs and has no complete batch yet (see above) */
+    int64_t hits, misses; /* (mu) pins found in the cache / fetches started */
     int64_t releases, refetches; /* (mu) pins given up early / shards fetched again */
 };
 
@@ -474,13 +482,23 @@ static void transfer_done(rf_fetch_req *req, void *ctx)
         rf__cache_base(&r->cache, s->url, s->size, s->etag, base);
         failed = rf__cache_commit(&r->cache, s->tmp, base, s->tmp_fd, msg, sizeof msg) != 0;
     }
-    int pin = failed ? -1 : s->tmp_fd;
-    rf__cache_unpin(s->lock_fd); /* others waiting for it now find BASE.tar */
+    int pin = failed ? -1 : s->tmp_fd, lk = s->lock_fd;
+    /* the sync after the announce (cache.c), through a copy of the pin,
+     * which may be given up meanwhile; without one, before */
+    int sync_fd = failed ? -1 : fcntl(pin, F_DUPFD_CLOEXEC, 0);
+    if (!failed && sync_fd < 0)
+        rf__cache_sync(pin);
+    RF_TRACE("shard %s: %s", failed ? "failed" : "in the cache", s->url);
     pthread_mutex_lock(&r->mu);
     s->lock_fd = s->tmp_fd = -1;
     settle(r, (uint32_t)(s - r->sh), pin, failed ? msg : NULL);
     pthread_mutex_unlock(&r->mu);
     announce(r);
+    if (sync_fd >= 0) {
+        rf__cache_sync(sync_fd); /* a failure leaves it marked: fetched again next time */
+        close(sync_fd);          /* the pin's lock is the pin's (shared open file) */
+    }
+    rf__cache_unpin(lk); /* BASE.tar is whole on disk: others may find it without us */
 }
 
 /* The backoff of the folder's listing while room is refused (see above):
@@ -513,17 +531,23 @@ static int try_shard(rf_remote *r, rf_shard *s, int may_start, int *pin, char *m
                        : (snprintf(msg, cap, "cache: %.300s.lock (%.300s): cannot lock: %s", base,
                                    s->url, strerror(errno)),
                           -1);
-    /* the lock's holder may have finished just before we took it */
+    /* the lock's holder may have finished just before we took it; a file
+     * still marked unsynced now is one whose writer died before its sync
+     * (the lock is ours): fetched again, over it (cache.c) */
     if ((rc = rf__cache_pin(&r->cache, base, s->size, pin)) == 1) {
-        rf__cache_unpin(lk);
-        return 1;
+        if (rf__cache_synced(*pin)) {
+            rf__cache_unpin(lk);
+            return 1;
+        }
+        rf__cache_unpin(*pin);
+        *pin = -1;
     }
     char tmp[RF__CACHE_PATH];
     int fd = -1;
     rc = rf__cache_reserve(&r->cache, base, s->size, tmp, &fd, msg, cap);
     if (rc == 0) {
-        r->room_ms = r->room_ms ? (r->room_ms * 2 < ROOM_MAX_MS ? r->room_ms * 2 : ROOM_MAX_MS)
-                                : ROOM_MS;
+        r->room_ms =
+            r->room_ms ? (r->room_ms * 2 < ROOM_MAX_MS ? r->room_ms * 2 : ROOM_MAX_MS) : ROOM_MS;
         r->room_next_ns = rf__now_ns() + (int64_t)r->room_ms * 1000000;
     } else {
         r->room_ms = 0;
@@ -581,6 +605,7 @@ static int want_one(rf_remote *r, uint32_t k, int may_start, int *changed)
         q->want_etag = s->etag;
         q->done = transfer_done;
         q->ctx = s;
+        RF_TRACE("GET submitted: %s", s->url);
         rf__fetch_submit(r->fetch, q);
     }
     return rc;
@@ -638,6 +663,8 @@ static void tick(void *ctx)
         nready += r->sh[k].state == SH_READY;
         nfetching += r->sh[k].state == SH_FETCHING;
     }
+    /* cold, with the head's shard pinned: the dispatcher needs no other now */
+    int hold = r->cold && r->head >= 0 && r->sh[r->head].state == SH_READY;
     uint32_t kept = 0, i = 0;
     int stop = 0;
     for (; i < r->nwant && !stop; i++) {
@@ -647,7 +674,7 @@ static void tick(void *ctx)
             s->queued = 0;
             continue;
         }
-        int may_start = nready > 0 || nfetching == 0;
+        int may_start = !hold && (nready > 0 || nfetching == 0);
         int rc = (int64_t)k == r->head ? 0 : want_one(r, k, may_start, &changed);
         nfetching += rc == 2;
         if (rc == 0 || rc == 3) {
@@ -673,6 +700,19 @@ void rf__remote_set_wake(rf_remote *r, void (*fn)(void *), void *ctx)
     r->wake = fn;
     r->wake_ctx = ctx;
     pthread_mutex_unlock(&r->wake_mu);
+    pthread_mutex_lock(&r->mu);
+    r->cold = fn != NULL; /* a dispatcher from now on, without a batch yet */
+    pthread_mutex_unlock(&r->mu);
+}
+
+void rf__remote_warm(rf_remote *r)
+{
+    pthread_mutex_lock(&r->mu);
+    int was = r->cold;
+    r->cold = 0;
+    pthread_mutex_unlock(&r->mu);
+    if (was)
+        rf__fetch_wake(r->fetch); /* the held transfers may start */
 }
 
 void rf__remote_seek(rf_remote *r, int64_t batch)

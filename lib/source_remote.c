@@ -28,6 +28,7 @@
 #include "remote.h"
 #include "ringfeed.h"
 #include "source_kinds.h"
+#include "trace.h"
 
 /* ---- the kept index --------------------------------------------------------- */
 
@@ -292,8 +293,10 @@ int rf__source_glob_remote(void *gctx, const char *word, int (*emit)(const char 
         token[0] = '\0';
         if (!strcmp(trunc, "true") && rc == 0 &&
             (!xml_text(q.body, end, "NextContinuationToken", token, sizeof token) || !token[0])) {
-            snprintf(err, errcap, "source: listing %s: a truncated page without a continuation "
-                     "token (the listing cannot go on)", word);
+            snprintf(err, errcap,
+                     "source: listing %s: a truncated page without a continuation token (the "
+                     "listing cannot go on)",
+                     word);
             rc = RF_E_SOURCE;
         }
         free(q.body);
@@ -338,6 +341,7 @@ static int head_all(rf_remote *r, const rf_source *s, char *err, size_t errcap)
             rc = rf__remote_add(r, q[k].url, q[k].size, q[k].etag);
     }
     free(q);
+    RF_TRACE("HEADs done: %u", s->nfiles);
     return rc;
 }
 

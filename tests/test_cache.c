@@ -5,8 +5,9 @@
  * byte limit counted over every file including transfers in progress, LRU
  * order by last pin, atomic commits (nothing under the final name before
  * the rename), the fetch lock, kept indexes, the transfer files of dead
- * writers reclaimed (by their lock, not their process id), and a folder
- * that cannot be listed granting no room.
+ * writers reclaimed (by their lock, not their process id), a folder that
+ * cannot be listed granting no room, and shards renamed before their sync
+ * trusted only while their writer lives or once synced.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -64,6 +65,7 @@ static int put_shard(rf_cache *c, const char *url, const char *etag, int *room)
     assert_int_equal(rf__cache_pin(c, base, SZ, &pin), 0);
     assert_int_equal(pwrite(fd, data, sizeof data, 0), SZ);
     assert_int_equal(rf__cache_commit(c, tmp, base, fd, err, sizeof err), 0);
+    assert_int_equal(rf__cache_sync(fd), 0);
     return fd;
 }
 
@@ -183,7 +185,7 @@ static void test_stale_transfer_by_lock(void **state)
     assert_int_equal(rf__cache_open(&c, g_dir, 10 * SZ, err, sizeof err), 0);
     rf__cache_base(&c, "ns", SZ, "e", base);
     char live[RF__CACHE_PATH + 64], dead[RF__CACHE_PATH + 64], dead_idx[RF__CACHE_PATH + 64];
-    snprintf(live, sizeof live, "%s.tmp.%d.7", base, 999999999); /* no such pid here */
+    snprintf(live, sizeof live, "%s.tmp.%d.7", base, 999999999);     /* no such pid here */
     snprintf(dead, sizeof dead, "%s.tmp.%d.8", base, (int)getpid()); /* a live pid here */
     snprintf(dead_idx, sizeof dead_idx, "%s.itmp.%d.9", base, (int)getpid());
     assert_int_equal(tu_write_file(live, "live", 4), 0);
@@ -206,6 +208,47 @@ static void test_stale_transfer_by_lock(void **state)
     close(holder); /* the writer died: its file goes at the next count */
     assert_int_equal(rf__cache_usage(&c), 0);
     assert_int_equal(access(live, F_OK), -1);
+    rf__cache_close(&c);
+}
+
+/* A shard is renamed into place before its sync: pinned by others while
+ * its writer (holding BASE.lock) lives, absent once the writer is gone
+ * without the sync (its bytes may be torn after a crash), whole once
+ * synced. */
+static void test_commit_before_sync(void **state)
+{
+    rf_cache c;
+    char err[600], base[RF__CACHE_PATH], tmp[RF__CACHE_PATH];
+    assert_int_equal(rf__cache_open(&c, g_dir, 10 * SZ, err, sizeof err), 0);
+    rf__cache_base(&c, "unsynced", SZ, "e", base);
+    int lk = -1, fd = -1, pin = -1;
+    assert_int_equal(rf__cache_lock_fetch(&c, base, &lk), 1);
+    assert_int_equal(rf__cache_reserve(&c, base, SZ, tmp, &fd, err, sizeof err), 1);
+    char data[SZ];
+    memset(data, 'u', sizeof data);
+    assert_int_equal(pwrite(fd, data, sizeof data, 0), SZ);
+    assert_int_equal(rf__cache_commit(&c, tmp, base, fd, err, sizeof err), 0);
+    assert_int_equal(rf__cache_synced(fd), 0);
+    /* another loader, while the writer lives: a whole file in the page cache */
+    assert_int_equal(rf__cache_pin(&c, base, SZ, &pin), 1);
+    rf__cache_unpin(pin);
+    /* the writer gone before its sync: absent */
+    rf__cache_unpin(lk);
+    assert_int_equal(rf__cache_pin(&c, base, SZ, &pin), 0);
+    /* the next fetcher holds the lock: the pin is the unsynced file, which
+     * it must not trust (remote.c fetches it again) */
+    assert_int_equal(rf__cache_lock_fetch(&c, base, &lk), 1);
+    assert_int_equal(rf__cache_pin(&c, base, SZ, &pin), 1);
+    assert_int_equal(rf__cache_synced(pin), 0);
+    rf__cache_unpin(pin);
+    /* synced: a shard as any other, without the lock */
+    assert_int_equal(rf__cache_sync(fd), 0);
+    assert_int_equal(rf__cache_synced(fd), 1);
+    rf__cache_unpin(lk);
+    assert_int_equal(rf__cache_pin(&c, base, SZ, &pin), 1);
+    assert_int_equal(rf__cache_synced(pin), 1);
+    rf__cache_unpin(pin);
+    rf__cache_unpin(fd);
     rf__cache_close(&c);
 }
 
@@ -239,6 +282,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fetch_lock_abandon_index, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_transfer_by_lock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unlisted_folder_refuses_room, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_commit_before_sync, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

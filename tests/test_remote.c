@@ -426,8 +426,8 @@ static rf_loader *seq_loader(const char *src, const char *cache)
                              {RF_P_NUM_WORKERS, 2}, {RF_P_PREFETCH, 2});
     if (cache) {
         assert_int_equal(rf_loader_set_cache_dir(l, cache), RF_OK);
-        assert_int_equal(rf_loader_set_param(l, RF_P_CACHE_LIMIT, (int64_t)(2 * g_shard_bytes) + 8192),
-                         RF_OK);
+        assert_int_equal(
+            rf_loader_set_param(l, RF_P_CACHE_LIMIT, (int64_t)(2 * g_shard_bytes) + 8192), RF_OK);
     }
     tu_start(l);
     return l;

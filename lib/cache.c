@@ -4,8 +4,31 @@
  *
  * Room is counted by listing the folder under DIR/.lock: the apparent size
  * of every file (shards, indexes, transfers in progress, sized in full when
- * they start). A transfer file whose process is gone (kill(pid, 0) fails
- * with ESRCH) is removed on the way: a crash leaves no room taken for ever.
+ * they start). A transfer file (BASE.tmp.* or BASE.itmp.*) is held with an
+ * exclusive flock by its writer from its creation (under DIR/.lock) until
+ * it is renamed or removed; one that the listing can lock without waiting
+ * has no writer any more (a crash: the kernel dropped the lock) and is
+ * removed on the way, so a crash leaves no room taken for ever. A flock,
+ * unlike a process id, means the same in every PID namespace, so loaders in
+ * containers that share the folder never take each other's live transfers
+ * for stale ones.
+ *
+ * A shard is renamed into place before it is synced, so that the first
+ * batch of a cold start does not wait for the disk: the transfer file is
+ * made with the owner-execute bit set (UNSYNCED: a tar is never executable
+ * otherwise), and the bit is cleared only after fdatasync returns
+ * (rf__cache_sync), while the writer still holds BASE.lock. A BASE.tar that
+ * still has the bit while nobody holds BASE.lock was renamed by a writer
+ * that did not live to sync it: after a machine crash its bytes may be torn,
+ * so it counts as absent (pinned by nobody, fetched again over it, or
+ * evicted). A live writer's file is whole in the page cache and is pinned
+ * as any other. On a file system that keeps no mode bits the transfer is
+ * synced before the rename, as a plain atomic commit.
+ *
+ * Locks are released with an explicit LOCK_UN before the close: a forked
+ * child (a DataLoader worker) holds copies of the descriptors, and a flock
+ * belongs to the open file, so a close alone would leave the child's copy
+ * holding the pin (remote.c also closes the child's copies at the fork).
  */
 #define _GNU_SOURCE
 #include "cache.h"
@@ -13,7 +36,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +47,10 @@
 #include <unistd.h>
 
 #include "ringfeed.h"
+#include "trace.h"
+
+/* The mode bit of a shard renamed into place before its sync (see above). */
+#define UNSYNCED S_IXUSR
 
 static int mkdirs(const char *path)
 {
@@ -72,7 +98,13 @@ int rf__cache_open(rf_cache *c, const char *dir, uint64_t limit, char *err, size
     if (limit == 0) {
         struct statvfs v;
         uint64_t free_bytes = fstatvfs(c->dir_fd, &v) == 0 ? (uint64_t)v.f_bavail * v.f_frsize : 0;
-        c->limit = rf__cache_usage(c) + free_bytes / 2;
+        int64_t used = rf__cache_usage(c);
+        if (used < 0) {
+            snprintf(err, errcap, "cache: listing %s: %s", c->dir, strerror(errno));
+            rf__cache_close(c);
+            return RF_E_SOURCE;
+        }
+        c->limit = (uint64_t)used + free_bytes / 2;
     }
     return 0;
 }
@@ -109,6 +141,25 @@ void rf__cache_base(const rf_cache *c, const char *url, uint64_t size, const cha
              (unsigned long long)h2);
 }
 
+/* 1 when some loader holds BASE.lock: the shard's writer, syncing it. */
+static int writer_alive(const char *base)
+{
+    char p[RF__CACHE_PATH + 8];
+    snprintf(p, sizeof p, "%s.lock", base);
+    int f = open(p, O_RDONLY | O_CLOEXEC);
+    if (f < 0)
+        return 0;
+    int held = flock(f, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    close(f); /* never a lock of ours to keep: a probe */
+    return held;
+}
+
+int rf__cache_synced(int fd)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && !(st.st_mode & UNSYNCED);
+}
+
 int rf__cache_pin(rf_cache *c, const char *base, uint64_t size, int *fd)
 {
     char p[RF__CACHE_PATH + 8];
@@ -120,8 +171,11 @@ int rf__cache_pin(rf_cache *c, const char *base, uint64_t size, int *fd)
     while (flock(f, LOCK_SH) != 0 && errno == EINTR)
         ;
     struct stat st;
-    if (fstat(f, &st) != 0 || st.st_nlink == 0 || (uint64_t)st.st_size != size) {
-        close(f); /* removed while we waited, or not this version's bytes */
+    if (fstat(f, &st) != 0 || st.st_nlink == 0 || (uint64_t)st.st_size != size ||
+        ((st.st_mode & UNSYNCED) && !writer_alive(base))) {
+        /* removed while we waited, or not this version's bytes, or renamed
+         * before its sync by a writer that is gone (see above) */
+        rf__cache_unpin(f);
         return 0;
     }
     futimens(f, NULL); /* the LRU clock: last pinned now */
@@ -131,8 +185,10 @@ int rf__cache_pin(rf_cache *c, const char *base, uint64_t size, int *fd)
 
 void rf__cache_unpin(int fd)
 {
-    if (fd >= 0)
-        close(fd); /* releases its flock */
+    if (fd >= 0) {
+        flock(fd, LOCK_UN); /* also for a forked child's copy of fd (above) */
+        close(fd);
+    }
 }
 
 int rf__cache_lock_fetch(rf_cache *c, const char *base, int *fd)
@@ -143,8 +199,10 @@ int rf__cache_lock_fetch(rf_cache *c, const char *base, int *fd)
     if (f < 0)
         return RF_E_IO;
     if (flock(f, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
         close(f);
-        return errno == EWOULDBLOCK ? 0 : RF_E_IO;
+        errno = e; /* for the caller's message */
+        return e == EWOULDBLOCK ? 0 : RF_E_IO;
     }
     *fd = f;
     return 1;
@@ -189,37 +247,57 @@ static int cmp_victim(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
-/* "BASE.tmp.PID.N" of a process that is gone. */
-static int stale_tmp(const char *name)
+/* Under DIR/.lock: removes the transfer file `name` (BASE.tmp.PID.N or
+ * BASE.itmp.PID.N) when no writer holds it (see above); 1 when removed. */
+static int remove_stale_tmp(rf_cache *c, const char *name)
 {
-    const char *t = strstr(name, ".tmp.");
-    if (!t)
+    if (!strstr(name, ".tmp.") && !strstr(name, ".itmp."))
         return 0;
-    long pid = strtol(t + 5, NULL, 10);
-    return pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+    int f = openat(c->dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (f < 0)
+        return 0;
+    int gone = flock(f, LOCK_EX | LOCK_NB) == 0 && unlinkat(c->dir_fd, name, 0) == 0;
+    close(f);
+    return gone;
 }
 
-/* Under DIR/.lock: the folder's bytes, and its shards (when v is not NULL:
- * a malloc'd list in *v, *nv). */
-static uint64_t measure(rf_cache *c, victim **v, size_t *nv)
+/* Under DIR/.lock: the folder's bytes in *used, and its shards (when v is
+ * not NULL: a malloc'd list in *v, *nv). 0, or -1 (errno) when the folder
+ * cannot be listed: then nothing is known, and no room may be granted. */
+static int measure(rf_cache *c, uint64_t *used_out, victim **v, size_t *nv)
 {
     int dfd = dup(c->dir_fd);
     DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
     if (!d) {
+        int e = errno;
         if (dfd >= 0)
             close(dfd);
-        return 0;
+        errno = e;
+        return -1;
     }
     rewinddir(d);
     uint64_t used = 0;
     size_t n = 0, cap = 0;
     struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
+    int rc = 0;
+    for (;;) {
+        errno = 0;
+        if ((e = readdir(d)) == NULL) {
+            rc = errno ? -1 : 0;
+            break;
+        }
         struct stat st;
-        if (e->d_name[0] == '.' || fstatat(c->dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-            !S_ISREG(st.st_mode))
+        if (e->d_name[0] == '.')
             continue;
-        if (stale_tmp(e->d_name) && unlinkat(c->dir_fd, e->d_name, 0) == 0)
+        if (fstatat(c->dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+            if (errno == ENOENT)
+                continue; /* removed since the listing */
+            rc = -1;
+            break;
+        }
+        if (!S_ISREG(st.st_mode))
+            continue;
+        if (remove_stale_tmp(c, e->d_name))
             continue;
         used += (uint64_t)st.st_size;
         size_t len = strlen(e->d_name);
@@ -238,24 +316,41 @@ static uint64_t measure(rf_cache *c, victim **v, size_t *nv)
         (*v)[n].mtime = st.st_mtim;
         n++;
     }
+    int err = errno;
     closedir(d);
+    errno = err;
     if (nv)
         *nv = n;
-    return used;
+    *used_out = used;
+    return rc;
 }
 
-uint64_t rf__cache_usage(rf_cache *c)
+int64_t rf__cache_usage(rf_cache *c)
 {
-    return measure(c, NULL, NULL);
+    /* DIR/.lock: the listing removes stale transfer files (see above) */
+    while (flock(c->lock_fd, LOCK_EX) != 0)
+        if (errno != EINTR)
+            return RF_E_IO;
+    uint64_t used = 0;
+    int rc = measure(c, &used, NULL, NULL);
+    flock(c->lock_fd, LOCK_UN);
+    return rc == 0 ? (int64_t)used : RF_E_IO;
 }
 
 /* Under DIR/.lock: evicts unpinned shards, oldest pin first, until size
- * more bytes fit. 1 when they do. */
+ * more bytes fit. 1 when they do, 0 when they do not, -1 (errno) when the
+ * folder cannot be listed. */
 static int make_room(rf_cache *c, uint64_t size)
 {
     victim *v = NULL;
     size_t nv = 0;
-    uint64_t used = measure(c, &v, &nv);
+    uint64_t used = 0;
+    if (measure(c, &used, &v, &nv) != 0) {
+        int e = errno;
+        free(v);
+        errno = e;
+        return -1;
+    }
     if (used + size > c->limit && nv > 0)
         qsort(v, nv, sizeof *v, cmp_victim);
     for (size_t i = 0; i < nv && used + size > c->limit; i++) {
@@ -275,13 +370,17 @@ static int make_room(rf_cache *c, uint64_t size)
 
 /* Renames within the folder under DIR/.lock (exclusive): a listing taken
  * while a file is renamed may miss it under both names, and measure() would
- * then count its room as free. 0 or -1 (errno). */
-static int locked_rename(rf_cache *c, const char *from, const char *to)
+ * then count its room as free. share_fd (>= 0): the transfer's exclusive
+ * lock becomes the pin's shared one first, under DIR/.lock too, since
+ * flock converts a lock by dropping it first (a listing in between would
+ * find the transfer file unlocked and remove it; an evictor, the shard
+ * unpinned). 0 or -1 (errno). */
+static int locked_rename(rf_cache *c, const char *from, const char *to, int share_fd)
 {
     while (flock(c->lock_fd, LOCK_EX) != 0)
         if (errno != EINTR)
             return -1;
-    int rc = rename(from, to);
+    int rc = share_fd >= 0 && flock(share_fd, LOCK_SH) != 0 ? -1 : rename(from, to);
     int e = errno;
     flock(c->lock_fd, LOCK_UN);
     errno = e;
@@ -299,14 +398,23 @@ static int reserve(rf_cache *c, const char *base, const char *suffix, uint64_t s
     }
     /* DIR/.lock: the count and the room taken change together */
     while (flock(c->lock_fd, LOCK_EX) != 0)
-        if (errno != EINTR)
+        if (errno != EINTR) {
+            snprintf(err, errcap, "cache: %.200s/.lock: %s", c->dir, strerror(errno));
             return RF_E_IO;
+        }
     int rc = make_room(c, size);
-    if (rc == 1) {
+    if (rc < 0) {
+        snprintf(err, errcap, "cache: listing %.200s: %s (no room is granted unmeasured)", c->dir,
+                 strerror(errno));
+        rc = RF_E_IO;
+    } else if (rc == 1) {
         unsigned n = atomic_fetch_add_explicit(&c->seq, 1, memory_order_relaxed);
         snprintf(tmp, RF__CACHE_PATH, "%s.%s.%d.%u", base, suffix, (int)getpid(), n);
         int f = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-        if (f < 0 || ftruncate(f, (off_t)size) != 0) {
+        /* locked before DIR/.lock is let go: no listing ever sees it unlocked
+         * while it is written (see above) */
+        if (f < 0 || flock(f, LOCK_EX | LOCK_NB) != 0 || ftruncate(f, (off_t)size) != 0 ||
+            (!strcmp(suffix, "tmp") && fchmod(f, 0644 | UNSYNCED) != 0)) {
             snprintf(err, errcap, "cache: %s: %s", tmp, strerror(errno));
             if (f >= 0) {
                 close(f);
@@ -332,15 +440,29 @@ int rf__cache_commit(rf_cache *c, const char *tmp, const char *base, int fd, cha
 {
     char p[RF__CACHE_PATH + 8];
     snprintf(p, sizeof p, "%s.tar", base);
-    /* pinned before it has its name: no evictor can take it in between; on
-     * disk before it has its name: a crash never leaves a short BASE.tar */
-    if (flock(fd, LOCK_SH) != 0 || fdatasync(fd) != 0 || locked_rename(c, tmp, p) != 0) {
+    /* marked unsynced (the file system keeps the bit): renamed now, synced by
+     * rf__cache_sync; else on disk before it has its name (see above) */
+    int marked = !rf__cache_synced(fd);
+    /* pinned before it has its name: no evictor can take it in between */
+    if ((!marked && fdatasync(fd) != 0) || locked_rename(c, tmp, p, fd) != 0) {
         snprintf(err, errcap, "cache: %s: %s", p, strerror(errno));
         rf__cache_abandon(c, tmp, fd);
         return RF_E_IO;
     }
+    RF_TRACE("renamed%s: %s", marked ? " (sync to follow)" : " (synced)", p);
     futimens(fd, NULL);
     return 0;
+}
+
+int rf__cache_sync(int fd)
+{
+    if (rf__cache_synced(fd))
+        return 0;
+    /* the bit goes only once the bytes are on disk: a crash before leaves it
+     * set, and the file is taken for absent (see above) */
+    int rc = fdatasync(fd) == 0 && fchmod(fd, 0644) == 0 ? 0 : RF_E_IO;
+    RF_TRACE("synced: fd %d", fd);
+    return rc;
 }
 
 void rf__cache_abandon(rf_cache *c, const char *tmp, int fd)
@@ -367,7 +489,7 @@ int rf__cache_put_index(rf_cache *c, const char *base, const void *p, size_t n)
             break;
         done += (size_t)w;
     }
-    if (done != n || locked_rename(c, tmp, dst) != 0) {
+    if (done != n || locked_rename(c, tmp, dst, -1) != 0) {
         rf__cache_abandon(c, tmp, fd);
         return RF_E_IO;
     }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "trace.h"
 
 /* Closes the measurement window: feeds it to the tuner and applies the
  * decision: unparks/parks workers now, and asks the dispatcher to grow the
@@ -147,6 +148,8 @@ int rf_loader_next_wait(rf_loader *l, rf_batch **out, int64_t timeout_ms)
         pthread_mutex_unlock(&l->mu);
         return rc;
     }
+    if (l->stats.batches == 0)
+        RF_TRACE("first batch ready");
     rf_batch *b = rf__ring_lend(s);
     b->loader = l;
     l->stats.images += s->count;

@@ -26,6 +26,7 @@
 
 #include "clock.h"
 #include "remote.h"
+#include "trace.h"
 
 /* The fetch thread: a remote shard became ready or failed. */
 static void remote_wake(void *ctx)
@@ -136,14 +137,21 @@ void rf__dispatch_job_done(void *ctx, rf_pool_job *pj)
     rf_dispatch *d = ctx;
     rf_job *j = rf__job_of(pj);
     rf_slot *s = j->slot; /* read before the job can be reused */
+    if (!atomic_exchange_explicit(&d->traced_done, 1, memory_order_relaxed))
+        RF_TRACE("first job done (decoded)");
     if (d->src->remote) /* decoded (or dropped): its shard may be unpinned */
         rf__remote_done(d->src->remote, d->src, j->rd.sample);
     int last = rf__ring_sample_release(s);
     rf__pool_put(d->pool, pj);
     if (last) {
         pthread_mutex_lock(d->mu);
-        if (rf__ring_complete(s, atomic_load(&d->gen)))
+        if (rf__ring_complete(s, atomic_load(&d->gen))) {
             pthread_cond_broadcast(d->cv_cons);
+            if (d->src->remote && !d->warm) {
+                d->warm = 1;
+                rf__remote_warm(d->src->remote); /* order: the loader's mutex, then r->mu */
+            }
+        }
         pthread_cond_signal(&d->cv_disp);
         pthread_mutex_unlock(d->mu);
     } else if (rf__pool_producer_wanted(d->pool)) {
@@ -250,6 +258,10 @@ static void submit(rf_dispatch *d, unsigned depth)
                 rf__remote_untake(rem, d->src, sample);
             rf__pool_unget(d->pool, pj); /* file slots busy closing: later */
             break;
+        }
+        if (!d->traced_read) {
+            d->traced_read = 1;
+            RF_TRACE("first read submitted");
         }
         if (++s->submitted == s->count) {
             memmove(d->fill, d->fill + 1, (size_t)(d->nfill - 1) * sizeof *d->fill);

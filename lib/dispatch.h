@@ -67,10 +67,14 @@ typedef struct rf_dispatch {
     rf_slot **fill; /* slots whose samples are still being handed to the reader */
     int nfill;
     int target_k;   /* ring slots the tuner asked for: the dispatcher grows to it */
-    int remote_wait; /* the next sample's remote shard is not in the cache yet */
+    int remote_wait; /* (mu, written by the dispatcher) the next sample's remote shard is
+                      * not pinned yet: its wait is for the fetch thread's wake */
     int64_t blocked_since; /* producers idle on a full ring since (0: they are not) */
     int64_t blocked_ns;    /* idle time on a full ring since start, closed spans */
     int64_t read_ns;       /* reader latency summed over samples since start */
+    int traced_read;       /* the first read was traced (trace.h) */
+    int warm;              /* a batch was complete (rf__remote_warm was called) */
+    _Atomic int traced_done; /* the first job's end was traced (any worker; exchange) */
 } rf_dispatch;
 
 /* Wires the dispatcher and makes njobs jobs, all handed to the pool's free

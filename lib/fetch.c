@@ -6,10 +6,19 @@
  * owns the multi handle and the requests it holds (running, or waiting for
  * their retry time), so curl is touched by one thread only. Each try uses a
  * fresh easy handle; the multi handle keeps connections alive between them.
- * The loop: take queued requests while fewer than `parallel` run, start the
- * retries that are due, let curl work, finish what ended, run the tick, then
- * sleep in curl_multi_poll until a socket, a wake (curl_multi_wakeup) or the
- * next deadline.
+ * The loop: take queued requests while fewer than `parallel` transfers
+ * (GETs) run, start the retries that are due, let curl work, finish what
+ * ended, run the tick when it is due, then sleep in curl_multi_poll until a
+ * socket, a wake (curl_multi_wakeup) or the next deadline. HEADs and
+ * listings are small: up to SMALL_MAX of them run beside the transfers, so
+ * that a start's HEADs of every shard take about one round trip. The tick
+ * runs after a wake (rf__fetch_wake: work arrived), after a request ended,
+ * and every tick_ms, never merely because a socket had data: a transfer's
+ * thousands of reads would otherwise each pay for a walk of the want list.
+ *
+ * A GET's bytes are pushed towards the disk while it runs (writeback started
+ * every WRITEBACK_BYTES with sync_file_range), so that the sync before the
+ * rename (cache.c) waits for little more than the last part.
  *
  * s3://BUCKET/KEY becomes ENDPOINT/BUCKET/KEY (path style, with
  * AWS_ENDPOINT_URL) or https://BUCKET.s3.REGION.amazonaws.com/KEY, signed
@@ -30,6 +39,7 @@
 
 #include "clock.h"
 #include "ringfeed.h"
+#include "trace.h"
 
 int rf__fetch_is_url(const char *s)
 {
@@ -82,22 +92,26 @@ struct rf_fetch {
     rf_fetch_opts o;
     CURLM *multi;
     pthread_t thread;
-    int running;
+    int running; /* (mu) the thread was started (by the first submit) */
     pid_t pid;
     char region[64], endpoint[512], key_id[256], secret[256], token[2048];
+    /* set once at create by rf__fetch_set_tick, before any submit starts the
+     * thread (pthread_create orders them before its reads); then read-only */
     rf_fetch_tick_fn *tick;
     void *tick_ctx;
     int tick_ms;
 
-    pthread_mutex_t mu; /* protects queue, stop and every request's `finished` */
+    pthread_mutex_t mu; /* protects queue, stop, running, tick_asked and every request's
+                         * `finished` */
     pthread_cond_t cv;  /* a request finished (rf__fetch_wait) */
     rf_fetch_req *queue, *queue_tail;
     int stop;
+    int tick_asked; /* rf__fetch_wake since the last tick (with curl_multi_wakeup) */
 
     /* the fetch thread's alone */
     rf_fetch_req *waiting; /* retries not yet due */
     rf_fetch_req **run;    /* the `active` requests with a transfer in curl */
-    int active;
+    int active, active_get; /* of which GETs */
     uint64_t rng;
 
     /* totals: written by the fetch thread, read anywhere (relaxed) */
@@ -144,6 +158,11 @@ static const char *op_name(int op)
     return op == RF__FETCH_HEAD ? "HEAD" : "GET";
 }
 
+/* small requests (HEAD, MEM) that may run beside `parallel` transfers */
+#define SMALL_MAX 16
+/* a GET's bytes between two starts of writeback (see above) */
+#define WRITEBACK_BYTES ((uint64_t)2 << 20)
+
 /* ---- curl callbacks (fetch thread) ---------------------------------------- */
 
 static void trim(char *v)
@@ -182,7 +201,9 @@ static size_t on_header(char *p, size_t sz, size_t nmemb, void *ud)
         snprintf(r->etag, sizeof r->etag, "lm:%.150s", v);
     } else if (line[0] == '\0' && r->op == RF__FETCH_GET && r->http / 100 == 2) {
         /* the headers are complete: is this still the object the index knows? */
-        int size_differs = r->want_size && (!r->have_size || r->hdr_size != r->want_size);
+        /* without a Content-Length (a chunked body) the size is checked at
+         * the end, by the bytes written (try_ended) */
+        int size_differs = r->want_size && r->have_size && r->hdr_size != r->want_size;
         int etag_differs = r->want_etag && r->want_etag[0] && strcmp(r->etag, r->want_etag);
         if (size_differs || etag_differs) {
             r->changed = 1;
@@ -219,6 +240,8 @@ static size_t on_body(char *p, size_t sz, size_t nmemb, void *ud)
         r->body[r->body_len] = '\0';
         return n;
     }
+    if (r->size == 0)
+        RF_TRACE("GET first bytes: %s", r->url);
     if (r->want_size && r->size + n > r->want_size) {
         r->changed = 1; /* longer than its Content-Length said: never from a sane server */
         return 0;
@@ -235,6 +258,13 @@ static size_t on_body(char *p, size_t sz, size_t nmemb, void *ud)
         done += (size_t)w;
     }
     r->size += n;
+#ifdef SYNC_FILE_RANGE_WRITE
+    if (r->size - r->kicked >= WRITEBACK_BYTES) { /* see above; an error shows at the sync */
+        sync_file_range(r->fd, (off_t)r->kicked, (off_t)(r->size - r->kicked),
+                        SYNC_FILE_RANGE_WRITE);
+        r->kicked = r->size;
+    }
+#endif
     return n;
 }
 
@@ -254,12 +284,15 @@ static int start_try(rf_fetch *f, rf_fetch_req *r)
     r->http = 0;
     r->reason[0] = r->etag[0] = '\0';
     r->have_size = r->changed = 0;
-    r->hdr_size = r->size = 0;
+    r->hdr_size = r->size = r->kicked = 0;
     r->errlen = 0;
     r->body_len = 0;
     r->err[0] = '\0';
     struct curl_slist *h = NULL;
     curl_easy_setopt(e, CURLOPT_URL, url);
+    /* a key's dot segments ("a/../b") are part of its name, not a path to
+     * simplify */
+    curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
     curl_easy_setopt(e, CURLOPT_PRIVATE, r);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
@@ -267,6 +300,8 @@ static int start_try(rf_fetch *f, rf_fetch_req *r)
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
     curl_easy_setopt(e, CURLOPT_NOBODY, r->op == RF__FETCH_HEAD ? 1L : 0L);
+    if (r->op == RF__FETCH_GET) /* fewer, larger writes into the cache */
+        curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 256L * 1024);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)f->o.timeout_ms);
     /* no byte for timeout_ms (whole seconds: libcurl's granularity) */
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
@@ -301,6 +336,7 @@ static int start_try(rf_fetch *f, rf_fetch_req *r)
         return RF_E_SYSTEM;
     }
     f->run[f->active++] = r;
+    f->active_get += r->op == RF__FETCH_GET;
     atomic_fetch_add_explicit(&f->requests, 1, memory_order_relaxed);
     return 0;
 }
@@ -313,6 +349,7 @@ static void end_try(rf_fetch *f, rf_fetch_req *r)
         for (int i = 0; i < f->active; i++)
             if (f->run[i] == r) {
                 f->run[i] = f->run[--f->active];
+                f->active_get -= r->op == RF__FETCH_GET;
                 break;
             }
     }
@@ -360,8 +397,10 @@ static void try_ended(rf_fetch *f, rf_fetch_req *r, CURLcode res)
         if (r->op != RF__FETCH_GET || !r->want_size || r->size == r->want_size) {
             if (r->op == RF__FETCH_HEAD)
                 r->size = r->have_size ? r->hdr_size : 0;
-            if (r->op == RF__FETCH_GET)
+            if (r->op == RF__FETCH_GET) {
                 atomic_fetch_add_explicit(&f->bytes, (int64_t)r->size, memory_order_relaxed);
+                RF_TRACE("GET done: %s", r->url);
+            }
             r->rc = 0;
             finish(f, r);
             return;
@@ -407,7 +446,9 @@ static void try_ended(rf_fetch *f, rf_fetch_req *r, CURLcode res)
     finish(f, r);
 }
 
-static void begin(rf_fetch *f, rf_fetch_req *r)
+/* Starts a try of r; 1 when it could not start (r is finished then, and
+ * may be gone). */
+static int begin(rf_fetch *f, rf_fetch_req *r)
 {
     int rc = start_try(f, r);
     if (rc != 0) {
@@ -415,23 +456,34 @@ static void begin(rf_fetch *f, rf_fetch_req *r)
         r->rc = rc;
         finish(f, r);
     }
+    return rc != 0;
 }
 
 /* ---- the thread --------------------------------------------------------------- */
 
+/* Room to begin r now: GETs up to `parallel`, small requests beside them. */
+static int has_room(const rf_fetch *f, const rf_fetch_req *r)
+{
+    if (r->op == RF__FETCH_GET)
+        return f->active_get < f->o.parallel;
+    return f->active < f->o.parallel + SMALL_MAX;
+}
+
 static void *fetch_main(void *arg)
 {
     rf_fetch *f = arg;
+    int64_t next_tick = 0; /* the periodic tick's time */
+    int ended = 0;         /* a request ended since the last tick */
     for (;;) {
         pthread_mutex_lock(&f->mu);
         int stop = f->stop;
-        while (!stop && f->queue && f->active < f->o.parallel) {
+        while (!stop && f->queue && has_room(f, f->queue)) {
             rf_fetch_req *r = f->queue;
             f->queue = r->next;
             if (!f->queue)
                 f->queue_tail = NULL;
             pthread_mutex_unlock(&f->mu);
-            begin(f, r);
+            ended |= begin(f, r);
             pthread_mutex_lock(&f->mu);
         }
         pthread_mutex_unlock(&f->mu);
@@ -441,9 +493,9 @@ static void *fetch_main(void *arg)
         int64_t now = rf__now_ns(), next_due = INT64_MAX;
         for (rf_fetch_req **pp = &f->waiting; *pp;) {
             rf_fetch_req *r = *pp;
-            if (r->due_ns <= now && f->active < f->o.parallel) {
+            if (r->due_ns <= now && has_room(f, r)) {
                 *pp = r->next;
-                begin(f, r);
+                ended |= begin(f, r);
             } else {
                 if (r->due_ns < next_due)
                     next_due = r->due_ns;
@@ -460,19 +512,26 @@ static void *fetch_main(void *arg)
             rf_fetch_req *r = NULL;
             curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&r);
             try_ended(f, r, m->data.result);
+            ended = 1;
         }
-        if (f->tick)
-            f->tick(f->tick_ctx);
-        int wait_ms = f->tick_ms;
         pthread_mutex_lock(&f->mu);
-        if (f->queue && f->active < f->o.parallel)
-            wait_ms = 0; /* a transfer ended: room for a queued request now */
+        int asked = f->tick_asked;
+        f->tick_asked = 0;
         pthread_mutex_unlock(&f->mu);
-        if (next_due != INT64_MAX) {
-            int64_t ms = (next_due - rf__now_ns()) / 1000000 + 1;
-            if (ms < wait_ms)
-                wait_ms = ms < 0 ? 0 : (int)ms;
+        now = rf__now_ns();
+        if (f->tick && (asked || ended || now >= next_tick)) {
+            f->tick(f->tick_ctx);
+            ended = 0;
+            now = rf__now_ns();
+            next_tick = now + (int64_t)f->tick_ms * 1000000;
         }
+        int64_t until = next_tick < next_due ? next_tick : next_due;
+        int64_t ms = (until - now + 999999) / 1000000;
+        int wait_ms = ms < 0 ? 0 : ms > f->tick_ms ? f->tick_ms : (int)ms;
+        pthread_mutex_lock(&f->mu);
+        if ((f->queue && has_room(f, f->queue)) || f->tick_asked)
+            wait_ms = 0; /* room for a queued request now, or a wake came in the tick */
+        pthread_mutex_unlock(&f->mu);
         curl_multi_poll(f->multi, NULL, 0, wait_ms, NULL);
     }
     return NULL;
@@ -495,7 +554,7 @@ int rf__fetch_create(rf_fetch **out, const rf_fetch_opts *o, char *err, size_t e
     f->o = *o;
     if (f->o.parallel < 1)
         f->o.parallel = 1;
-    f->run = calloc((size_t)f->o.parallel, sizeof *f->run);
+    f->run = calloc((size_t)f->o.parallel + SMALL_MAX, sizeof *f->run);
     if (!f->run) {
         free(f);
         return RF_E_NOMEM;
@@ -519,7 +578,7 @@ int rf__fetch_create(rf_fetch **out, const rf_fetch_opts *o, char *err, size_t e
         snprintf(err, errcap, "fetch: cannot make a curl multi handle");
         return RF_E_NOMEM;
     }
-    curl_multi_setopt(f->multi, CURLMOPT_MAXCONNECTS, (long)f->o.parallel * 2);
+    curl_multi_setopt(f->multi, CURLMOPT_MAXCONNECTS, (long)f->o.parallel * 2 + SMALL_MAX);
     pthread_mutex_init(&f->mu, NULL);
     pthread_cond_init(&f->cv, NULL);
     *out = f;
@@ -586,6 +645,7 @@ void rf__fetch_wake(rf_fetch *f)
 {
     pthread_mutex_lock(&f->mu);
     int running = f->running;
+    f->tick_asked = 1;
     pthread_mutex_unlock(&f->mu);
     if (running)
         curl_multi_wakeup(f->multi);

@@ -71,14 +71,15 @@ struct rf_fetch_req {
     int64_t due_ns;           /* retry not before */
     size_t body_cap;
     uint64_t hdr_size;
+    uint64_t kicked;          /* GET: bytes whose writeback was started */
     int have_size, changed, finished;
     char reason[64];          /* status line's reason phrase */
     char errbody[512];        /* the start of an error response's body */
     size_t errlen;
 };
 
-/* The tick: called on the fetch thread at every turn of its loop (after a
- * submit, a completion, a wake, or tick_ms after the last). */
+/* The tick: called on the fetch thread after a wake (rf__fetch_wake), after
+ * a request ended, and tick_ms after the last. */
 typedef void rf_fetch_tick_fn(void *ctx);
 
 /* Starts the fetch thread. 0, or RF_E_SOURCE (no libcurl, bad environment)

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "trace.h"
 
 /* Formats into errmsg, under err_mu but in a forked child: there the lock may
  * be held by a thread of the parent that is not there, and the child is alone
@@ -420,6 +421,7 @@ int rf_loader_start(rf_loader *l)
     int rc = fork_check(l);
     if (rc)
         return rc;
+    RF_TRACE("loader start");
     char err[600];
     rc = rf__options_resolve(&l->opts, &l->cfg, err, sizeof err);
     if (rc < 0) {
@@ -444,6 +446,7 @@ int rf_loader_start(rf_loader *l)
         rf__loader_err(l, "%s", err);
         return rc;
     }
+    RF_TRACE("index ready: %lld samples", (long long)l->src.n);
     if ((rc = open_sampler(l)) < 0)
         return start_failed(l, rc);
     if ((rc = open_memory(l)) < 0)

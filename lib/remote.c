@@ -4,7 +4,10 @@
  *
  * A shard goes IDLE -> WANTED (in the want list, in the order asked) ->
  * READY (pinned), through FETCHING when this loader transfers it, or FAILED
- * for good (the error is kept and every sample of the shard reports it).
+ * (the error is kept and every sample of the shard reports it until the
+ * next seek or epoch, after which the shard is IDLE again once its last use
+ * ends: a transient network failure costs one epoch's samples of the shard,
+ * not the rest of the run).
  * The tick walks the want list in order: a shard already in the cache is
  * pinned; one that another loader is fetching (its BASE.lock is held) waits;
  * otherwise this loader takes the lock and room (evicting unpinned shards)
@@ -14,7 +17,12 @@
  * A shard that finds no room stops the walk, so that room goes to shards in
  * the order they are needed. While no shard of the loader is ready, one
  * transfer runs at a time (the cold start's first batch waits for one shard
- * at the link's full speed); then up to RF_P_FETCH_PARALLEL.
+ * at the link's full speed); then up to RF_P_FETCH_PARALLEL. Once the
+ * dispatcher runs, and until its first batch is complete (rf__remote_warm),
+ * transfers for later samples also wait while the dispatcher has the shards
+ * it needs now: the first batch is decoded without their traffic and
+ * writes on the link and the CPUs (the cold start: one transfer, then one
+ * batch's decoding).
  *
  * The head (the shard of the sample the dispatcher waits on) is tried
  * first. When even it finds no room for STARVE_MS, the pins held only for later samples
@@ -34,11 +42,25 @@
  * Cache calls (flock, the folder's listing, rename) run on the fetch thread
  * without r->mu: only that thread moves a shard out of WANTED or FETCHING,
  * so the state it works on cannot change under it; uses can, and are looked
- * at again when the lock is retaken.
+ * at again when the lock is retaken. While room is refused, the folder is
+ * listed again only after a backoff (ROOM_MS doubling to ROOM_MAX_MS), or at
+ * once when this loader unpinned a shard.
+ *
+ * Fork: the descriptors of pins, fetch locks and transfer files are copied
+ * into a forked child (a DataLoader worker forks the trainer), and a flock
+ * belongs to the open file, shared by the copies: a child that never
+ * destroys the loader would keep the shards pinned for ever. A
+ * pthread_atfork handler closes the child's copies of every live remote's
+ * descriptors (under each r->mu, taken by the prepare handler so that the
+ * copy is consistent); the parent's locks stay, and its unpins end the
+ * locks with LOCK_UN (cache.c) for the descriptors the fetch thread held in
+ * hand at the fork.
  */
 #define _GNU_SOURCE
 #include "remote.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -51,6 +73,7 @@
 #include "ringfeed.h"
 #include "source.h"
 #include "stats.h"
+#include "trace.h"
 
 enum { SH_IDLE = 0, SH_WANTED = 1, SH_FETCHING = 2, SH_READY = 3, SH_FAILED = 4 };
 
@@ -61,6 +84,7 @@ typedef struct rf_shard {
     char etag[RF__FETCH_ETAG];
     int state;
     int queued;       /* in the want list */
+    int retry;        /* FAILED before the last seek: IDLE again once unused */
     int deferred;     /* WANTED after a release: wanted again once it is the head */
     int seen;         /* read from since the last seek (a fetch then is a refetch) */
     int64_t planned;  /* samples the lookahead walked, not yet handed on */
@@ -77,14 +101,17 @@ struct rf_remote {
     rf_fetch *fetch;
     rf_cache cache;
     pid_t pid;
-    pthread_mutex_t mu; /* see remote.h */
-    pthread_cond_t cv;  /* (mu) a shard became READY or FAILED */
-    rf_shard *sh;
-    uint32_t nsh, cap;
-    uint32_t *want; /* (mu) shard ids in the order wanted */
+    struct rf_remote *next_live; /* (live_mu) the live remotes, for the fork handlers */
+    pthread_mutex_t mu;          /* see remote.h */
+    pthread_cond_t cv;           /* (mu) a shard became READY or FAILED */
+    rf_shard *sh;                /* (mu) grown by rf__remote_add; entries: see remote.h */
+    uint32_t nsh, cap;           /* (mu) shards, and room for them (set at index time) */
+    uint32_t *want;              /* (mu) shard ids in the order wanted */
     uint32_t nwant;
-    int64_t nused;              /* (mu) shards with uses */
-    int64_t cap_shards;         /* shards the lookahead may want at once */
+    int64_t nused; /* (mu) shards with uses */
+    /* shards the lookahead may want at once: written once at index time
+     * (rf__remote_plan_room, before the dispatcher starts), then only read */
+    int64_t cap_shards;
     int64_t cur_batch, cur_pos; /* (mu) the lookahead's next sample */
     pthread_mutex_t wake_mu;    /* protects wake and wake_ctx, held across the call,
                               * so that no call runs after rf__remote_set_wake
@@ -96,13 +123,69 @@ struct rf_remote {
      * (ns, 0: not) the head, starve_head, has found no room */
     uint64_t starved_seen;
     int64_t starve_since, starve_head;
-    int64_t hits, misses;        /* (mu) pins found in the cache / fetches started */
+    /* fetch thread only: no room before; the folder is listed again from
+     * room_next_ns (ns), room_ms later each time (see above) */
+    int64_t room_next_ns;
+    int room_ms;
+    int unpinned;         /* (mu) this loader unpinned a shard: list the folder at once */
+    int cold;             /* (mu) the dispatcher runs and has no complete batch yet (see above) */
+    int64_t hits, misses; /* (mu) pins found in the cache / fetches started */
     int64_t releases, refetches; /* (mu) pins given up early / shards fetched again */
     struct rf_rman *man; /* owned; set under mu before any shard is wanted, then
                           * read-only here (its checks run on the fetch thread) */
 };
 
 static void tick(void *ctx);
+
+/* ---- fork --------------------------------------------------------------------- */
+
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER; /* protects live; before any r->mu */
+static rf_remote *live;                                     /* (live_mu) this process's remotes */
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&live_mu);
+    for (rf_remote *r = live; r; r = r->next_live)
+        pthread_mutex_lock(&r->mu);
+}
+
+static void fork_parent(void)
+{
+    for (rf_remote *r = live; r; r = r->next_live)
+        pthread_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&live_mu);
+}
+
+static void close_copy(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd); /* no LOCK_UN: the lock is the parent's */
+    *fd = -1;
+}
+
+/* The child's copies of the descriptors go; the memory stays for
+ * rf__remote_destroy, which in a child frees memory only. */
+static void fork_child(void)
+{
+    for (rf_remote *r = live; r; r = r->next_live) {
+        for (uint32_t k = 0; k < r->nsh; k++) {
+            close_copy(&r->sh[k].pin_fd);
+            close_copy(&r->sh[k].lock_fd);
+            close_copy(&r->sh[k].tmp_fd);
+        }
+        close_copy(&r->cache.dir_fd);
+        close_copy(&r->cache.lock_fd);
+        close_copy(&r->cache.starved_fd);
+        pthread_mutex_unlock(&r->mu);
+    }
+    pthread_mutex_unlock(&live_mu);
+}
+
+static void atfork_register(void)
+{
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
 
 int rf__remote_create(rf_remote **out, const rf_remote_opts *o, char *err, size_t errcap)
 {
@@ -132,6 +215,11 @@ int rf__remote_create(rf_remote **out, const rf_remote_opts *o, char *err, size_
     pthread_cond_init(&r->cv, NULL);
     /* before any request starts the fetch thread, which reads it */
     rf__fetch_set_tick(r->fetch, tick, r, 20);
+    pthread_once(&atfork_once, atfork_register);
+    pthread_mutex_lock(&live_mu);
+    r->next_live = live;
+    live = r;
+    pthread_mutex_unlock(&live_mu);
     *out = r;
     return 0;
 }
@@ -141,14 +229,23 @@ void rf__remote_destroy(rf_remote *r)
     if (!r)
         return;
     int forked = getpid() != r->pid;
+    pthread_mutex_lock(&live_mu);
+    for (rf_remote **pp = &live; *pp; pp = &(*pp)->next_live)
+        if (*pp == r) {
+            *pp = r->next_live;
+            break;
+        }
+    pthread_mutex_unlock(&live_mu);
     rf__fetch_destroy(r->fetch, forked); /* no tick or completion runs after this */
     for (uint32_t k = 0; k < r->nsh; k++) {
         rf_shard *s = &r->sh[k];
-        /* in a forked child these close its copies; the parent's locks stay */
-        if (s->state == SH_FETCHING && !forked)
+        if (forked) { /* closed at the fork already (fork_child); the locks are the parent's */
+            close_copy(&s->tmp_fd);
+            close_copy(&s->pin_fd);
+            close_copy(&s->lock_fd);
+        } else if (s->state == SH_FETCHING) {
             rf__cache_abandon(&r->cache, s->tmp, s->tmp_fd);
-        else if (s->tmp_fd >= 0)
-            close(s->tmp_fd);
+        }
         rf__cache_unpin(s->pin_fd);
         rf__cache_unpin(s->lock_fd);
         if (s->req)
@@ -269,6 +366,16 @@ static void used(rf_remote *r, uint32_t k)
 
 /* A use ended: with none left, a READY shard is unpinned (the cache may
  * evict it now: the fetch thread is woken to look for room again). */
+/* A FAILED shard from before the last seek becomes IDLE: wanted again,
+ * it is tried again. Its message goes (no job holds it: no uses). */
+static void fail_over(rf_shard *s)
+{
+    s->state = SH_IDLE;
+    s->retry = 0;
+    free(s->err);
+    s->err = NULL;
+}
+
 static void unused(rf_remote *r, uint32_t k)
 {
     rf_shard *s = &r->sh[k];
@@ -279,10 +386,13 @@ static void unused(rf_remote *r, uint32_t k)
         rf__cache_unpin(s->pin_fd);
         s->pin_fd = -1;
         s->state = SH_IDLE;
+        r->unpinned = 1;
         rf__fetch_wake(r->fetch);
     } else if (s->state == SH_WANTED) {
         s->state = SH_IDLE; /* the tick drops it from the want list */
         s->deferred = 0;
+    } else if (s->state == SH_FAILED && s->retry) {
+        fail_over(s);
     }
 }
 
@@ -300,6 +410,7 @@ static int release(rf_remote *r)
             rf__cache_unpin(s->pin_fd);
             s->pin_fd = -1;
             s->state = SH_WANTED;
+            r->unpinned = 1;
             n++;
         }
         if (s->state == SH_WANTED)
@@ -403,14 +514,30 @@ static void transfer_done(rf_fetch_req *req, void *ctx)
         rf__cache_base(&r->cache, s->url, s->size, s->etag, base);
         failed = rf__cache_commit(&r->cache, s->tmp, base, s->tmp_fd, msg, sizeof msg) != 0;
     }
-    int pin = failed ? -1 : s->tmp_fd;
-    rf__cache_unpin(s->lock_fd); /* others waiting for it now find BASE.tar */
+    int pin = failed ? -1 : s->tmp_fd, lk = s->lock_fd;
+    /* the sync after the announce (cache.c), through a copy of the pin,
+     * which may be given up meanwhile; without one, before */
+    int sync_fd = failed ? -1 : fcntl(pin, F_DUPFD_CLOEXEC, 0);
+    if (!failed && sync_fd < 0)
+        rf__cache_sync(pin);
+    RF_TRACE("shard %s: %s", failed ? "failed" : "in the cache", s->url);
     pthread_mutex_lock(&r->mu);
     s->lock_fd = s->tmp_fd = -1;
     settle(r, (uint32_t)(s - r->sh), pin, failed ? msg : NULL);
     pthread_mutex_unlock(&r->mu);
     announce(r);
+    if (sync_fd >= 0) {
+        rf__cache_sync(sync_fd); /* a failure leaves it marked: fetched again next time */
+        close(sync_fd);          /* the pin's lock is the pin's (shared open file) */
+    }
+    rf__cache_unpin(lk); /* BASE.tar is whole on disk: others may find it without us */
 }
+
+/* The backoff of the folder's listing while room is refused (see above):
+ * well below STARVE_MS, so that the head is tried a few times before pins
+ * are released. */
+#define ROOM_MS 5
+#define ROOM_MAX_MS 80
 
 /* What the tick does for one wanted shard, without mu: 1 ready (pinned in
  * *pin), 2 a transfer started, 0 wait (another loader fetches it, or it is
@@ -421,21 +548,43 @@ static int try_shard(rf_remote *r, rf_shard *s, int may_start, int *pin, char *m
     rf__cache_base(&r->cache, s->url, s->size, s->etag, base);
     int rc = rf__cache_pin(&r->cache, base, s->size, pin);
     if (rc != 0)
-        return rc > 0 ? 1 : (snprintf(msg, cap, "cache: %.300s.tar: cannot open", base), -1);
+        return rc > 0 ? 1
+                      : (snprintf(msg, cap, "cache: %.300s.tar (%.300s): cannot open: %s", base,
+                                  s->url, strerror(errno)),
+                         -1);
     if (!may_start)
         return 0;
+    if (rf__now_ns() < r->room_next_ns)
+        return 3; /* refused lately: no listing yet (see above) */
     int lk = -1;
     rc = rf__cache_lock_fetch(&r->cache, base, &lk);
     if (rc <= 0)
-        return rc == 0 ? 0 : (snprintf(msg, cap, "cache: %.300s.lock: cannot lock", base), -1);
-    /* the lock's holder may have finished just before we took it */
+        return rc == 0 ? 0
+                       : (snprintf(msg, cap, "cache: %.300s.lock (%.300s): cannot lock: %s", base,
+                                   s->url, strerror(errno)),
+                          -1);
+    /* the lock's holder may have finished just before we took it; a file
+     * still marked unsynced now is one whose writer died before its sync
+     * (the lock is ours): fetched again, over it (cache.c) */
     if ((rc = rf__cache_pin(&r->cache, base, s->size, pin)) == 1) {
-        rf__cache_unpin(lk);
-        return 1;
+        if (rf__cache_synced(*pin)) {
+            rf__cache_unpin(lk);
+            return 1;
+        }
+        rf__cache_unpin(*pin);
+        *pin = -1;
     }
     char tmp[RF__CACHE_PATH];
     int fd = -1;
     rc = rf__cache_reserve(&r->cache, base, s->size, tmp, &fd, msg, cap);
+    if (rc == 0) {
+        r->room_ms =
+            r->room_ms ? (r->room_ms * 2 < ROOM_MAX_MS ? r->room_ms * 2 : ROOM_MAX_MS) : ROOM_MS;
+        r->room_next_ns = rf__now_ns() + (int64_t)r->room_ms * 1000000;
+    } else {
+        r->room_ms = 0;
+        r->room_next_ns = 0;
+    }
     if (rc != 1) {
         rf__cache_unpin(lk);
         return rc == 0 ? 3 : -1;
@@ -492,6 +641,7 @@ static int want_one(rf_remote *r, uint32_t k, int may_start, int *changed)
         q->want_etag = s->etag;
         q->done = transfer_done;
         q->ctx = s;
+        RF_TRACE("GET submitted: %s", s->url);
         rf__fetch_submit(r->fetch, q);
     }
     return rc;
@@ -536,6 +686,10 @@ static void tick(void *ctx)
         r->starved_seen = starved;
         release(r);
     }
+    if (r->unpinned) { /* room may be there now: list the folder at once */
+        r->unpinned = 0;
+        r->room_next_ns = 0;
+    }
     want_head(r, &changed);
     /* While this loader has no shard ready, its first transfer runs alone:
      * sharing the link and the CPU with the next ones would delay the first
@@ -545,6 +699,8 @@ static void tick(void *ctx)
         nready += r->sh[k].state == SH_READY;
         nfetching += r->sh[k].state == SH_FETCHING;
     }
+    /* cold, with the head's shard pinned: the dispatcher needs no other now */
+    int hold = r->cold && r->head >= 0 && r->sh[r->head].state == SH_READY;
     uint32_t kept = 0, i = 0;
     int stop = 0;
     for (; i < r->nwant && !stop; i++) {
@@ -554,7 +710,7 @@ static void tick(void *ctx)
             s->queued = 0;
             continue;
         }
-        int may_start = nready > 0 || nfetching == 0;
+        int may_start = !hold && (nready > 0 || nfetching == 0);
         int rc = (int64_t)k == r->head ? 0 : want_one(r, k, may_start, &changed);
         nfetching += rc == 2;
         if (rc == 0 || rc == 3) {
@@ -580,17 +736,35 @@ void rf__remote_set_wake(rf_remote *r, void (*fn)(void *), void *ctx)
     r->wake = fn;
     r->wake_ctx = ctx;
     pthread_mutex_unlock(&r->wake_mu);
+    pthread_mutex_lock(&r->mu);
+    r->cold = fn != NULL; /* a dispatcher from now on, without a batch yet */
+    pthread_mutex_unlock(&r->mu);
+}
+
+void rf__remote_warm(rf_remote *r)
+{
+    pthread_mutex_lock(&r->mu);
+    int was = r->cold;
+    r->cold = 0;
+    pthread_mutex_unlock(&r->mu);
+    if (was)
+        rf__fetch_wake(r->fetch); /* the held transfers may start */
 }
 
 void rf__remote_seek(rf_remote *r, int64_t batch)
 {
     pthread_mutex_lock(&r->mu);
     for (uint32_t k = 0; k < r->nsh; k++) {
-        r->sh[k].seen = 0;
-        if (r->sh[k].planned == 0)
-            continue;
-        r->sh[k].planned = 0;
-        unused(r, k);
+        rf_shard *s = &r->sh[k];
+        s->seen = 0;
+        if (s->state == SH_FAILED)
+            s->retry = 1; /* tried again once its last use ends */
+        if (s->planned > 0) {
+            s->planned = 0;
+            unused(r, k);
+        } else if (s->state == SH_FAILED && s->inflight == 0) {
+            fail_over(s);
+        }
     }
     r->head = -1;
     r->cur_batch = batch;

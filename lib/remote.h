@@ -81,6 +81,9 @@ void rf__remote_plan_room(rf_remote *r);
  * set_wake (without the loader's mutex) returns, the old one is not running
  * and will not be called. */
 void rf__remote_set_wake(rf_remote *r, void (*fn)(void *), void *ctx);
+/* The first batch is complete: transfers for later samples no longer wait
+ * for it (remote.c). Any thread, without r->mu. */
+void rf__remote_warm(rf_remote *r);
 /* The position moved to batch `batch`: planned uses are dropped. */
 void rf__remote_seek(rf_remote *r, int64_t batch);
 /* Plans the samples ahead (see above). */

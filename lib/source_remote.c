@@ -33,6 +33,7 @@
 #include "remote_manifest.h"
 #include "ringfeed.h"
 #include "source_kinds.h"
+#include "trace.h"
 
 /* ---- the kept index --------------------------------------------------------- */
 
@@ -168,7 +169,8 @@ static int load_index(rf_remote *r, uint32_t k, rf_source *s, const char *url, u
                  take(p, len, &at, &s->ext_rel[at2], ne * sizeof *s->ext_rel) == 0 &&
                  take(p, len, &at, &s->ext_len[at2], ne * sizeof *s->ext_len) == 0;
         }
-        if (!ok || (s->data_off[j] + s->data_len[j] > size))
+        if (!ok || s->data_off[j] > size || s->data_len[j] > size - s->data_off[j] ||
+            s->labels[j] < -1) /* out of the shard (no wrap), or a label no walk gives */
             break;
         if ((rc = rf__source_put(s, name, nl, &noff)) != 0)
             break;
@@ -294,9 +296,14 @@ int rf__source_glob_remote(void *gctx, const char *word, int (*emit)(const char 
         char trunc[16] = "";
         xml_text(q.body ? q.body : "", end, "IsTruncated", trunc, sizeof trunc);
         token[0] = '\0';
-        if (!strcmp(trunc, "true") &&
-            !xml_text(q.body, end, "NextContinuationToken", token, sizeof token))
-            token[0] = '\0';
+        if (!strcmp(trunc, "true") && rc == 0 &&
+            (!xml_text(q.body, end, "NextContinuationToken", token, sizeof token) || !token[0])) {
+            snprintf(err, errcap,
+                     "source: listing %s: a truncated page without a continuation token (the "
+                     "listing cannot go on)",
+                     word);
+            rc = RF_E_SOURCE;
+        }
         free(q.body);
     } while (rc == 0 && token[0]);
     if (rc == 0 && keys.n == 0) {
@@ -339,6 +346,7 @@ static int head_all(rf_remote *r, const rf_source *s, char *err, size_t errcap)
             rc = rf__remote_add(r, q[k].url, q[k].size, q[k].etag);
     }
     free(q);
+    RF_TRACE("HEADs done: %u", s->nfiles);
     return rc;
 }
 

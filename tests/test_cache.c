@@ -4,10 +4,13 @@
  * eviction respects (also across open files, as across processes), the
  * byte limit counted over every file including transfers in progress, LRU
  * order by last pin, atomic commits (nothing under the final name before
- * the rename), the fetch lock, kept indexes, and the transfer files of dead
- * processes reclaimed.
+ * the rename), the fetch lock, kept indexes, the transfer files of dead
+ * writers reclaimed (by their lock, not their process id), a folder that
+ * cannot be listed granting no room, and shards renamed before their sync
+ * trusted only while their writer lives or once synced.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -61,6 +65,7 @@ static int put_shard(rf_cache *c, const char *url, const char *etag, int *room)
     assert_int_equal(rf__cache_pin(c, base, SZ, &pin), 0);
     assert_int_equal(pwrite(fd, data, sizeof data, 0), SZ);
     assert_int_equal(rf__cache_commit(c, tmp, base, fd, err, sizeof err), 0);
+    assert_int_equal(rf__cache_sync(fd), 0);
     return fd;
 }
 
@@ -162,11 +167,111 @@ static void test_fetch_lock_abandon_index(void **state)
     char stale[RF__CACHE_PATH + 64];
     snprintf(stale, sizeof stale, "%s.tmp.%d.0", base, 999999999);
     assert_int_equal(tu_write_file(stale, "x", 1), 0);
-    uint64_t before = rf__cache_usage(&c);
+    int64_t before = rf__cache_usage(&c);
     assert_int_equal(access(stale, F_OK), -1);
-    assert_true(before < 3 * SZ);
+    assert_true(before >= 0 && before < 3 * SZ);
     rf__cache_close(&c);
     rf__cache_close(&c2);
+}
+
+/* A transfer file is stale when nobody holds its lock, whatever the process
+ * id in its name says: a live writer in another PID namespace (a container
+ * sharing the folder) may carry an id that is no process here, and a dead
+ * one's id may be a live process here. Both suffixes (shard and index). */
+static void test_stale_transfer_by_lock(void **state)
+{
+    rf_cache c;
+    char err[600], base[RF__CACHE_PATH];
+    assert_int_equal(rf__cache_open(&c, g_dir, 10 * SZ, err, sizeof err), 0);
+    rf__cache_base(&c, "ns", SZ, "e", base);
+    char live[RF__CACHE_PATH + 64], dead[RF__CACHE_PATH + 64], dead_idx[RF__CACHE_PATH + 64];
+    snprintf(live, sizeof live, "%s.tmp.%d.7", base, 999999999);     /* no such pid here */
+    snprintf(dead, sizeof dead, "%s.tmp.%d.8", base, (int)getpid()); /* a live pid here */
+    snprintf(dead_idx, sizeof dead_idx, "%s.itmp.%d.9", base, (int)getpid());
+    assert_int_equal(tu_write_file(live, "live", 4), 0);
+    assert_int_equal(tu_write_file(dead, "x", 1), 0);
+    assert_int_equal(tu_write_file(dead_idx, "y", 1), 0);
+    int holder = open(live, O_RDONLY | O_CLOEXEC); /* the other container's writer */
+    assert_true(holder >= 0);
+    assert_int_equal(flock(holder, LOCK_EX | LOCK_NB), 0);
+    assert_int_equal(rf__cache_usage(&c), 4);
+    assert_int_equal(access(live, F_OK), 0);
+    assert_int_equal(access(dead, F_OK), -1);
+    assert_int_equal(access(dead_idx, F_OK), -1);
+    /* a transfer of ours in progress is locked too: counted, never removed */
+    char tmp[RF__CACHE_PATH];
+    int fd = -1;
+    assert_int_equal(rf__cache_reserve(&c, base, SZ, tmp, &fd, err, sizeof err), 1);
+    assert_int_equal(rf__cache_usage(&c), 4 + SZ);
+    assert_int_equal(access(tmp, F_OK), 0);
+    rf__cache_abandon(&c, tmp, fd);
+    close(holder); /* the writer died: its file goes at the next count */
+    assert_int_equal(rf__cache_usage(&c), 0);
+    assert_int_equal(access(live, F_OK), -1);
+    rf__cache_close(&c);
+}
+
+/* A shard is renamed into place before its sync: pinned by others while
+ * its writer (holding BASE.lock) lives, absent once the writer is gone
+ * without the sync (its bytes may be torn after a crash), whole once
+ * synced. */
+static void test_commit_before_sync(void **state)
+{
+    rf_cache c;
+    char err[600], base[RF__CACHE_PATH], tmp[RF__CACHE_PATH];
+    assert_int_equal(rf__cache_open(&c, g_dir, 10 * SZ, err, sizeof err), 0);
+    rf__cache_base(&c, "unsynced", SZ, "e", base);
+    int lk = -1, fd = -1, pin = -1;
+    assert_int_equal(rf__cache_lock_fetch(&c, base, &lk), 1);
+    assert_int_equal(rf__cache_reserve(&c, base, SZ, tmp, &fd, err, sizeof err), 1);
+    char data[SZ];
+    memset(data, 'u', sizeof data);
+    assert_int_equal(pwrite(fd, data, sizeof data, 0), SZ);
+    assert_int_equal(rf__cache_commit(&c, tmp, base, fd, err, sizeof err), 0);
+    assert_int_equal(rf__cache_synced(fd), 0);
+    /* another loader, while the writer lives: a whole file in the page cache */
+    assert_int_equal(rf__cache_pin(&c, base, SZ, &pin), 1);
+    rf__cache_unpin(pin);
+    /* the writer gone before its sync: absent */
+    rf__cache_unpin(lk);
+    assert_int_equal(rf__cache_pin(&c, base, SZ, &pin), 0);
+    /* the next fetcher holds the lock: the pin is the unsynced file, which
+     * it must not trust (remote.c fetches it again) */
+    assert_int_equal(rf__cache_lock_fetch(&c, base, &lk), 1);
+    assert_int_equal(rf__cache_pin(&c, base, SZ, &pin), 1);
+    assert_int_equal(rf__cache_synced(pin), 0);
+    rf__cache_unpin(pin);
+    /* synced: a shard as any other, without the lock */
+    assert_int_equal(rf__cache_sync(fd), 0);
+    assert_int_equal(rf__cache_synced(fd), 1);
+    rf__cache_unpin(lk);
+    assert_int_equal(rf__cache_pin(&c, base, SZ, &pin), 1);
+    assert_int_equal(rf__cache_synced(pin), 1);
+    rf__cache_unpin(pin);
+    rf__cache_unpin(fd);
+    rf__cache_close(&c);
+}
+
+/* A folder that cannot be listed grants no room (it would count as empty). */
+static void test_unlisted_folder_refuses_room(void **state)
+{
+    rf_cache c;
+    char err[600], base[RF__CACHE_PATH], tmp[RF__CACHE_PATH];
+    assert_int_equal(rf__cache_open(&c, g_dir, 10 * SZ, err, sizeof err), 0);
+    rf__cache_base(&c, "unlisted", SZ, "e", base);
+    int dir_fd = c.dir_fd;
+    c.dir_fd = open("/dev/null", O_RDONLY | O_CLOEXEC); /* fdopendir fails: ENOTDIR */
+    assert_true(c.dir_fd >= 0);
+    int fd = -1;
+    err[0] = '\0';
+    assert_int_equal(rf__cache_reserve(&c, base, SZ, tmp, &fd, err, sizeof err), RF_E_IO);
+    assert_int_equal(fd, -1);
+    assert_non_null(strstr(err, "listing"));
+    assert_non_null(strstr(err, strerror(ENOTDIR)));
+    assert_true((int64_t)rf__cache_usage(&c) < 0);
+    close(c.dir_fd);
+    c.dir_fd = dir_fd;
+    rf__cache_close(&c);
 }
 
 int main(void)
@@ -175,6 +280,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_names_per_version, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pin_limit_lru, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fetch_lock_abandon_index, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stale_transfer_by_lock, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unlisted_folder_refuses_room, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_commit_before_sync, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,8 +12,10 @@
  * shuffle_block=2 and under the global shuffle (which refetches, and gives
  * up pins when the room runs short), for two epochs, one rank or two ranks
  * at once on one cache folder; the folder stays under its limit; a missing
- * URL fails the start naming the URL and HTTP 404. Skipped when the build
- * has no libcurl.
+ * URL fails the start naming the URL and HTTP 404; a forked child that
+ * never destroys the loader holds no pin once the parent destroys it; a
+ * shard whose transfer failed (HTTP 404 mid-run) is tried again at the next
+ * epoch. Skipped when the build has no libcurl.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -29,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -332,6 +335,152 @@ static void test_http_missing_url_names_it(void **state)
     rf_loader_destroy(l);
 }
 
+/* Shards of the cache folder that some open file holds a flock on (what
+ * eviction finds: it takes an exclusive lock without waiting). */
+static int locked_shards(const char *dir)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len < 4 || strcmp(e->d_name + len - 4, ".tar"))
+            continue;
+        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0)
+            n += errno == EWOULDBLOCK;
+        close(fd);
+    }
+    closedir(d);
+    return n;
+}
+
+/* A DataLoader worker forks the trainer and never destroys its copy of the
+ * loader: once the parent destroys the loader, no shard stays pinned. */
+static void test_forked_child_holds_no_pins(void **state)
+{
+    (void)state;
+    need_server();
+    char url[200], cache[4300];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/r-{0000..%04d}.tar", g_port, NSHARDS - 1);
+    snprintf(cache, sizeof cache, "%s/fork", g_tmp);
+    rf_loader *l = TU_LOADER(url, {RF_P_BATCH_SIZE, 5}, {RF_P_IMAGE_SIZE, 24},
+                             {RF_P_NUM_WORKERS, 2}, {RF_P_PREFETCH, 2});
+    assert_int_equal(rf_loader_set_cache_dir(l, cache), RF_OK);
+    tu_start(l);
+    rf_batch *b;
+    assert_int_equal(rf_loader_next(l, &b), RF_OK);
+    rf_batch_release(b);
+    assert_true(locked_shards(cache) > 0); /* the next samples' shards */
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) { /* holds its copy of the loader until the parent says */
+        close(p[1]);
+        char x;
+        while (read(p[0], &x, 1) < 0 && errno == EINTR)
+            ;
+        _exit(0);
+    }
+    close(p[0]);
+    assert_true(locked_shards(cache) > 0); /* the parent's pins stay */
+    rf_loader_destroy(l);
+    int left = locked_shards(cache);
+    close(p[1]);
+    waitpid(child, NULL, 0);
+    assert_int_equal(left, 0);
+}
+
+/* Batches of one epoch (shuffle off), hashed; errors counted, the last
+ * message kept. */
+static int epoch_of(rf_loader *l, int64_t epoch, uint64_t *h, int *errors, char *msg, size_t cap)
+{
+    assert_int_equal(rf_loader_set_epoch(l, epoch), RF_OK);
+    int n = 0;
+    *errors = 0;
+    for (;;) {
+        rf_batch *b;
+        int rc = rf_loader_next(l, &b);
+        if (rc == RF_END_OF_EPOCH)
+            break;
+        assert_true(n < 32);
+        if (rc != RF_OK) {
+            snprintf(msg, cap, "%s", rf_loader_errmsg(l));
+            (*errors)++;
+            h[n++] = 0;
+            continue;
+        }
+        h[n++] = tu_batch_hash(TU_FNV_INIT, b);
+        rf_batch_release(b);
+    }
+    return n;
+}
+
+static rf_loader *seq_loader(const char *src, const char *cache)
+{
+    rf_loader *l = TU_LOADER(src, {RF_P_BATCH_SIZE, 5}, {RF_P_IMAGE_SIZE, 24},
+                             {RF_P_NUM_WORKERS, 2}, {RF_P_PREFETCH, 2});
+    if (cache) {
+        assert_int_equal(rf_loader_set_cache_dir(l, cache), RF_OK);
+        assert_int_equal(
+            rf_loader_set_param(l, RF_P_CACHE_LIMIT, (int64_t)(2 * g_shard_bytes) + 8192), RF_OK);
+    }
+    tu_start(l);
+    return l;
+}
+
+/* A shard whose transfer fails (its object gone for a while: HTTP 404)
+ * fails its samples for the epoch, and is fetched again at the next one. */
+static void test_failed_shard_tried_again_next_epoch(void **state)
+{
+    (void)state;
+    need_server();
+    char local[4300], url[200], cache[4300], moved[4300], away[4310], msg[2048] = "";
+    snprintf(local, sizeof local, "%s/r-{0000..%04d}.tar", g_dir, NSHARDS - 1);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/r-{0000..%04d}.tar", g_port, NSHARDS - 1);
+    snprintf(cache, sizeof cache, "%s/retry", g_tmp);
+    uint64_t want[32], got[32];
+    int errors;
+    rf_loader *l = seq_loader(local, NULL);
+    int nw = epoch_of(l, 1, want, &errors, msg, sizeof msg);
+    rf_loader_destroy(l);
+    /* the indexes kept, no shard in the cache: the next start fetches none */
+    rf_loader_destroy(seq_loader(url, cache));
+    DIR *d = opendir(cache);
+    assert_non_null(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len > 4 && !strcmp(e->d_name + len - 4, ".tar"))
+            assert_int_equal(unlinkat(dirfd(d), e->d_name, 0), 0);
+    }
+    closedir(d);
+    l = seq_loader(url, cache);
+    /* the last shard is wanted only once the first four are done with (the
+     * cache holds two): gone before its GET */
+    snprintf(moved, sizeof moved, "%s/r-%04d.tar", g_dir, NSHARDS - 1);
+    snprintf(away, sizeof away, "%s.away", moved);
+    assert_int_equal(rename(moved, away), 0);
+    int n0 = epoch_of(l, 0, got, &errors, msg, sizeof msg);
+    assert_int_equal(rename(away, moved), 0);
+    assert_int_equal(n0, nw);
+    assert_true(errors > 0);
+    if (!strstr(msg, "404") || !strstr(msg, "r-0005.tar"))
+        fail_msg("epoch 0's error lacks the URL or the status: %s", msg);
+    int n1 = epoch_of(l, 1, got, &errors, msg, sizeof msg);
+    rf_loader_destroy(l);
+    assert_int_equal(n1, nw);
+    if (errors)
+        fail_msg("epoch 1: %d batches failed: %s", errors, msg);
+    for (int i = 0; i < nw; i++)
+        if (got[i] != want[i])
+            fail_msg("epoch 1, batch %d differs from the local shards'", i);
+}
+
 int main(void)
 {
 #ifndef RF_HAVE_CURL
@@ -342,6 +491,8 @@ int main(void)
         cmocka_unit_test(test_http_shard_blocks_match_local),
         cmocka_unit_test(test_http_global_shuffle_matches_local),
         cmocka_unit_test(test_http_missing_url_names_it),
+        cmocka_unit_test(test_forked_child_holds_no_pins),
+        cmocka_unit_test(test_failed_shard_tried_again_next_epoch),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 #endif

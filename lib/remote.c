@@ -1,6 +1,7 @@
 /*
- * remote.c - a loader's remote shards: wants, pins, the fetch thread's
- * tick, and the dispatcher's lookahead (see remote.h).
+ * remote.c - a loader's remote shards: wants, pins, the dispatcher's
+ * lookahead (see remote.h); the fetch thread's tick is in remote_tick.c,
+ * the state both share in remote_int.h.
  *
  * A shard goes IDLE -> WANTED (in the want list, in the order asked) ->
  * READY (pinned), through FETCHING when this loader transfers it, or FAILED
@@ -57,7 +58,7 @@
  * hand at the fork.
  */
 #define _GNU_SOURCE
-#include "remote.h"
+#include "remote_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -75,67 +76,6 @@
 #include "stats.h"
 #include "trace.h"
 
-enum { SH_IDLE = 0, SH_WANTED = 1, SH_FETCHING = 2, SH_READY = 3, SH_FAILED = 4 };
-
-typedef struct rf_shard {
-    struct rf_remote *owner;
-    char *url;
-    uint64_t size;
-    char etag[RF__FETCH_ETAG];
-    int state;
-    int queued;       /* in the want list */
-    int retry;        /* FAILED before the last seek: IDLE again once unused */
-    int deferred;     /* WANTED after a release: wanted again once it is the head */
-    int seen;         /* read from since the last seek (a fetch then is a refetch) */
-    int64_t planned;  /* samples the lookahead walked, not yet handed on */
-    int64_t inflight; /* samples being read or decoded, and the indexer's use */
-    int pin_fd;       /* READY: BASE.tar, shared-locked */
-    int lock_fd;      /* FETCHING: BASE.lock */
-    int tmp_fd;       /* FETCHING: the temporary file */
-    char *tmp;
-    rf_fetch_req *req;
-    char *err; /* FAILED */
-} rf_shard;
-
-struct rf_remote {
-    rf_fetch *fetch;
-    rf_cache cache;
-    pid_t pid;
-    struct rf_remote *next_live; /* (live_mu) the live remotes, for the fork handlers */
-    pthread_mutex_t mu;          /* see remote.h */
-    pthread_cond_t cv;           /* (mu) a shard became READY or FAILED */
-    rf_shard *sh;                /* (mu) grown by rf__remote_add; entries: see remote.h */
-    uint32_t nsh, cap;           /* (mu) shards, and room for them (set at index time) */
-    uint32_t *want;              /* (mu) shard ids in the order wanted */
-    uint32_t nwant;
-    int64_t nused; /* (mu) shards with uses */
-    /* shards the lookahead may want at once: written once at index time
-     * (rf__remote_plan_room, before the dispatcher starts), then only read */
-    int64_t cap_shards;
-    int64_t cur_batch, cur_pos; /* (mu) the lookahead's next sample */
-    pthread_mutex_t wake_mu;    /* protects wake and wake_ctx, held across the call,
-                              * so that no call runs after rf__remote_set_wake
-                              * returns (order: wake_mu, then the loader's mutex) */
-    void (*wake)(void *);
-    void *wake_ctx;
-    int64_t head; /* (mu) the shard the dispatcher waits on, or -1 */
-    /* fetch thread only: the folder's starvation count last seen; since when
-     * (ns, 0: not) the head, starve_head, has found no room */
-    uint64_t starved_seen;
-    int64_t starve_since, starve_head;
-    /* fetch thread only: no room before; the folder is listed again from
-     * room_next_ns (ns), room_ms later each time (see above) */
-    int64_t room_next_ns;
-    int room_ms;
-    int unpinned;         /* (mu) this loader unpinned a shard: list the folder at once */
-    int cold;             /* (mu) the dispatcher runs and has no complete batch yet (see above) */
-    int64_t hits, misses; /* (mu) pins found in the cache / fetches started */
-    int64_t releases, refetches; /* (mu) pins given up early / shards fetched again */
-    struct rf_rman *man; /* owned; set under mu before any shard is wanted, then
-                          * read-only here (its checks run on the fetch thread) */
-};
-
-static void tick(void *ctx);
 
 /* ---- fork --------------------------------------------------------------------- */
 
@@ -214,7 +154,7 @@ int rf__remote_create(rf_remote **out, const rf_remote_opts *o, char *err, size_
     pthread_mutex_init(&r->wake_mu, NULL);
     pthread_cond_init(&r->cv, NULL);
     /* before any request starts the fetch thread, which reads it */
-    rf__fetch_set_tick(r->fetch, tick, r, 20);
+    rf__fetch_set_tick(r->fetch, rf__remote_tick, r, 20);
     pthread_once(&atfork_once, atfork_register);
     pthread_mutex_lock(&live_mu);
     r->next_live = live;
@@ -396,30 +336,6 @@ static void unused(rf_remote *r, uint32_t k)
     }
 }
 
-/* Under mu: gives up the pins held only for later samples (READY, no read
- * in flight) and defers every wanted shard, the head's aside (see above).
- * Returns the pins given up. */
-static int release(rf_remote *r)
-{
-    int n = 0;
-    for (uint32_t k = 0; k < r->nsh; k++) {
-        rf_shard *s = &r->sh[k];
-        if ((int64_t)k == r->head || s->inflight > 0)
-            continue;
-        if (s->state == SH_READY) {
-            rf__cache_unpin(s->pin_fd);
-            s->pin_fd = -1;
-            s->state = SH_WANTED;
-            r->unpinned = 1;
-            n++;
-        }
-        if (s->state == SH_WANTED)
-            s->deferred = 1;
-    }
-    r->releases += n;
-    return n;
-}
-
 void rf__remote_acquire(rf_remote *r, uint32_t k)
 {
     pthread_mutex_lock(&r->mu);
@@ -446,286 +362,6 @@ int rf__remote_wait(rf_remote *r, uint32_t k, char *err, size_t errcap)
         snprintf(err, errcap, "%s", r->sh[k].err);
     pthread_mutex_unlock(&r->mu);
     return rc;
-}
-
-/* ---- the fetch thread ----------------------------------------------------------- */
-
-/* Under mu: the shard's end (READY with pin_fd, or FAILED with msg). */
-static void settle(rf_remote *r, uint32_t k, int pin_fd, const char *msg)
-{
-    rf_shard *s = &r->sh[k];
-    if (msg) {
-        s->state = SH_FAILED;
-        free(s->err);
-        s->err = strdup(msg);
-        if (!s->err)
-            s->err = strdup("fetch: out of memory");
-    } else {
-        s->state = SH_READY;
-        s->pin_fd = pin_fd;
-        if (s->planned + s->inflight == 0) { /* nobody wants it any more */
-            rf__cache_unpin(s->pin_fd);
-            s->pin_fd = -1;
-            s->state = SH_IDLE;
-        }
-    }
-    pthread_cond_broadcast(&r->cv);
-}
-
-static void announce(rf_remote *r)
-{
-    pthread_mutex_lock(&r->wake_mu);
-    if (r->wake)
-        r->wake(r->wake_ctx);
-    pthread_mutex_unlock(&r->wake_mu);
-}
-
-/* Fetch thread, without mu: 1 when shard k, whole in fd, is as its entry in
- * manifest.json says, or was not indexed from one (remote_manifest.c); else
- * 0 with msg, and a copy already in the cache (cached) is removed while
- * still pinned, so that no read uses the manifest's offsets on it. */
-static int matches_manifest(rf_remote *r, uint32_t k, int fd, int cached, char *msg, size_t cap)
-{
-    if (!r->man || rf__rman_check(r->man, k, fd, r->sh[k].url, r->sh[k].size, msg, cap) == 0)
-        return 1;
-    if (cached) {
-        char path[RF__CACHE_PATH + 8];
-        rf__remote_base(r, k, path);
-        unlink(strcat(path, ".tar"));
-    }
-    return 0;
-}
-
-/* A transfer ended (fetch thread): commit it, pinned, or fail the shard. */
-static void transfer_done(rf_fetch_req *req, void *ctx)
-{
-    rf_shard *s = ctx;
-    rf_remote *r = s->owner;
-    char msg[1100];
-    int failed = req->rc != 0;
-    if (failed) {
-        snprintf(msg, sizeof msg, "%s", req->err);
-        rf__cache_abandon(&r->cache, s->tmp, s->tmp_fd);
-    } else if (!matches_manifest(r, (uint32_t)(s - r->sh), s->tmp_fd, 0, msg, sizeof msg)) {
-        failed = 1; /* never in the cache, where a read could use the wrong offsets */
-        rf__cache_abandon(&r->cache, s->tmp, s->tmp_fd);
-    } else {
-        char base[RF__CACHE_PATH];
-        rf__cache_base(&r->cache, s->url, s->size, s->etag, base);
-        failed = rf__cache_commit(&r->cache, s->tmp, base, s->tmp_fd, msg, sizeof msg) != 0;
-    }
-    int pin = failed ? -1 : s->tmp_fd, lk = s->lock_fd;
-    /* the sync after the announce (cache.c), through a copy of the pin,
-     * which may be given up meanwhile; without one, before */
-    int sync_fd = failed ? -1 : fcntl(pin, F_DUPFD_CLOEXEC, 0);
-    if (!failed && sync_fd < 0)
-        rf__cache_sync(pin);
-    RF_TRACE("shard %s: %s", failed ? "failed" : "in the cache", s->url);
-    pthread_mutex_lock(&r->mu);
-    s->lock_fd = s->tmp_fd = -1;
-    settle(r, (uint32_t)(s - r->sh), pin, failed ? msg : NULL);
-    pthread_mutex_unlock(&r->mu);
-    announce(r);
-    if (sync_fd >= 0) {
-        rf__cache_sync(sync_fd); /* a failure leaves it marked: fetched again next time */
-        close(sync_fd);          /* the pin's lock is the pin's (shared open file) */
-    }
-    rf__cache_unpin(lk); /* BASE.tar is whole on disk: others may find it without us */
-}
-
-/* The backoff of the folder's listing while room is refused (see above):
- * well below STARVE_MS, so that the head is tried a few times before pins
- * are released. */
-#define ROOM_MS 5
-#define ROOM_MAX_MS 80
-
-/* What the tick does for one wanted shard, without mu: 1 ready (pinned in
- * *pin), 2 a transfer started, 0 wait (another loader fetches it, or it is
- * absent and may_start is 0), 3 no room (stop the walk), -1 failed (msg). */
-static int try_shard(rf_remote *r, rf_shard *s, int may_start, int *pin, char *msg, size_t cap)
-{
-    char base[RF__CACHE_PATH];
-    rf__cache_base(&r->cache, s->url, s->size, s->etag, base);
-    int rc = rf__cache_pin(&r->cache, base, s->size, pin);
-    if (rc != 0)
-        return rc > 0 ? 1
-                      : (snprintf(msg, cap, "cache: %.300s.tar (%.300s): cannot open: %s", base,
-                                  s->url, strerror(errno)),
-                         -1);
-    if (!may_start)
-        return 0;
-    if (rf__now_ns() < r->room_next_ns)
-        return 3; /* refused lately: no listing yet (see above) */
-    int lk = -1;
-    rc = rf__cache_lock_fetch(&r->cache, base, &lk);
-    if (rc <= 0)
-        return rc == 0 ? 0
-                       : (snprintf(msg, cap, "cache: %.300s.lock (%.300s): cannot lock: %s", base,
-                                   s->url, strerror(errno)),
-                          -1);
-    /* the lock's holder may have finished just before we took it; a file
-     * still marked unsynced now is one whose writer died before its sync
-     * (the lock is ours): fetched again, over it (cache.c) */
-    if ((rc = rf__cache_pin(&r->cache, base, s->size, pin)) == 1) {
-        if (rf__cache_synced(*pin)) {
-            rf__cache_unpin(lk);
-            return 1;
-        }
-        rf__cache_unpin(*pin);
-        *pin = -1;
-    }
-    char tmp[RF__CACHE_PATH];
-    int fd = -1;
-    rc = rf__cache_reserve(&r->cache, base, s->size, tmp, &fd, msg, cap);
-    if (rc == 0) {
-        r->room_ms =
-            r->room_ms ? (r->room_ms * 2 < ROOM_MAX_MS ? r->room_ms * 2 : ROOM_MAX_MS) : ROOM_MS;
-        r->room_next_ns = rf__now_ns() + (int64_t)r->room_ms * 1000000;
-    } else {
-        r->room_ms = 0;
-        r->room_next_ns = 0;
-    }
-    if (rc != 1) {
-        rf__cache_unpin(lk);
-        return rc == 0 ? 3 : -1;
-    }
-    s->lock_fd = lk;
-    s->tmp_fd = fd;
-    free(s->tmp);
-    s->tmp = strdup(tmp);
-    if (!s->req)
-        s->req = calloc(1, sizeof *s->req);
-    if (!s->tmp || !s->req) {
-        snprintf(msg, cap, "fetch: out of memory");
-        rf__cache_abandon(&r->cache, tmp, fd);
-        rf__cache_unpin(lk);
-        s->tmp_fd = s->lock_fd = -1;
-        return -1;
-    }
-    return 2;
-}
-
-/* Under mu, dropped around the cache calls: tries wanted shard k (see
- * try_shard); returns its code. A shard READY, FAILED or FETCHING after it
- * sets *changed. */
-static int want_one(rf_remote *r, uint32_t k, int may_start, int *changed)
-{
-    rf_shard *s = &r->sh[k];
-    pthread_mutex_unlock(&r->mu);
-    char msg[1100];
-    int pin = -1;
-    int rc = try_shard(r, s, may_start, &pin, msg, sizeof msg);
-    if (rc == 1 && !matches_manifest(r, k, pin, 1, msg, sizeof msg)) {
-        rf__cache_unpin(pin);
-        rc = -1;
-    }
-    pthread_mutex_lock(&r->mu);
-    if (rc == 0 || rc == 3)
-        return rc;
-    *changed = 1;
-    if (rc == 1) {
-        r->hits++;
-        settle(r, k, pin, NULL);
-    } else if (rc == -1) {
-        settle(r, k, -1, msg);
-    } else {
-        r->misses++;
-        r->refetches += s->seen; /* read from since the last seek, and gone */
-        s->state = SH_FETCHING;
-        rf_fetch_req *q = s->req;
-        memset(q, 0, sizeof *q);
-        q->op = RF__FETCH_GET;
-        q->url = s->url;
-        q->fd = s->tmp_fd;
-        q->want_size = s->size;
-        q->want_etag = s->etag;
-        q->done = transfer_done;
-        q->ctx = s;
-        RF_TRACE("GET submitted: %s", s->url);
-        rf__fetch_submit(r->fetch, q);
-    }
-    return rc;
-}
-
-/* How long the head finds no room before pins are released: the wait of
- * ranks in step for the one behind to finish a shard, without a release. */
-#define STARVE_MS 200
-
-/* Under mu: the head first; with no room for it for STARVE_MS, release
- * (see above), again every STARVE_MS while it lasts. */
-static void want_head(rf_remote *r, int *changed)
-{
-    int64_t h = r->head;
-    if (h < 0 || r->sh[h].state != SH_WANTED || want_one(r, (uint32_t)h, 1, changed) != 3) {
-        r->starve_since = 0;
-        return;
-    }
-    int64_t now = rf__now_ns();
-    if (!r->starve_since || r->starve_head != h) {
-        r->starve_since = now;
-        r->starve_head = h;
-    }
-    if (now - r->starve_since < (int64_t)STARVE_MS * 1000000)
-        return;
-    r->starve_since = now;
-    int n = release(r);
-    pthread_mutex_unlock(&r->mu);
-    r->starved_seen = rf__cache_starve(&r->cache); /* the other loaders release too */
-    pthread_mutex_lock(&r->mu);
-    if (n > 0 && r->head == h && r->sh[h].state == SH_WANTED)
-        want_one(r, (uint32_t)h, 1, changed); /* the released shards are evictable now */
-}
-
-static void tick(void *ctx)
-{
-    rf_remote *r = ctx;
-    int changed = 0;
-    uint64_t starved = rf__cache_starved(&r->cache);
-    pthread_mutex_lock(&r->mu);
-    if (starved != r->starved_seen) { /* another loader has no room for its head */
-        r->starved_seen = starved;
-        release(r);
-    }
-    if (r->unpinned) { /* room may be there now: list the folder at once */
-        r->unpinned = 0;
-        r->room_next_ns = 0;
-    }
-    want_head(r, &changed);
-    /* While this loader has no shard ready, its first transfer runs alone:
-     * sharing the link and the CPU with the next ones would delay the first
-     * batch (the cold start) by the time of theirs. */
-    int64_t nready = 0, nfetching = 0;
-    for (uint32_t k = 0; k < r->nsh; k++) {
-        nready += r->sh[k].state == SH_READY;
-        nfetching += r->sh[k].state == SH_FETCHING;
-    }
-    /* cold, with the head's shard pinned: the dispatcher needs no other now */
-    int hold = r->cold && r->head >= 0 && r->sh[r->head].state == SH_READY;
-    uint32_t kept = 0, i = 0;
-    int stop = 0;
-    for (; i < r->nwant && !stop; i++) {
-        uint32_t k = r->want[i];
-        rf_shard *s = &r->sh[k];
-        if (s->state != SH_WANTED || s->deferred) {
-            s->queued = 0;
-            continue;
-        }
-        int may_start = !hold && (nready > 0 || nfetching == 0);
-        int rc = (int64_t)k == r->head ? 0 : want_one(r, k, may_start, &changed);
-        nfetching += rc == 2;
-        if (rc == 0 || rc == 3) {
-            r->want[kept++] = k; /* later, in the same order */
-            stop = rc == 3;
-            continue;
-        }
-        s->queued = 0;
-    }
-    for (; i < r->nwant; i++)
-        r->want[kept++] = r->want[i];
-    r->nwant = kept;
-    pthread_mutex_unlock(&r->mu);
-    if (changed)
-        announce(r);
 }
 
 /* ---- the dispatcher's side ------------------------------------------------------ */

@@ -1,0 +1,84 @@
+/*
+ * remote_int.h - the remote stage's own state, shared by its two files:
+ * remote.c (a loader's shards: creation, fork, uses and pins, the
+ * dispatcher's side, stats) and remote_tick.c (what the fetch thread does
+ * for them: the want list, room, transfers and their completion). Nothing
+ * else includes it; remote.c's opening comment says how the whole works
+ * and remote.h which lock guards what.
+ */
+#ifndef RF_REMOTE_INT_H
+#define RF_REMOTE_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cache.h"
+#include "fetch.h"
+#include "remote.h"
+
+enum { SH_IDLE = 0, SH_WANTED = 1, SH_FETCHING = 2, SH_READY = 3, SH_FAILED = 4 };
+
+typedef struct rf_shard {
+    struct rf_remote *owner;
+    char *url;
+    uint64_t size;
+    char etag[RF__FETCH_ETAG];
+    int state;
+    int queued;       /* in the want list */
+    int retry;        /* FAILED before the last seek: IDLE again once unused */
+    int deferred;     /* WANTED after a release: wanted again once it is the head */
+    int seen;         /* read from since the last seek (a fetch then is a refetch) */
+    int64_t planned;  /* samples the lookahead walked, not yet handed on */
+    int64_t inflight; /* samples being read or decoded, and the indexer's use */
+    int pin_fd;       /* READY: BASE.tar, shared-locked */
+    int lock_fd;      /* FETCHING: BASE.lock */
+    int tmp_fd;       /* FETCHING: the temporary file */
+    char *tmp;
+    rf_fetch_req *req;
+    char *err; /* FAILED */
+} rf_shard;
+
+struct rf_remote {
+    rf_fetch *fetch;
+    rf_cache cache;
+    pid_t pid;
+    struct rf_remote *next_live; /* (live_mu) the live remotes, for the fork handlers */
+    pthread_mutex_t mu;          /* see remote.h */
+    pthread_cond_t cv;           /* (mu) a shard became READY or FAILED */
+    rf_shard *sh;                /* (mu) grown by rf__remote_add; entries: see remote.h */
+    uint32_t nsh, cap;           /* (mu) shards, and room for them (set at index time) */
+    uint32_t *want;              /* (mu) shard ids in the order wanted */
+    uint32_t nwant;
+    int64_t nused; /* (mu) shards with uses */
+    /* shards the lookahead may want at once: written once at index time
+     * (rf__remote_plan_room, before the dispatcher starts), then only read */
+    int64_t cap_shards;
+    int64_t cur_batch, cur_pos; /* (mu) the lookahead's next sample */
+    pthread_mutex_t wake_mu;    /* protects wake and wake_ctx, held across the call,
+                              * so that no call runs after rf__remote_set_wake
+                              * returns (order: wake_mu, then the loader's mutex) */
+    void (*wake)(void *);
+    void *wake_ctx;
+    int64_t head; /* (mu) the shard the dispatcher waits on, or -1 */
+    /* fetch thread only: the folder's starvation count last seen; since when
+     * (ns, 0: not) the head, starve_head, has found no room */
+    uint64_t starved_seen;
+    int64_t starve_since, starve_head;
+    /* fetch thread only: no room before; the folder is listed again from
+     * room_next_ns (ns), room_ms later each time (see above) */
+    int64_t room_next_ns;
+    int room_ms;
+    int unpinned;         /* (mu) this loader unpinned a shard: list the folder at once */
+    int cold;             /* (mu) the dispatcher runs and has no complete batch yet (see above) */
+    int64_t hits, misses; /* (mu) pins found in the cache / fetches started */
+    int64_t releases, refetches; /* (mu) pins given up early / shards fetched again */
+    struct rf_rman *man; /* owned; set under mu before any shard is wanted, then
+                          * read-only here (its checks run on the fetch thread) */
+};
+
+/* The fetch thread's tick (remote_tick.c), set at creation (rf__fetch_set_tick):
+ * walks the want list, starts transfers, settles shards. */
+void rf__remote_tick(void *ctx);
+
+#endif

@@ -13,17 +13,11 @@
  * containers that share the folder never take each other's live transfers
  * for stale ones.
  *
- * A shard is renamed into place before it is synced, so that the first
- * batch of a cold start does not wait for the disk: the transfer file is
- * made with the owner-execute bit set (UNSYNCED: a tar is never executable
- * otherwise), and the bit is cleared only after fdatasync returns
- * (rf__cache_sync), while the writer still holds BASE.lock. A BASE.tar that
- * still has the bit while nobody holds BASE.lock was renamed by a writer
- * that did not live to sync it: after a machine crash its bytes may be torn,
- * so it counts as absent (pinned by nobody, fetched again over it, or
- * evicted). A live writer's file is whole in the page cache and is pinned
- * as any other. On a file system that keeps no mode bits the transfer is
- * synced before the rename, as a plain atomic commit.
+ * A shard's transfer file is synced (fdatasync) before it is renamed to
+ * BASE.tar, under DIR/.lock, already pinned by its writer: only complete
+ * bytes that are on disk ever carry a shard's name, so a machine crash
+ * cannot leave a torn BASE.tar, and no file needs a mark or a check for
+ * one (nothing relies on mode bits, which some file systems do not keep).
  *
  * Locks are released with an explicit LOCK_UN before the close: a forked
  * child (a DataLoader worker) holds copies of the descriptors, and a flock
@@ -48,9 +42,6 @@
 
 #include "ringfeed.h"
 #include "trace.h"
-
-/* The mode bit of a shard renamed into place before its sync (see above). */
-#define UNSYNCED S_IXUSR
 
 static int mkdirs(const char *path)
 {
@@ -141,25 +132,6 @@ void rf__cache_base(const rf_cache *c, const char *url, uint64_t size, const cha
              (unsigned long long)h2);
 }
 
-/* 1 when some loader holds BASE.lock: the shard's writer, syncing it. */
-static int writer_alive(const char *base)
-{
-    char p[RF__CACHE_PATH + 8];
-    snprintf(p, sizeof p, "%s.lock", base);
-    int f = open(p, O_RDONLY | O_CLOEXEC);
-    if (f < 0)
-        return 0;
-    int held = flock(f, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-    close(f); /* never a lock of ours to keep: a probe */
-    return held;
-}
-
-int rf__cache_synced(int fd)
-{
-    struct stat st;
-    return fstat(fd, &st) == 0 && !(st.st_mode & UNSYNCED);
-}
-
 int rf__cache_pin(rf_cache *c, const char *base, uint64_t size, int *fd)
 {
     char p[RF__CACHE_PATH + 8];
@@ -171,10 +143,8 @@ int rf__cache_pin(rf_cache *c, const char *base, uint64_t size, int *fd)
     while (flock(f, LOCK_SH) != 0 && errno == EINTR)
         ;
     struct stat st;
-    if (fstat(f, &st) != 0 || st.st_nlink == 0 || (uint64_t)st.st_size != size ||
-        ((st.st_mode & UNSYNCED) && !writer_alive(base))) {
-        /* removed while we waited, or not this version's bytes, or renamed
-         * before its sync by a writer that is gone (see above) */
+    if (fstat(f, &st) != 0 || st.st_nlink == 0 || (uint64_t)st.st_size != size) {
+        /* removed while we waited, or not this version's bytes */
         rf__cache_unpin(f);
         return 0;
     }
@@ -413,8 +383,7 @@ static int reserve(rf_cache *c, const char *base, const char *suffix, uint64_t s
         int f = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         /* locked before DIR/.lock is let go: no listing ever sees it unlocked
          * while it is written (see above) */
-        if (f < 0 || flock(f, LOCK_EX | LOCK_NB) != 0 || ftruncate(f, (off_t)size) != 0 ||
-            (!strcmp(suffix, "tmp") && fchmod(f, 0644 | UNSYNCED) != 0)) {
+        if (f < 0 || flock(f, LOCK_EX | LOCK_NB) != 0 || ftruncate(f, (off_t)size) != 0) {
             snprintf(err, errcap, "cache: %s: %s", tmp, strerror(errno));
             if (f >= 0) {
                 close(f);
@@ -440,29 +409,16 @@ int rf__cache_commit(rf_cache *c, const char *tmp, const char *base, int fd, cha
 {
     char p[RF__CACHE_PATH + 8];
     snprintf(p, sizeof p, "%s.tar", base);
-    /* marked unsynced (the file system keeps the bit): renamed now, synced by
-     * rf__cache_sync; else on disk before it has its name (see above) */
-    int marked = !rf__cache_synced(fd);
-    /* pinned before it has its name: no evictor can take it in between */
-    if ((!marked && fdatasync(fd) != 0) || locked_rename(c, tmp, p, fd) != 0) {
+    /* on disk before it has its name (see above); pinned before it has its
+     * name: no evictor can take it in between */
+    if (fdatasync(fd) != 0 || locked_rename(c, tmp, p, fd) != 0) {
         snprintf(err, errcap, "cache: %s: %s", p, strerror(errno));
         rf__cache_abandon(c, tmp, fd);
         return RF_E_IO;
     }
-    RF_TRACE("renamed%s: %s", marked ? " (sync to follow)" : " (synced)", p);
+    RF_TRACE("synced and renamed: %s", p);
     futimens(fd, NULL);
     return 0;
-}
-
-int rf__cache_sync(int fd)
-{
-    if (rf__cache_synced(fd))
-        return 0;
-    /* the bit goes only once the bytes are on disk: a crash before leaves it
-     * set, and the file is taken for absent (see above) */
-    int rc = fdatasync(fd) == 0 && fchmod(fd, 0644) == 0 ? 0 : RF_E_IO;
-    RF_TRACE("synced: fd %d", fd);
-    return rc;
 }
 
 void rf__cache_abandon(rf_cache *c, const char *tmp, int fd)

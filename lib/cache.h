@@ -19,13 +19,13 @@
  *     never removes a pinned shard, and a pin taken on a file being removed
  *     sees its link count at 0 and counts as absent.
  *   - BASE.lock, exclusive, is held by the one process fetching the shard,
- *     until its BASE.tar is synced; the others wait for it and then find
- *     BASE.tar (and may pin it once renamed, before the sync: cache.c).
+ *     until its BASE.tar is in place; the others wait for it and then find
+ *     BASE.tar.
  *   - A transfer writes BASE.tmp.*, first sized to the whole shard (so it
  *     counts in full from the start), exclusively locked by its writer (a
  *     transfer file nobody holds is a crashed one's, removed when the room
- *     is counted); only a complete, size-checked file is renamed to
- *     BASE.tar (atomic), already pinned by its writer.
+ *     is counted); only a complete, size-checked file, synced to disk, is
+ *     renamed to BASE.tar (atomic), already pinned by its writer.
  * The folder's bytes (every file in it) stay under the limit: room is taken
  * before a transfer starts, by evicting unpinned shards, least recently
  * pinned first (BASE.tar's mtime is set at every pin). When pinned shards
@@ -77,18 +77,11 @@ int rf__cache_lock_fetch(rf_cache *c, const char *base, int *fd);
  * another negative RF_E_* on a system error (reason in err). */
 int rf__cache_reserve(rf_cache *c, const char *base, uint64_t size, char *tmp, int *fd, char *err,
                       size_t errcap);
-/* The complete temporary file becomes BASE.tar, pinned by fd. 0 or a
- * negative RF_E_* (err; the temporary file is then removed, fd closed).
- * Its bytes may not be on disk yet (cache.c): the caller, still holding
- * BASE.lock, calls rf__cache_sync before it lets the lock go; readers may
- * read it meanwhile. */
+/* The complete temporary file is synced to disk, then becomes BASE.tar,
+ * pinned by fd. 0 or a negative RF_E_* (err; the temporary file is then
+ * removed, fd closed). */
 int rf__cache_commit(rf_cache *c, const char *tmp, const char *base, int fd, char *err,
                      size_t errcap);
-/* Syncs a committed shard's bytes and marks it synced (fd: it, or a dup). 0
- * or RF_E_IO (the file stays marked: later runs fetch it again). */
-int rf__cache_sync(int fd);
-/* 1 when the shard open in fd is marked synced. */
-int rf__cache_synced(int fd);
 /* Removes the temporary file and closes fd. */
 void rf__cache_abandon(rf_cache *c, const char *tmp, int fd);
 

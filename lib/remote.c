@@ -14,7 +14,8 @@
  * otherwise this loader takes the lock and room (evicting unpinned shards)
  * and starts the GET into a temporary file, which the completion checks
  * (size, validator: fetch.c; a shard indexed from manifest.json, its
- * headers: remote_manifest.c), renames into place, pinned, and announces.
+ * headers: remote_manifest.c), syncs to disk and renames into place, pinned,
+ * and announces (only complete, synced files ever carry a shard's name).
  * A shard that finds no room stops the walk, so that room goes to shards in
  * the order they are needed. While no shard of the loader is ready, one
  * transfer runs at a time (the cold start's first batch waits for one shard

@@ -11,7 +11,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -116,22 +115,13 @@ static void transfer_done(rf_fetch_req *req, void *ctx)
         failed = rf__cache_commit(&r->cache, s->tmp, base, s->tmp_fd, msg, sizeof msg) != 0;
     }
     int pin = failed ? -1 : s->tmp_fd, lk = s->lock_fd;
-    /* the sync after the announce (cache.c), through a copy of the pin,
-     * which may be given up meanwhile; without one, before */
-    int sync_fd = failed ? -1 : fcntl(pin, F_DUPFD_CLOEXEC, 0);
-    if (!failed && sync_fd < 0)
-        rf__cache_sync(pin);
     RF_TRACE("shard %s: %s", failed ? "failed" : "in the cache", s->url);
     pthread_mutex_lock(&r->mu);
     s->lock_fd = s->tmp_fd = -1;
     settle(r, (uint32_t)(s - r->sh), pin, failed ? msg : NULL);
     pthread_mutex_unlock(&r->mu);
     announce(r);
-    if (sync_fd >= 0) {
-        rf__cache_sync(sync_fd); /* a failure leaves it marked: fetched again next time */
-        close(sync_fd);          /* the pin's lock is the pin's (shared open file) */
-    }
-    rf__cache_unpin(lk); /* BASE.tar is whole on disk: others may find it without us */
+    rf__cache_unpin(lk); /* BASE.tar is in place: others may find it without us */
 }
 
 /* The backoff of the folder's listing while room is refused (see above):
@@ -164,16 +154,15 @@ static int try_shard(rf_remote *r, rf_shard *s, int may_start, int *pin, char *m
                        : (snprintf(msg, cap, "cache: %.300s.lock (%.300s): cannot lock: %s", base,
                                    s->url, strerror(errno)),
                           -1);
-    /* the lock's holder may have finished just before we took it; a file
-     * still marked unsynced now is one whose writer died before its sync
-     * (the lock is ours): fetched again, over it (cache.c) */
-    if ((rc = rf__cache_pin(&r->cache, base, s->size, pin)) == 1) {
-        if (rf__cache_synced(*pin)) {
-            rf__cache_unpin(lk);
-            return 1;
-        }
-        rf__cache_unpin(*pin);
-        *pin = -1;
+    /* the lock's holder may have finished just before we took it */
+    if ((rc = rf__cache_pin(&r->cache, base, s->size, pin)) != 0) {
+        int e = errno;
+        rf__cache_unpin(lk);
+        errno = e; /* for the message */
+        return rc > 0 ? 1
+                      : (snprintf(msg, cap, "cache: %.300s.tar (%.300s): cannot open: %s", base,
+                                  s->url, strerror(errno)),
+                         -1);
     }
     char tmp[RF__CACHE_PATH];
     int fd = -1;

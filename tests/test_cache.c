@@ -6,8 +6,8 @@
  * order by last pin, atomic commits (nothing under the final name before
  * the rename), the fetch lock, kept indexes, the transfer files of dead
  * writers reclaimed (by their lock, not their process id), a folder that
- * cannot be listed granting no room, and shards renamed before their sync
- * trusted only while their writer lives or once synced.
+ * cannot be listed granting no room, and a transfer that never appears
+ * under the shard's name before its commit (complete and synced).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -65,7 +65,6 @@ static int put_shard(rf_cache *c, const char *url, const char *etag, int *room)
     assert_int_equal(rf__cache_pin(c, base, SZ, &pin), 0);
     assert_int_equal(pwrite(fd, data, sizeof data, 0), SZ);
     assert_int_equal(rf__cache_commit(c, tmp, base, fd, err, sizeof err), 0);
-    assert_int_equal(rf__cache_sync(fd), 0);
     return fd;
 }
 
@@ -211,42 +210,39 @@ static void test_stale_transfer_by_lock(void **state)
     rf__cache_close(&c);
 }
 
-/* A shard is renamed into place before its sync: pinned by others while
- * its writer (holding BASE.lock) lives, absent once the writer is gone
- * without the sync (its bytes may be torn after a crash), whole once
- * synced. */
-static void test_commit_before_sync(void **state)
+/* A transfer is under its temporary name only until its commit: no pin
+ * finds BASE.tar while it is written, even whole, with the writer's fetch
+ * lock gone (a writer that died before the commit leaves no BASE.tar);
+ * once committed (synced, then renamed), it is pinned without the lock. */
+static void test_no_name_before_commit(void **state)
 {
     rf_cache c;
-    char err[600], base[RF__CACHE_PATH], tmp[RF__CACHE_PATH];
+    char err[600], base[RF__CACHE_PATH], tmp[RF__CACHE_PATH], path[RF__CACHE_PATH + 8];
     assert_int_equal(rf__cache_open(&c, g_dir, 10 * SZ, err, sizeof err), 0);
-    rf__cache_base(&c, "unsynced", SZ, "e", base);
+    rf__cache_base(&c, "whole", SZ, "e", base);
+    snprintf(path, sizeof path, "%s.tar", base);
     int lk = -1, fd = -1, pin = -1;
     assert_int_equal(rf__cache_lock_fetch(&c, base, &lk), 1);
     assert_int_equal(rf__cache_reserve(&c, base, SZ, tmp, &fd, err, sizeof err), 1);
     char data[SZ];
-    memset(data, 'u', sizeof data);
-    assert_int_equal(pwrite(fd, data, sizeof data, 0), SZ);
-    assert_int_equal(rf__cache_commit(&c, tmp, base, fd, err, sizeof err), 0);
-    assert_int_equal(rf__cache_synced(fd), 0);
-    /* another loader, while the writer lives: a whole file in the page cache */
-    assert_int_equal(rf__cache_pin(&c, base, SZ, &pin), 1);
-    rf__cache_unpin(pin);
-    /* the writer gone before its sync: absent */
-    rf__cache_unpin(lk);
+    memset(data, 'w', sizeof data);
+    assert_int_equal(pwrite(fd, data, SZ / 2, 0), SZ / 2);
+    assert_int_equal(access(path, F_OK), -1);
     assert_int_equal(rf__cache_pin(&c, base, SZ, &pin), 0);
-    /* the next fetcher holds the lock: the pin is the unsynced file, which
-     * it must not trust (remote.c fetches it again) */
-    assert_int_equal(rf__cache_lock_fetch(&c, base, &lk), 1);
+    assert_int_equal(pwrite(fd, data + SZ / 2, SZ - SZ / 2, SZ / 2), SZ - SZ / 2);
+    rf__cache_unpin(lk); /* all bytes written, the lock gone: still absent */
+    assert_int_equal(access(path, F_OK), -1);
+    assert_int_equal(rf__cache_pin(&c, base, SZ, &pin), 0);
+    assert_int_equal(rf__cache_commit(&c, tmp, base, fd, err, sizeof err), 0);
+    assert_int_equal(access(tmp, F_OK), -1);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_size, SZ);
+    assert_int_equal(st.st_mode & 0111, 0); /* no mark of any kind */
     assert_int_equal(rf__cache_pin(&c, base, SZ, &pin), 1);
-    assert_int_equal(rf__cache_synced(pin), 0);
-    rf__cache_unpin(pin);
-    /* synced: a shard as any other, without the lock */
-    assert_int_equal(rf__cache_sync(fd), 0);
-    assert_int_equal(rf__cache_synced(fd), 1);
-    rf__cache_unpin(lk);
-    assert_int_equal(rf__cache_pin(&c, base, SZ, &pin), 1);
-    assert_int_equal(rf__cache_synced(pin), 1);
+    char back[SZ];
+    assert_int_equal(pread(pin, back, SZ, 0), SZ);
+    assert_memory_equal(back, data, SZ);
     rf__cache_unpin(pin);
     rf__cache_unpin(fd);
     rf__cache_close(&c);
@@ -282,7 +278,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fetch_lock_abandon_index, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_transfer_by_lock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unlisted_folder_refuses_room, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_commit_before_sync, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_name_before_commit, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -43,6 +43,13 @@
 #include "ringfeed.h"
 #include "trace.h"
 
+/* Closes fd, ending first any flock it may hold (see above). */
+static void unlock_close(int fd)
+{
+    flock(fd, LOCK_UN);
+    close(fd);
+}
+
 static int mkdirs(const char *path)
 {
     char p[RF__CACHE_PATH];
@@ -155,10 +162,8 @@ int rf__cache_pin(rf_cache *c, const char *base, uint64_t size, int *fd)
 
 void rf__cache_unpin(int fd)
 {
-    if (fd >= 0) {
-        flock(fd, LOCK_UN); /* also for a forked child's copy of fd (above) */
-        close(fd);
-    }
+    if (fd >= 0)
+        unlock_close(fd); /* also for a forked child's copy of fd (above) */
 }
 
 int rf__cache_lock_fetch(rf_cache *c, const char *base, int *fd)
@@ -227,7 +232,7 @@ static int remove_stale_tmp(rf_cache *c, const char *name)
     if (f < 0)
         return 0;
     int gone = flock(f, LOCK_EX | LOCK_NB) == 0 && unlinkat(c->dir_fd, name, 0) == 0;
-    close(f);
+    unlock_close(f); /* locked even when the unlink failed */
     return gone;
 }
 
@@ -332,7 +337,7 @@ static int make_room(rf_cache *c, uint64_t size)
             used = used > v[i].size ? used - v[i].size : 0;
             atomic_fetch_add_explicit(&c->evictions, 1, memory_order_relaxed);
         }
-        close(f);
+        unlock_close(f); /* locked even when the unlink failed */
     }
     free(v);
     return used + size <= c->limit;
@@ -386,8 +391,8 @@ static int reserve(rf_cache *c, const char *base, const char *suffix, uint64_t s
         if (f < 0 || flock(f, LOCK_EX | LOCK_NB) != 0 || ftruncate(f, (off_t)size) != 0) {
             snprintf(err, errcap, "cache: %s: %s", tmp, strerror(errno));
             if (f >= 0) {
-                close(f);
-                unlink(tmp);
+                unlink(tmp); /* under our lock: no listing takes it for stale first */
+                unlock_close(f);
             }
             rc = RF_E_IO;
         } else {
@@ -425,7 +430,7 @@ void rf__cache_abandon(rf_cache *c, const char *tmp, int fd)
 {
     unlink(tmp);
     if (fd >= 0)
-        close(fd);
+        unlock_close(fd); /* the transfer's exclusive lock */
 }
 
 int rf__cache_put_index(rf_cache *c, const char *base, const void *p, size_t n)
@@ -449,7 +454,7 @@ int rf__cache_put_index(rf_cache *c, const char *base, const void *p, size_t n)
         rf__cache_abandon(c, tmp, fd);
         return RF_E_IO;
     }
-    close(fd);
+    unlock_close(fd); /* the transfer's exclusive lock, on BASE.idx now */
     return 1;
 }
 

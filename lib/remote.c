@@ -324,8 +324,9 @@ static void unused(rf_remote *r, uint32_t k)
         return;
     r->nused--;
     if (s->state == SH_READY) {
-        rf__cache_unpin(s->pin_fd);
-        s->pin_fd = -1;
+        int fd = s->pin_fd;
+        s->pin_fd = -1; /* before the close: see transfer_done */
+        rf__cache_unpin(fd);
         s->state = SH_IDLE;
         r->unpinned = 1;
         rf__fetch_wake(r->fetch);

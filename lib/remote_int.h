@@ -31,9 +31,11 @@ typedef struct rf_shard {
     int seen;         /* read from since the last seek (a fetch then is a refetch) */
     int64_t planned;  /* samples the lookahead walked, not yet handed on */
     int64_t inflight; /* samples being read or decoded, and the indexer's use */
-    int pin_fd;       /* READY: BASE.tar, shared-locked */
-    int lock_fd;      /* FETCHING: BASE.lock */
-    int tmp_fd;       /* FETCHING: the temporary file */
+    /* (mu, written only under it; set to -1 under it before the close, so
+     * that fork_child never closes a number reused meanwhile) */
+    int pin_fd;  /* READY: BASE.tar, shared-locked */
+    int lock_fd; /* FETCHING: BASE.lock */
+    int tmp_fd;  /* FETCHING: the temporary file */
     char *tmp;
     rf_fetch_req *req;
     char *err; /* FAILED */

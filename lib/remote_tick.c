@@ -35,8 +35,9 @@ static int release(rf_remote *r)
         if ((int64_t)k == r->head || s->inflight > 0)
             continue;
         if (s->state == SH_READY) {
-            rf__cache_unpin(s->pin_fd);
+            int fd = s->pin_fd;
             s->pin_fd = -1;
+            rf__cache_unpin(fd);
             s->state = SH_WANTED;
             r->unpinned = 1;
             n++;
@@ -64,8 +65,8 @@ static void settle(rf_remote *r, uint32_t k, int pin_fd, const char *msg)
         s->state = SH_READY;
         s->pin_fd = pin_fd;
         if (s->planned + s->inflight == 0) { /* nobody wants it any more */
-            rf__cache_unpin(s->pin_fd);
             s->pin_fd = -1;
+            rf__cache_unpin(pin_fd);
             s->state = SH_IDLE;
         }
     }
@@ -96,29 +97,34 @@ static int matches_manifest(rf_remote *r, uint32_t k, int fd, int cached, char *
     return 0;
 }
 
-/* A transfer ended (fetch thread): commit it, pinned, or fail the shard. */
+/* A transfer ended (fetch thread): commit it, pinned, or fail the shard.
+ * The transfer's descriptors are moved out of the shard under mu before
+ * any of them is closed: fork_child (remote.c), under mu, closes what the
+ * shard holds, which then is never a number closed and reused meanwhile. */
 static void transfer_done(rf_fetch_req *req, void *ctx)
 {
     rf_shard *s = ctx;
     rf_remote *r = s->owner;
+    pthread_mutex_lock(&r->mu);
+    int fd = s->tmp_fd, lk = s->lock_fd;
+    s->lock_fd = s->tmp_fd = -1;
+    pthread_mutex_unlock(&r->mu);
     char msg[1100];
     int failed = req->rc != 0;
     if (failed) {
         snprintf(msg, sizeof msg, "%s", req->err);
-        rf__cache_abandon(&r->cache, s->tmp, s->tmp_fd);
-    } else if (!matches_manifest(r, (uint32_t)(s - r->sh), s->tmp_fd, 0, msg, sizeof msg)) {
+        rf__cache_abandon(&r->cache, s->tmp, fd);
+    } else if (!matches_manifest(r, (uint32_t)(s - r->sh), fd, 0, msg, sizeof msg)) {
         failed = 1; /* never in the cache, where a read could use the wrong offsets */
-        rf__cache_abandon(&r->cache, s->tmp, s->tmp_fd);
+        rf__cache_abandon(&r->cache, s->tmp, fd);
     } else {
         char base[RF__CACHE_PATH];
         rf__cache_base(&r->cache, s->url, s->size, s->etag, base);
-        failed = rf__cache_commit(&r->cache, s->tmp, base, s->tmp_fd, msg, sizeof msg) != 0;
+        failed = rf__cache_commit(&r->cache, s->tmp, base, fd, msg, sizeof msg) != 0;
     }
-    int pin = failed ? -1 : s->tmp_fd, lk = s->lock_fd;
     RF_TRACE("shard %s: %s", failed ? "failed" : "in the cache", s->url);
     pthread_mutex_lock(&r->mu);
-    s->lock_fd = s->tmp_fd = -1;
-    settle(r, (uint32_t)(s - r->sh), pin, failed ? msg : NULL);
+    settle(r, (uint32_t)(s - r->sh), failed ? -1 : fd, failed ? msg : NULL);
     pthread_mutex_unlock(&r->mu);
     announce(r);
     rf__cache_unpin(lk); /* BASE.tar is in place: others may find it without us */
@@ -131,9 +137,12 @@ static void transfer_done(rf_fetch_req *req, void *ctx)
 #define ROOM_MAX_MS 80
 
 /* What the tick does for one wanted shard, without mu: 1 ready (pinned in
- * *pin), 2 a transfer started, 0 wait (another loader fetches it, or it is
- * absent and may_start is 0), 3 no room (stop the walk), -1 failed (msg). */
-static int try_shard(rf_remote *r, rf_shard *s, int may_start, int *pin, char *msg, size_t cap)
+ * *pin), 2 a transfer to start (its file in *pin, BASE.lock in *lock: the
+ * caller stores them in the shard under mu), 0 wait (another loader fetches
+ * it, or it is absent and may_start is 0), 3 no room (stop the walk), -1
+ * failed (msg). */
+static int try_shard(rf_remote *r, rf_shard *s, int may_start, int *pin, int *lock, char *msg,
+                     size_t cap)
 {
     char base[RF__CACHE_PATH];
     rf__cache_base(&r->cache, s->url, s->size, s->etag, base);
@@ -179,8 +188,6 @@ static int try_shard(rf_remote *r, rf_shard *s, int may_start, int *pin, char *m
         rf__cache_unpin(lk);
         return rc == 0 ? 3 : -1;
     }
-    s->lock_fd = lk;
-    s->tmp_fd = fd;
     free(s->tmp);
     s->tmp = strdup(tmp);
     if (!s->req)
@@ -189,9 +196,10 @@ static int try_shard(rf_remote *r, rf_shard *s, int may_start, int *pin, char *m
         snprintf(msg, cap, "fetch: out of memory");
         rf__cache_abandon(&r->cache, tmp, fd);
         rf__cache_unpin(lk);
-        s->tmp_fd = s->lock_fd = -1;
         return -1;
     }
+    *pin = fd;
+    *lock = lk;
     return 2;
 }
 
@@ -203,8 +211,8 @@ static int want_one(rf_remote *r, uint32_t k, int may_start, int *changed)
     rf_shard *s = &r->sh[k];
     pthread_mutex_unlock(&r->mu);
     char msg[1100];
-    int pin = -1;
-    int rc = try_shard(r, s, may_start, &pin, msg, sizeof msg);
+    int pin = -1, lock = -1;
+    int rc = try_shard(r, s, may_start, &pin, &lock, msg, sizeof msg);
     if (rc == 1 && !matches_manifest(r, k, pin, 1, msg, sizeof msg)) {
         rf__cache_unpin(pin);
         rc = -1;
@@ -222,6 +230,8 @@ static int want_one(rf_remote *r, uint32_t k, int may_start, int *changed)
         r->misses++;
         r->refetches += s->seen; /* read from since the last seek, and gone */
         s->state = SH_FETCHING;
+        s->tmp_fd = pin; /* under mu, for fork_child (see transfer_done) */
+        s->lock_fd = lock;
         rf_fetch_req *q = s->req;
         memset(q, 0, sizeof *q);
         q->op = RF__FETCH_GET;

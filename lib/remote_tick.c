@@ -83,18 +83,12 @@ static void announce(rf_remote *r)
 
 /* Fetch thread, without mu: 1 when shard k, whole in fd, is as its entry in
  * manifest.json says, or was not indexed from one (remote_manifest.c); else
- * 0 with msg, and a copy already in the cache (cached) is removed while
- * still pinned, so that no read uses the manifest's offsets on it. */
-static int matches_manifest(rf_remote *r, uint32_t k, int fd, int cached, char *msg, size_t cap)
+ * 0 with msg. A copy already in the cache stays there: the shard fails in
+ * this loader only (another loader, without the manifest, may read it, or a
+ * newer copy may have replaced the one checked), and its caller unpins it. */
+static int matches_manifest(rf_remote *r, uint32_t k, int fd, char *msg, size_t cap)
 {
-    if (!r->man || rf__rman_check(r->man, k, fd, r->sh[k].url, r->sh[k].size, msg, cap) == 0)
-        return 1;
-    if (cached) {
-        char path[RF__CACHE_PATH + 8];
-        rf__remote_base(r, k, path);
-        unlink(strcat(path, ".tar"));
-    }
-    return 0;
+    return !r->man || rf__rman_check(r->man, k, fd, r->sh[k].url, r->sh[k].size, msg, cap) == 0;
 }
 
 /* A transfer ended (fetch thread): commit it, pinned, or fail the shard.
@@ -114,7 +108,7 @@ static void transfer_done(rf_fetch_req *req, void *ctx)
     if (failed) {
         snprintf(msg, sizeof msg, "%s", req->err);
         rf__cache_abandon(&r->cache, s->tmp, fd);
-    } else if (!matches_manifest(r, (uint32_t)(s - r->sh), fd, 0, msg, sizeof msg)) {
+    } else if (!matches_manifest(r, (uint32_t)(s - r->sh), fd, msg, sizeof msg)) {
         failed = 1; /* never in the cache, where a read could use the wrong offsets */
         rf__cache_abandon(&r->cache, s->tmp, fd);
     } else {
@@ -213,7 +207,7 @@ static int want_one(rf_remote *r, uint32_t k, int may_start, int *changed)
     char msg[1100];
     int pin = -1, lock = -1;
     int rc = try_shard(r, s, may_start, &pin, &lock, msg, sizeof msg);
-    if (rc == 1 && !matches_manifest(r, k, pin, 1, msg, sizeof msg)) {
+    if (rc == 1 && !matches_manifest(r, k, pin, msg, sizeof msg)) {
         rf__cache_unpin(pin);
         rc = -1;
     }

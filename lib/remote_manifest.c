@@ -63,6 +63,7 @@ typedef struct rman_end {
     char *names;       /* "key0\0ext0\0key1\0ext1\0"; NULL: not from a manifest */
     uint64_t off[2], len[2];
     int checked;       /* fetch thread only: 1 matched, 2 did not */
+    int bad;           /* fetch thread only, checked 2: the member (0, 1) not as said */
 } rman_end;
 
 struct rf_rman {
@@ -296,14 +297,17 @@ int rf__rman_check(rf_rman *m, uint32_t k, int fd, const char *url, uint64_t siz
                      .ext = {v[1], v[3]},
                      .off = {e->off[0], e->off[1]},
                      .len = {e->len[0], e->len[1]}};
-    int bad = 0;
-    if (e->checked == 0 && rf__tar_ends_ok(fd, size, &t, &bad)) {
-        e->checked = 1;
-        return 0;
-    }
-    if (e->checked == 0)
+    if (e->checked == 0) {
+        int bad = 0;
+        if (rf__tar_ends_ok(fd, size, &t, &bad)) {
+            e->checked = 1;
+            return 0;
+        }
         atomic_fetch_add_explicit(&m->mismatched, 1, memory_order_relaxed);
-    e->checked = 2;
+        e->checked = 2;
+        e->bad = bad;
+    }
+    int bad = e->bad;
     snprintf(msg, cap,
              "source: %s does not match manifest.json (%s): the header before offset %llu is "
              "not member %s.%s of %llu bytes, so the index taken from the manifest is wrong for "
@@ -312,6 +316,12 @@ int rf__rman_check(rf_rman *m, uint32_t k, int fd, const char *url, uint64_t siz
              url, m->f[m->folder[k]].url, (unsigned long long)t.off[bad], t.key[bad], t.ext[bad],
              (unsigned long long)t.len[bad]);
     return RF_E_SOURCE;
+}
+
+int rf__rman_refused(rf_rman *m, uint32_t k, const char *url, char *msg, size_t cap)
+{
+    /* checked 2: rf__rman_check fails at once, without reading fd */
+    return m->end[k].checked == 2 && rf__rman_check(m, k, -1, url, 0, msg, cap) != 0;
 }
 
 void rf__rman_stats(const rf_rman *m, rf_json *j)

@@ -57,6 +57,11 @@ void rf__rman_trim(rf_rman *m);
 int rf__rman_check(rf_rman *m, uint32_t k, int fd, const char *url, uint64_t size, char *msg,
                    size_t cap);
 
+/* Fetch thread: 1 when shard k failed its check already (its error in
+ * msg, as rf__rman_check's): no copy of it is fetched or pinned again in
+ * this loader. 0 otherwise. */
+int rf__rman_refused(rf_rman *m, uint32_t k, const char *url, char *msg, size_t cap);
+
 /* Stats: the remote object's "manifest" value (an object), JSON. */
 struct rf_json;
 void rf__rman_stats(const rf_rman *m, struct rf_json *j);

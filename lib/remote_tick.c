@@ -206,7 +206,11 @@ static int want_one(rf_remote *r, uint32_t k, int may_start, int *changed)
     pthread_mutex_unlock(&r->mu);
     char msg[1100];
     int pin = -1, lock = -1;
-    int rc = try_shard(r, s, may_start, &pin, &lock, msg, sizeof msg);
+    /* a shard that failed its manifest check fails again without a fetch:
+     * another copy of the same version has the same bytes */
+    int rc = r->man && rf__rman_refused(r->man, k, s->url, msg, sizeof msg)
+                 ? -1
+                 : try_shard(r, s, may_start, &pin, &lock, msg, sizeof msg);
     if (rc == 1 && !matches_manifest(r, k, pin, msg, sizeof msg)) {
         rf__cache_unpin(pin);
         rc = -1;

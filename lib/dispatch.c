@@ -137,8 +137,11 @@ void rf__dispatch_job_done(void *ctx, rf_pool_job *pj)
     rf_dispatch *d = ctx;
     rf_job *j = rf__job_of(pj);
     rf_slot *s = j->slot; /* read before the job can be reused */
-    if (!atomic_exchange_explicit(&d->traced_done, 1, memory_order_relaxed))
-        RF_TRACE("first job done (decoded)");
+    /* the exchange only while tracing and not traced yet: no write to a
+     * line shared by every worker per job */
+    if (rf__trace_on() && !atomic_load_explicit(&d->traced_done, memory_order_relaxed) &&
+        !atomic_exchange_explicit(&d->traced_done, 1, memory_order_relaxed))
+        rf__trace("first job done (decoded)");
     if (d->src->remote) /* decoded (or dropped): its shard may be unpinned */
         rf__remote_done(d->src->remote, d->src, j->rd.sample);
     int last = rf__ring_sample_release(s);

@@ -74,7 +74,8 @@ typedef struct rf_dispatch {
     int64_t read_ns;       /* reader latency summed over samples since start */
     int traced_read;       /* the first read was traced (trace.h) */
     int warm;              /* a batch was complete (rf__remote_warm was called) */
-    _Atomic int traced_done; /* the first job's end was traced (any worker; exchange) */
+    _Atomic int traced_done; /* the first job's end was traced (any worker; relaxed load,
+                              * then exchange, only while tracing: trace.h) */
 } rf_dispatch;
 
 /* Wires the dispatcher and makes njobs jobs, all handed to the pool's free

@@ -137,6 +137,8 @@ static void parse(rman_folder *f)
  * small enough, then parse them. */
 static int fetch_all(rf_rman *m, rf_remote *r)
 {
+    if (m->nf == 0)
+        return 0; /* no folder: nothing to fetch (and calloc(0) may be NULL) */
     rf_fetch *fe = rf__remote_fetcher(r);
     rf_fetch_req *hq = calloc(m->nf, sizeof *hq), *gq = calloc(m->nf, sizeof *gq);
     if (!hq || !gq) {

@@ -5,7 +5,9 @@
  * At start, for each folder of the shard URLs that holds a shard without a
  * kept index: a HEAD of FOLDER/manifest.json (absent: 404 or 403, which S3
  * answers for a missing key without list rights; too large: over
- * RF__RMAN_MAX_BYTES), then a GET of exactly that size and validator into
+ * RF__RMAN_MAX_BYTES; or over RF__RMAN_TOTAL_BYTES with the folders' before
+ * it: they are all in memory at once, the folder then goes without one), then
+ * a GET of exactly that size and validator into
  * an anonymous memory file, mapped and parsed by rf__manifest_parse. All
  * folders' requests run in parallel on the fetcher, so a dataset in one
  * folder costs two round trips. A shard whose base name and HEAD size match
@@ -73,6 +75,7 @@ struct rf_rman {
     const rf_manifest_shard **entry; /* per shard, index time: its entry or NULL */
     rman_end *end;                   /* per shard */
     int64_t from_manifest;           /* index time; read by stats after it */
+    int64_t over_total;              /* index time: folders left without one (total cap) */
     _Atomic int64_t mismatched;      /* shards that failed the check: a count, relaxed */
 };
 
@@ -151,6 +154,7 @@ static int fetch_all(rf_rman *m, rf_remote *r)
             hq[i] = (rf_fetch_req){.op = RF__FETCH_HEAD, .url = m->f[i].url};
             rf__fetch_submit(fe, &hq[i]);
         }
+    uint64_t total = 0; /* the bytes of the manifests fetched, all in memory at once */
     for (uint32_t i = 0; i < m->nf; i++) {
         rman_folder *f = &m->f[i];
         if (!f->needed)
@@ -167,10 +171,18 @@ static int fetch_all(rf_rman *m, rf_remote *r)
             snprintf(f->note, sizeof f->note, "HEAD %s: %llu bytes, over the limit of %llu",
                      f->url, (unsigned long long)hq[i].size,
                      (unsigned long long)RF__RMAN_MAX_BYTES);
+        } else if (total + hq[i].size > RF__RMAN_TOTAL_BYTES) {
+            snprintf(f->note, sizeof f->note,
+                     "HEAD %s: %llu bytes, over the limit of %llu for all folders' manifests "
+                     "together",
+                     f->url, (unsigned long long)hq[i].size,
+                     (unsigned long long)RF__RMAN_TOTAL_BYTES);
+            m->over_total++;
         } else if ((f->fd = memfd_create("ringfeed-manifest", MFD_CLOEXEC)) < 0) {
             snprintf(f->note, sizeof f->note, "%s: no memory file for it", f->url);
         } else {
             f->size = hq[i].size;
+            total += f->size;
             snprintf(f->etag, sizeof f->etag, "%s", hq[i].etag);
             gq[i] = (rf_fetch_req){.op = RF__FETCH_GET,
                                    .url = f->url,
@@ -333,10 +345,12 @@ void rf__rman_stats(const rf_rman *m, rf_json *j)
         count[m->f[i].state]++;
     rf__json_fmt(j,
                  "{\"folders\": %u, \"found\": %lld, \"absent\": %lld, \"failed\": %lld, "
-                 "\"shards\": %lld, \"mismatched\": %lld, \"notes\": [",
+                 "\"shards\": %lld, \"mismatched\": %lld, \"over_total\": %lld, "
+                 "\"notes\": [",
                  m->nf, (long long)count[MF_FOUND], (long long)count[MF_ABSENT],
                  (long long)count[MF_FAILED], (long long)m->from_manifest,
-                 (long long)atomic_load_explicit(&m->mismatched, memory_order_relaxed));
+                 (long long)atomic_load_explicit(&m->mismatched, memory_order_relaxed),
+                 (long long)m->over_total);
     /* one line per folder (the first 16): what became of its manifest */
     for (uint32_t i = 0; i < m->nf && i < 16; i++) {
         const rman_folder *f = &m->f[i];

@@ -25,6 +25,10 @@
  * checked against this before anything is fetched or allocated (a
  * manifest of a million samples is some 100 MB). */
 #define RF__RMAN_MAX_BYTES ((uint64_t)256 << 20)
+/* The most bytes of all folders' manifests together (they are fetched and
+ * parsed at once): a folder whose manifest would go over goes without one
+ * (stats: over_total), its shards indexed as without a manifest. */
+#define RF__RMAN_TOTAL_BYTES ((uint64_t)256 << 20)
 
 typedef struct rf_rman rf_rman;
 

@@ -29,6 +29,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -42,6 +43,32 @@
 
 #include "ringfeed.h"
 #include "trace.h"
+
+/* DIR/.lock, exclusive, for this process's threads too: a flock belongs to
+ * the open file, which the threads of one loader share (the fetch thread's
+ * transfers, the indexer's rf__cache_put_index), so a second thread's flock
+ * would succeed while the first holds it; dir_mu makes them take turns.
+ * 0, or -1 (errno) with neither held. */
+static int dir_lock(rf_cache *c)
+{
+    pthread_mutex_lock(&c->dir_mu);
+    while (flock(c->lock_fd, LOCK_EX) != 0)
+        if (errno != EINTR) {
+            int e = errno;
+            pthread_mutex_unlock(&c->dir_mu);
+            errno = e;
+            return -1;
+        }
+    return 0;
+}
+
+static void dir_unlock(rf_cache *c)
+{
+    int e = errno; /* callers report an errno from under the lock */
+    flock(c->lock_fd, LOCK_UN);
+    pthread_mutex_unlock(&c->dir_mu);
+    errno = e;
+}
 
 /* Closes fd, ending first any flock it may hold (see above). */
 static void unlock_close(int fd)
@@ -69,6 +96,7 @@ int rf__cache_open(rf_cache *c, const char *dir, uint64_t limit, char *err, size
 {
     memset(c, 0, sizeof *c);
     c->dir_fd = c->lock_fd = c->starved_fd = -1;
+    pthread_mutex_init(&c->dir_mu, NULL);
     if (dir && strlen(dir) >= sizeof c->dir) {
         snprintf(err, errcap, "cache: the folder's path is too long");
         return RF_E_SOURCE;
@@ -303,12 +331,11 @@ static int measure(rf_cache *c, uint64_t *used_out, victim **v, size_t *nv)
 int64_t rf__cache_usage(rf_cache *c)
 {
     /* DIR/.lock: the listing removes stale transfer files (see above) */
-    while (flock(c->lock_fd, LOCK_EX) != 0)
-        if (errno != EINTR)
-            return RF_E_IO;
+    if (dir_lock(c) != 0)
+        return RF_E_IO;
     uint64_t used = 0;
     int rc = measure(c, &used, NULL, NULL);
-    flock(c->lock_fd, LOCK_UN);
+    dir_unlock(c);
     return rc == 0 ? (int64_t)used : RF_E_IO;
 }
 
@@ -352,13 +379,10 @@ static int make_room(rf_cache *c, uint64_t size)
  * unpinned). 0 or -1 (errno). */
 static int locked_rename(rf_cache *c, const char *from, const char *to, int share_fd)
 {
-    while (flock(c->lock_fd, LOCK_EX) != 0)
-        if (errno != EINTR)
-            return -1;
+    if (dir_lock(c) != 0)
+        return -1;
     int rc = share_fd >= 0 && flock(share_fd, LOCK_SH) != 0 ? -1 : rename(from, to);
-    int e = errno;
-    flock(c->lock_fd, LOCK_UN);
-    errno = e;
+    dir_unlock(c);
     return rc;
 }
 
@@ -372,11 +396,10 @@ static int reserve(rf_cache *c, const char *base, const char *suffix, uint64_t s
         return RF_E_LIMIT;
     }
     /* DIR/.lock: the count and the room taken change together */
-    while (flock(c->lock_fd, LOCK_EX) != 0)
-        if (errno != EINTR) {
-            snprintf(err, errcap, "cache: %.200s/.lock: %s", c->dir, strerror(errno));
-            return RF_E_IO;
-        }
+    if (dir_lock(c) != 0) {
+        snprintf(err, errcap, "cache: %.200s/.lock: %s", c->dir, strerror(errno));
+        return RF_E_IO;
+    }
     int rc = make_room(c, size);
     if (rc < 0) {
         snprintf(err, errcap, "cache: listing %.200s: %s (no room is granted unmeasured)", c->dir,
@@ -399,7 +422,7 @@ static int reserve(rf_cache *c, const char *base, const char *suffix, uint64_t s
             *fd = f;
         }
     }
-    flock(c->lock_fd, LOCK_UN);
+    dir_unlock(c);
     return rc;
 }
 

@@ -9,7 +9,9 @@
  * is a new name, and a stale copy is never read as the new one.
  *
  * Cross-process rules, all with flock(2), which holds per open file (so two
- * loaders of one process exclude each other as two processes do):
+ * loaders of one process exclude each other as two processes do; the
+ * threads of one loader share its open files, and take DIR/.lock in turn
+ * through a mutex beside it):
  *   - DIR/.lock, exclusive, is held while the folder is measured, files are
  *     evicted and a temporary file takes its room: the byte count and the
  *     room taken change together; and while a file is renamed (a listing
@@ -34,6 +36,7 @@
 #ifndef RF_CACHE_H
 #define RF_CACHE_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -45,6 +48,9 @@ typedef struct rf_cache {
     uint64_t limit;
     int dir_fd;                /* the folder, for *at() calls */
     int lock_fd;               /* DIR/.lock */
+    pthread_mutex_t dir_mu;    /* held with DIR/.lock's flock: this process's threads
+                                * share lock_fd's open file, which the flock alone
+                                * would let them all hold at once (cache.c) */
     int starved_fd;            /* DIR/.starved (rf__cache_starve) */
     _Atomic unsigned seq;      /* temporary file names: a counter, nothing to pair with */
     _Atomic int64_t evictions; /* shards this object evicted (stats; relaxed) */

@@ -86,7 +86,8 @@ def curl_transfer(url, dst):
     return float(out)
 
 
-def main():
+def parse_args():
+    """The options of this bench and of remote_manifest_bench.py."""
     p = argparse.ArgumentParser()
     p.add_argument("folder")
     p.add_argument("--rounds", type=int, default=5)
@@ -94,7 +95,11 @@ def main():
     p.add_argument("--size", type=int, default=224)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--parallel", type=int, default=4)
-    a = p.parse_args()
+    return p.parse_args()
+
+
+def main():
+    a = parse_args()
     names = sorted(os.path.basename(x) for x in glob.glob(os.path.join(a.folder, "train-*.tar")))
     if not names:
         sys.exit("no train-*.tar in %s" % a.folder)

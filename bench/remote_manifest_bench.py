@@ -23,7 +23,6 @@ Loader settings as in remote_bench.py (whose helpers this reuses):
 random_resized_crop SIZE, shuffle=True, shuffle_block=1, seed 1.
 """
 
-import argparse
 import glob
 import json
 import os
@@ -39,14 +38,7 @@ import rfservers  # noqa: E402
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("folder")
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--size", type=int, default=224)
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--parallel", type=int, default=4)
-    a = p.parse_args()
+    a = rb.parse_args()
     names = sorted(os.path.basename(x) for x in glob.glob(os.path.join(a.folder, "*.tar")))
     if not names or not os.path.exists(os.path.join(a.folder, "manifest.json")):
         sys.exit("%s: no shards and manifest.json (ringfeed-pack's OUT)" % a.folder)

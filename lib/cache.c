@@ -13,11 +13,25 @@
  * containers that share the folder never take each other's live transfers
  * for stale ones.
  *
- * A shard's transfer file is synced (fdatasync) before it is renamed to
- * BASE.tar, under DIR/.lock, already pinned by its writer: only complete
- * bytes that are on disk ever carry a shard's name, so a machine crash
- * cannot leave a torn BASE.tar, and no file needs a mark or a check for
- * one (nothing relies on mode bits, which some file systems do not keep).
+ * A complete shard takes its name BASE.tar (rename under DIR/.lock, already
+ * pinned by its writer) before it is synced, so that the loaders read it at
+ * once while fdatasync runs later (a 16 MB shard's sync took as long as its
+ * transfer on a local disk; its writer holds it off until its first batch:
+ * remote.c). Until its sync has returned, the file carries a mark: the
+ * extended attribute RF__CACHE_MARK, set when the file is made and holding
+ * the boot's id (/proc/sys/kernel/random/boot_id), removed only after the
+ * sync. Bytes that were complete when renamed can be lost only to a machine
+ * crash (or power loss), after which the machine has another boot id: so a
+ * marked file of this boot is whole (in the page cache, if not on disk yet)
+ * and is pinned as any other, whether its writer lives or not; one of
+ * another boot may be torn, is never pinned, and the next taker of
+ * BASE.lock removes it and fetches the shard again (rf__cache_drop_unsynced).
+ * Nobody ever waits for another's sync. The mark is on disk whenever the
+ * name is (it was set before the rename), and its removal follows the
+ * data. A sync that fails leaves a mark no boot has. Where the folder keeps
+ * no user attributes (the open probes one on a file of its own), or no boot
+ * id can be read, the shard is synced before it takes its name, as is
+ * always safe. A torn BASE.idx needs no mark: its reader checks every field.
  *
  * Locks are released with an explicit LOCK_UN before the close: a forked
  * child (a DataLoader worker) holds copies of the descriptors, and a flock
@@ -38,6 +52,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -92,6 +107,43 @@ static int mkdirs(const char *path)
     return mkdir(p, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
 
+/* 1 when a file in the folder keeps a user attribute as set and removed
+ * (see above), tried on a file of this call's own: nameless, or where the
+ * file system makes none, a hidden name (never counted, removed at once);
+ * 0 when not, or unknown. */
+static int probe_marks(int dir_fd)
+{
+    char name[64] = "", v[8];
+    int f = openat(dir_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
+    if (f < 0) {
+        static _Atomic unsigned probes; /* names: a counter, nothing to pair with */
+        snprintf(name, sizeof name, ".probe.%d.%u", (int)getpid(),
+                 atomic_fetch_add_explicit(&probes, 1, memory_order_relaxed));
+        if ((f = openat(dir_fd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) < 0)
+            return 0;
+    }
+    int ok = fsetxattr(f, RF__CACHE_MARK, "probe", 5, 0) == 0 &&
+             fgetxattr(f, RF__CACHE_MARK, v, sizeof v) == 5 && !memcmp(v, "probe", 5) &&
+             fremovexattr(f, RF__CACHE_MARK) == 0 && fgetxattr(f, RF__CACHE_MARK, v, sizeof v) < 0 &&
+             errno == ENODATA;
+    close(f);
+    if (name[0])
+        unlinkat(dir_fd, name, 0);
+    return ok;
+}
+
+/* This boot's id into c->boot: 0, or -1 when there is none to read. */
+static int read_boot(rf_cache *c)
+{
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+    if (!f)
+        return -1;
+    int ok = fgets(c->boot, sizeof c->boot, f) != NULL;
+    fclose(f);
+    c->boot[strcspn(c->boot, "\n")] = '\0';
+    return ok && strlen(c->boot) >= 16 ? 0 : -1;
+}
+
 int rf__cache_open(rf_cache *c, const char *dir, uint64_t limit, char *err, size_t errcap)
 {
     memset(c, 0, sizeof *c);
@@ -120,6 +172,7 @@ int rf__cache_open(rf_cache *c, const char *dir, uint64_t limit, char *err, size
         rf__cache_close(c);
         return RF_E_SOURCE;
     }
+    c->marks = read_boot(c) == 0 && probe_marks(c->dir_fd);
     c->limit = limit;
     if (limit == 0) {
         struct statvfs v;
@@ -158,13 +211,31 @@ static uint64_t fnv(uint64_t h, const char *s, size_t n)
 
 void rf__cache_base(const rf_cache *c, const char *url, uint64_t size, const char *etag, char *base)
 {
+    /* the folder's format in the name: a version that writes or reads the
+     * files another way never takes them for its own (see cache.h) */
     char v[64];
-    int vn = snprintf(v, sizeof v, "\n%llu\n", (unsigned long long)size);
+    int vn = snprintf(v, sizeof v, "\n%llu\n%s", (unsigned long long)size, RF__CACHE_FORMAT);
     uint64_t h1 = 0xcbf29ce484222325ULL, h2 = 0x6c62272e07bb0142ULL;
     h1 = fnv(fnv(fnv(h1, url, strlen(url)), v, (size_t)vn), etag, strlen(etag));
     h2 = fnv(fnv(fnv(h2, etag, strlen(etag)), v, (size_t)vn), url, strlen(url));
     snprintf(base, RF__CACHE_PATH, "%s/%016llx%016llx", c->dir, (unsigned long long)h1,
              (unsigned long long)h2);
+}
+
+enum { MARK_NONE = 0, MARK_THIS_BOOT = 1, MARK_SUSPECT = 2 };
+
+/* The mark on f (see above): none (synced, or a folder without marks),
+ * this boot's, or another's (or unreadable: suspect too). */
+static int mark_of(const rf_cache *c, int f)
+{
+    if (!c->marks)
+        return MARK_NONE;
+    char v[sizeof c->boot];
+    ssize_t n = fgetxattr(f, RF__CACHE_MARK, v, sizeof v - 1);
+    if (n < 0)
+        return errno == ENODATA ? MARK_NONE : MARK_SUSPECT;
+    v[n] = '\0';
+    return strcmp(v, c->boot) ? MARK_SUSPECT : MARK_THIS_BOOT;
 }
 
 int rf__cache_pin(rf_cache *c, const char *base, uint64_t size, int *fd)
@@ -178,8 +249,10 @@ int rf__cache_pin(rf_cache *c, const char *base, uint64_t size, int *fd)
     while (flock(f, LOCK_SH) != 0 && errno == EINTR)
         ;
     struct stat st;
-    if (fstat(f, &st) != 0 || st.st_nlink == 0 || (uint64_t)st.st_size != size) {
-        /* removed while we waited, or not this version's bytes */
+    if (fstat(f, &st) != 0 || st.st_nlink == 0 || (uint64_t)st.st_size != size ||
+        mark_of(c, f) == MARK_SUSPECT) {
+        /* removed while we waited, not this version's bytes, or not synced
+         * before a crash (see above) */
         rf__cache_unpin(f);
         return 0;
     }
@@ -192,6 +265,24 @@ void rf__cache_unpin(int fd)
 {
     if (fd >= 0)
         unlock_close(fd); /* also for a forked child's copy of fd (above) */
+}
+
+void rf__cache_drop_unsynced(rf_cache *c, const char *base)
+{
+    if (!c->marks)
+        return;
+    char p[RF__CACHE_PATH + 8];
+    snprintf(p, sizeof p, "%s.tar", base);
+    if (dir_lock(c) != 0)
+        return; /* left: the next taker of BASE.lock tries again */
+    int f = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    /* exclusive without waiting: nobody pins a suspect file */
+    if (f >= 0 && flock(f, LOCK_EX | LOCK_NB) == 0 && mark_of(c, f) == MARK_SUSPECT &&
+        unlink(p) == 0)
+        RF_TRACE("removed a shard left unsynced before a crash: %s", p);
+    if (f >= 0)
+        unlock_close(f);
+    dir_unlock(c);
 }
 
 int rf__cache_lock_fetch(rf_cache *c, const char *base, int *fd)
@@ -386,9 +477,28 @@ static int locked_rename(rf_cache *c, const char *from, const char *to, int shar
     return rc;
 }
 
-/* Room for size bytes and a temporary file "BASE.SUFFIX.PID.N" holding it. */
-static int reserve(rf_cache *c, const char *base, const char *suffix, uint64_t size, char *tmp,
-                   int *fd, char *err, size_t errcap)
+/* Marks a new shard file as not synced in this boot (see above): 0 or -1 (errno). */
+static int set_mark(const rf_cache *c, int fd)
+{
+    return fsetxattr(fd, RF__CACHE_MARK, c->boot, strlen(c->boot), 0);
+}
+
+/* The file's size and its disk blocks, taken now: a full disk fails here,
+ * before a byte is fetched, not in the middle of the transfer; where the
+ * file system cannot allocate ahead, the size alone. 0 or -1 (errno). */
+static int take_blocks(int fd, uint64_t size)
+{
+    if (size == 0)
+        return 0;
+    if (fallocate(fd, 0, 0, (off_t)size) == 0)
+        return 0;
+    return errno == EOPNOTSUPP || errno == ENOSYS ? ftruncate(fd, (off_t)size) : -1;
+}
+
+/* Room for size bytes and a temporary file "BASE.SUFFIX.PID.N" holding it,
+ * marked as not synced when mark is 1 and the folder keeps marks. */
+static int reserve(rf_cache *c, const char *base, const char *suffix, int mark, uint64_t size,
+                   char *tmp, int *fd, char *err, size_t errcap)
 {
     if (size > c->limit) {
         snprintf(err, errcap, "cache: %llu bytes do not fit cache_limit=%llu (%.200s)",
@@ -411,7 +521,8 @@ static int reserve(rf_cache *c, const char *base, const char *suffix, uint64_t s
         int f = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         /* locked before DIR/.lock is let go: no listing ever sees it unlocked
          * while it is written (see above) */
-        if (f < 0 || flock(f, LOCK_EX | LOCK_NB) != 0 || ftruncate(f, (off_t)size) != 0) {
+        if (f < 0 || flock(f, LOCK_EX | LOCK_NB) != 0 || (mark && set_mark(c, f) != 0) ||
+            take_blocks(f, size) != 0) {
             snprintf(err, errcap, "cache: %s: %s", tmp, strerror(errno));
             if (f >= 0) {
                 unlink(tmp); /* under our lock: no listing takes it for stale first */
@@ -429,7 +540,7 @@ static int reserve(rf_cache *c, const char *base, const char *suffix, uint64_t s
 int rf__cache_reserve(rf_cache *c, const char *base, uint64_t size, char *tmp, int *fd, char *err,
                       size_t errcap)
 {
-    return reserve(c, base, "tmp", size, tmp, fd, err, errcap);
+    return reserve(c, base, "tmp", c->marks, size, tmp, fd, err, errcap);
 }
 
 int rf__cache_commit(rf_cache *c, const char *tmp, const char *base, int fd, char *err,
@@ -437,15 +548,34 @@ int rf__cache_commit(rf_cache *c, const char *tmp, const char *base, int fd, cha
 {
     char p[RF__CACHE_PATH + 8];
     snprintf(p, sizeof p, "%s.tar", base);
-    /* on disk before it has its name (see above); pinned before it has its
-     * name: no evictor can take it in between */
-    if (fdatasync(fd) != 0 || locked_rename(c, tmp, p, fd) != 0) {
+    /* marked, or else on disk, before it has its name (see above); pinned
+     * before it has its name: no evictor can take it in between */
+    if ((!c->marks && fdatasync(fd) != 0) || locked_rename(c, tmp, p, fd) != 0) {
         snprintf(err, errcap, "cache: %s: %s", p, strerror(errno));
         rf__cache_abandon(c, tmp, fd);
         return RF_E_IO;
     }
-    RF_TRACE("synced and renamed: %s", p);
+    RF_TRACE("%s: %s", c->marks ? "renamed" : "synced and renamed", p);
     futimens(fd, NULL);
+    return 0;
+}
+
+int rf__cache_finish(rf_cache *c, int fd)
+{
+    if (!c->marks)
+        return 0;
+    /* the mark goes only after the data are on disk (see above); a failed
+     * sync leaves one that no boot has: nobody pins the file again, and the
+     * next taker of BASE.lock fetches the shard anew */
+    if (fdatasync(fd) != 0) {
+        int e = errno;
+        fsetxattr(fd, RF__CACHE_MARK, "sync failed", 11, 0);
+        errno = e;
+        return RF_E_IO;
+    }
+    if (fremovexattr(fd, RF__CACHE_MARK) != 0 && errno != ENODATA)
+        return RF_E_IO;
+    RF_TRACE("synced");
     return 0;
 }
 
@@ -460,7 +590,7 @@ int rf__cache_put_index(rf_cache *c, const char *base, const void *p, size_t n)
 {
     char tmp[RF__CACHE_PATH], dst[RF__CACHE_PATH + 8], err[600];
     int fd = -1;
-    int rc = reserve(c, base, "itmp", n, tmp, &fd, err, sizeof err);
+    int rc = reserve(c, base, "itmp", 0, n, tmp, &fd, err, sizeof err);
     if (rc != 1)
         return rc == RF_E_LIMIT ? 0 : rc;
     snprintf(dst, sizeof dst, "%s.idx", base);

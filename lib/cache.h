@@ -5,8 +5,11 @@
  * A shard version (URL, size, validator) owns the files BASE.tar (the
  * shard), BASE.idx (its index, see source_remote.c), BASE.lock (held while
  * one process fetches it) and BASE.tmp.PID.N (a transfer in progress), with
- * BASE = DIR/ + 32 hex digits of a hash of the version: a changed object
- * is a new name, and a stale copy is never read as the new one.
+ * BASE = DIR/ + 32 hex digits of a hash of the version and of the folder's
+ * format (RF__CACHE_FORMAT): a changed object is a new name, and a stale
+ * copy is never read as the new one; nor is a file of another format (the
+ * 0.4 versions renamed shards only once synced, and know no mark: they must
+ * not pin a file marked before a crash), though all share the folder's room.
  *
  * Cross-process rules, all with flock(2), which holds per open file (so two
  * loaders of one process exclude each other as two processes do; the
@@ -26,8 +29,11 @@
  *   - A transfer writes BASE.tmp.*, first sized to the whole shard (so it
  *     counts in full from the start), exclusively locked by its writer (a
  *     transfer file nobody holds is a crashed one's, removed when the room
- *     is counted); only a complete, size-checked file, synced to disk, is
- *     renamed to BASE.tar (atomic), already pinned by its writer.
+ *     is counted); only a complete, size-checked file is renamed to
+ *     BASE.tar (atomic), already pinned by its writer, and, where the folder
+ *     keeps user attributes, marked with the boot's id until it is synced
+ *     (cache.c: a file marked in another boot, i.e. before a crash, is never
+ *     pinned); elsewhere it is synced before the rename.
  * The folder's bytes (every file in it) stay under the limit: room is taken
  * before a transfer starts, by evicting unpinned shards, least recently
  * pinned first (BASE.tar's mtime is set at every pin). When pinned shards
@@ -42,6 +48,10 @@
 #include <stdint.h>
 
 #define RF__CACHE_PATH 4096
+/* Goes into every BASE (rf__cache_base): a new value when the files' meaning changes. */
+#define RF__CACHE_FORMAT "ringfeed-cache 2"
+/* The extended attribute on a shard not synced yet: the boot id of its writer (cache.c). */
+#define RF__CACHE_MARK "user.ringfeed.unsynced"
 
 typedef struct rf_cache {
     char dir[RF__CACHE_PATH - 128]; /* room left for a shard's file names */
@@ -52,6 +62,9 @@ typedef struct rf_cache {
                                 * share lock_fd's open file, which the flock alone
                                 * would let them all hold at once (cache.c) */
     int starved_fd;            /* DIR/.starved (rf__cache_starve) */
+    int marks;                 /* 1: the folder keeps user attributes, and a shard is
+                                * named before it is synced, marked (cache.c) */
+    char boot[40];             /* this boot's id, the mark's value (marks 1) */
     _Atomic unsigned seq;      /* temporary file names: a counter, nothing to pair with */
     _Atomic int64_t evictions; /* shards this object evicted (stats; relaxed) */
 } rf_cache;
@@ -67,14 +80,18 @@ void rf__cache_close(rf_cache *c);
 void rf__cache_base(const rf_cache *c, const char *url, uint64_t size, const char *etag,
                     char *base);
 
-/* Pins BASE.tar if it is there with size bytes: 1 and the pinned file in
- * *fd; 0 when absent; a negative RF_E_* on a system error. */
+/* Pins BASE.tar if it is there with size bytes (and not marked in another
+ * boot, cache.c): 1 and the pinned file in *fd; 0 when absent (or suspect);
+ * a negative RF_E_* on a system error. */
 int rf__cache_pin(rf_cache *c, const char *base, uint64_t size, int *fd);
 /* Ends a pin (closes fd). */
 void rf__cache_unpin(int fd);
 
 /* Takes BASE.lock without waiting: 1 (*fd holds it), 0 when another loader
  * holds it, or a negative RF_E_*. rf__cache_unpin releases it. */
+/* With BASE.lock held: removes BASE.tar if it was marked in another boot
+ * (cache.c: perhaps torn by a crash), unless it is pinned. */
+void rf__cache_drop_unsynced(rf_cache *c, const char *base);
 int rf__cache_lock_fetch(rf_cache *c, const char *base, int *fd);
 
 /* Room for size bytes: 1 with a temporary file of that size, open for
@@ -83,11 +100,17 @@ int rf__cache_lock_fetch(rf_cache *c, const char *base, int *fd);
  * another negative RF_E_* on a system error (reason in err). */
 int rf__cache_reserve(rf_cache *c, const char *base, uint64_t size, char *tmp, int *fd, char *err,
                       size_t errcap);
-/* The complete temporary file is synced to disk, then becomes BASE.tar,
- * pinned by fd. 0 or a negative RF_E_* (err; the temporary file is then
- * removed, fd closed). */
+/* The complete temporary file becomes BASE.tar, pinned by fd: marked (not
+ * synced yet) where the folder keeps marks, else synced first. 0 or a
+ * negative RF_E_* (err; the temporary file is then removed, fd closed). The
+ * caller may let BASE.lock go at once, and calls rf__cache_finish later. */
 int rf__cache_commit(rf_cache *c, const char *tmp, const char *base, int fd, char *err,
                      size_t errcap);
+/* After rf__cache_commit: syncs the shard (fd: its file, or a duplicate of
+ * it) and removes its mark. 0, or RF_E_IO with a mark no boot has (no
+ * later pin trusts the file; the next fetch replaces it). Nothing to do
+ * where the folder keeps no marks. */
+int rf__cache_finish(rf_cache *c, int fd);
 /* Removes the temporary file and closes fd. */
 void rf__cache_abandon(rf_cache *c, const char *tmp, int fd);
 

@@ -14,8 +14,10 @@
  * otherwise this loader takes the lock and room (evicting unpinned shards)
  * and starts the GET into a temporary file, which the completion checks
  * (size, validator: fetch.c; a shard indexed from manifest.json, its
- * headers: remote_manifest.c), syncs to disk and renames into place, pinned,
- * and announces (only complete, synced files ever carry a shard's name).
+ * headers: remote_manifest.c), renames into place, pinned, and announces
+ * (only complete files ever carry a shard's name); the sync to disk comes
+ * after (cache.c: the file is marked until then), and while the loader is
+ * cold, after its first batch.
  * A shard that finds no room stops the walk, so that room goes to shards in
  * the order they are needed. While no shard of the loader is ready, one
  * transfer runs at a time (the cold start's first batch waits for one shard
@@ -114,6 +116,7 @@ static void fork_child(void)
             close_copy(&r->sh[k].pin_fd);
             close_copy(&r->sh[k].lock_fd);
             close_copy(&r->sh[k].tmp_fd);
+            close_copy(&r->sh[k].sync_fd);
         }
         close_copy(&r->cache.dir_fd);
         close_copy(&r->cache.lock_fd);
@@ -187,6 +190,12 @@ void rf__remote_destroy(rf_remote *r)
         } else if (s->state == SH_FETCHING) {
             rf__cache_abandon(&r->cache, s->tmp, s->tmp_fd);
         }
+        if (forked) {
+            close_copy(&s->sync_fd);
+        } else if (s->sync_fd >= 0) { /* held while cold: the shard is whole, sync it */
+            rf__cache_finish(&r->cache, s->sync_fd);
+            close(s->sync_fd); /* a duplicate: the pin's lock is not its to end */
+        }
         rf__cache_unpin(s->pin_fd);
         rf__cache_unpin(s->lock_fd);
         if (s->req)
@@ -242,7 +251,7 @@ int rf__remote_add(rf_remote *r, const char *url, uint64_t size, const char *eta
     }
     rf_shard *s = &r->sh[r->nsh];
     memset(s, 0, sizeof *s);
-    s->pin_fd = s->lock_fd = s->tmp_fd = -1;
+    s->pin_fd = s->lock_fd = s->tmp_fd = s->sync_fd = -1;
     s->owner = r;
     s->size = size;
     snprintf(s->etag, sizeof s->etag, "%s", etag);

@@ -36,6 +36,8 @@ typedef struct rf_shard {
     int pin_fd;  /* READY: BASE.tar, shared-locked */
     int lock_fd; /* FETCHING: BASE.lock */
     int tmp_fd;  /* FETCHING: the temporary file */
+    int sync_fd; /* committed while the loader was cold: a duplicate of the
+                  * shard's file, synced (cache.c) once warm (remote_tick.c) */
     char *tmp;
     rf_fetch_req *req;
     char *err; /* FAILED */

@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -91,6 +92,8 @@ static int matches_manifest(rf_remote *r, uint32_t k, int fd, char *msg, size_t 
     return !r->man || rf__rman_check(r->man, k, fd, r->sh[k].url, r->sh[k].size, msg, cap) == 0;
 }
 
+static void finish(rf_remote *r, const char *url, int fd);
+
 /* A transfer ended (fetch thread): commit it, pinned, or fail the shard.
  * The transfer's descriptors are moved out of the shard under mu before
  * any of them is closed: fork_child (remote.c), under mu, closes what the
@@ -104,7 +107,7 @@ static void transfer_done(rf_fetch_req *req, void *ctx)
     s->lock_fd = s->tmp_fd = -1;
     pthread_mutex_unlock(&r->mu);
     char msg[1100];
-    int failed = req->rc != 0;
+    int failed = req->rc != 0, sync_fd = -1;
     if (failed) {
         snprintf(msg, sizeof msg, "%s", req->err);
         rf__cache_abandon(&r->cache, s->tmp, fd);
@@ -115,13 +118,51 @@ static void transfer_done(rf_fetch_req *req, void *ctx)
         char base[RF__CACHE_PATH];
         rf__cache_base(&r->cache, s->url, s->size, s->etag, base);
         failed = rf__cache_commit(&r->cache, s->tmp, base, fd, msg, sizeof msg) != 0;
+        /* the sync runs after the loader may read the shard (cache.c), on a
+         * duplicate: the pin's fd is the shard's once settled, and may be
+         * closed (and its number reused) meanwhile. A plain close ends the
+         * duplicate: the pin's lock stays with the open file. */
+        if (!failed && r->cache.marks)
+            sync_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     }
     RF_TRACE("shard %s: %s", failed ? "failed" : "in the cache", s->url);
     pthread_mutex_lock(&r->mu);
     settle(r, (uint32_t)(s - r->sh), failed ? -1 : fd, failed ? msg : NULL);
+    /* cold: the first batch is decoded without the sync's writes too (see
+     * remote.c); nobody waits for it (cache.c) */
+    int later = sync_fd >= 0 && r->cold;
+    if (later)
+        s->sync_fd = sync_fd;
     pthread_mutex_unlock(&r->mu);
     announce(r);
-    rf__cache_unpin(lk); /* BASE.tar is in place: others may find it without us */
+    rf__cache_unpin(lk); /* BASE.tar is in place: others may pin it without us */
+    if (!failed && !later && sync_fd >= 0)
+        finish(r, s->url, sync_fd);
+}
+
+/* Fetch thread: syncs a committed shard (cache.c) and closes fd, its duplicate. */
+static void finish(rf_remote *r, const char *url, int fd)
+{
+    if (rf__cache_finish(&r->cache, fd) != 0)
+        RF_TRACE("shard %s: not synced (%s): fetched anew after a crash", url, strerror(errno));
+    close(fd); /* plain: the pin's lock is not this duplicate's to end */
+}
+
+/* Fetch thread, under mu (dropped around the syncs): once the loader is
+ * warm, the syncs held while it was cold. */
+static void finish_held(rf_remote *r)
+{
+    for (uint32_t k = 0; k < r->nsh && !r->cold; k++) {
+        rf_shard *s = &r->sh[k];
+        int fd = s->sync_fd;
+        if (fd < 0)
+            continue;
+        s->sync_fd = -1; /* under mu before the close: see transfer_done */
+        const char *url = s->url; /* its own allocation: stays while r lives */
+        pthread_mutex_unlock(&r->mu);
+        finish(r, url, fd);
+        pthread_mutex_lock(&r->mu);
+    }
 }
 
 /* The backoff of the folder's listing while room is refused (see above):
@@ -157,8 +198,11 @@ static int try_shard(rf_remote *r, rf_shard *s, int may_start, int *pin, int *lo
                        : (snprintf(msg, cap, "cache: %.300s.lock (%.300s): cannot lock: %s", base,
                                    s->url, strerror(errno)),
                           -1);
-    /* the lock's holder may have finished just before we took it */
-    if ((rc = rf__cache_pin(&r->cache, base, s->size, pin)) != 0) {
+    /* the lock's holder may have finished just before we took it; a shard
+     * still marked now was left unsynced by a dead one (cache.c) */
+    if ((rc = rf__cache_pin(&r->cache, base, s->size, pin)) == 0)
+        rf__cache_drop_unsynced(&r->cache, base);
+    if (rc != 0) {
         int e = errno;
         rf__cache_unpin(lk);
         errno = e; /* for the message */
@@ -288,6 +332,7 @@ void rf__remote_tick(void *ctx)
         r->unpinned = 0;
         r->room_next_ns = 0;
     }
+    finish_held(r);
     want_head(r, &changed);
     /* While this loader has no shard ready, its first transfer runs alone:
      * sharing the link and the CPU with the next ones would delay the first

@@ -36,11 +36,13 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "cache.h"
 #include "ringfeed.h"
 #include "tarwrite.h"
 #include "testcheck.h"
@@ -201,6 +203,28 @@ static uint64_t folder_bytes(const char *dir)
     return total;
 }
 
+/* Shards of the cache folder still marked as not synced (cache.c): none
+ * once the loaders that fetched them are gone (synced after their first
+ * batch, or at the latest when destroyed). */
+static int marked_shards(const char *dir)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        char v[64];
+        if (len < 4 || strcmp(e->d_name + len - 4, ".tar"))
+            continue;
+        char p[4400];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        n += getxattr(p, RF__CACHE_MARK, v, sizeof v) >= 0;
+    }
+    closedir(d);
+    return n;
+}
+
 typedef struct run_opts {
     int64_t block;       /* RF_P_SHUFFLE_BLOCK */
     int world;           /* ranks, run at once, stepped batch by batch in turn */
@@ -288,6 +312,7 @@ static void same_as_local(const run_opts *o, const char *tag, int64_t *refetches
     print_message("%s: refetches %lld, releases %lld\n", tag, (long long)*refetches,
                   (long long)*releases);
     assert_true(folder_bytes(cache) <= 2 * g_shard_bytes + (uint64_t)o->limit_extra);
+    assert_int_equal(marked_shards(cache), 0);
 }
 
 static void test_http_shard_blocks_match_local(void **state)

@@ -105,11 +105,30 @@ typedef struct rf_fetch_totals {
 } rf_fetch_totals;
 void rf__fetch_totals(rf_fetch *f, rf_fetch_totals *t);
 
+/* ---- addressing and signing (fetch_s3.c) ---------------------------------- */
+
 /* AWS's URI encoding of s into dst: unreserved characters stay (and '/'
  * with keep_slash), the others become %XX. 0, or -1 when cap is short. */
 int rf__fetch_uri_encode(char *dst, size_t cap, const char *s, int keep_slash);
 
 /* 1 when the URL is remote (s3://, http://, https://). */
 int rf__fetch_is_url(const char *s);
+
+/* Where S3 requests go and their credentials (the environment's, above). */
+typedef struct rf_fetch_s3 {
+    char region[64], endpoint[512], key_id[256], secret[256], token[2048];
+} rf_fetch_s3;
+
+/* Fills c from the environment. */
+void rf__fetch_s3_env(rf_fetch_s3 *c);
+/* The http(s) URL that url (s3://, http://, https://) is asked at, with
+ * query (already encoded; NULL or "": none) after a '?'. 0, or -1 when it
+ * does not fit in cap or an s3:// URL has no bucket. */
+int rf__fetch_http_url(const rf_fetch_s3 *c, const char *url, const char *query, char *out,
+                       size_t cap);
+/* With libcurl: sets SigV4 signing on the easy handle for an s3:// url
+ * when c has credentials; returns the headers it needs (a curl_slist the
+ * caller passes as CURLOPT_HTTPHEADER and frees), or NULL. */
+void *rf__fetch_s3_sign(const rf_fetch_s3 *c, const char *url, void *easy);
 
 #endif

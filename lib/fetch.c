@@ -104,6 +104,25 @@ static const char *op_name(int op)
 
 /* ---- curl callbacks (fetch thread) ---------------------------------------- */
 
+/* Draws from r's budget what writing its file up to byte upto needs beyond
+ * what its tries drew already: 1, or 0 when too few bytes are left. */
+static int draw(rf_fetch_req *r, uint64_t upto)
+{
+    if (!r->budget || upto <= r->drawn)
+        return 1;
+    uint64_t need = upto - r->drawn;
+    /* relaxed: the budget is a count shared with the other GETs' draws (and
+     * the owner's returns); it orders no other memory */
+    uint64_t left = atomic_load_explicit(r->budget, memory_order_relaxed);
+    do {
+        if (need > left)
+            return 0;
+    } while (!atomic_compare_exchange_weak_explicit(r->budget, &left, left - need,
+                                                    memory_order_relaxed, memory_order_relaxed));
+    r->drawn = upto;
+    return 1;
+}
+
 static void trim(char *v)
 {
     size_t n = strlen(v);
@@ -148,6 +167,13 @@ static size_t on_header(char *p, size_t sz, size_t nmemb, void *ud)
             r->changed = 1;
             return 0; /* abort: CURLE_WRITE_ERROR */
         }
+        /* a capped GET: no byte of a body that cannot fit (see fetch.h) */
+        if (r->have_size && r->max_size && r->hdr_size > r->max_size)
+            r->over = RF__FETCH_OVER_MAX;
+        else if (r->have_size && !draw(r, r->hdr_size))
+            r->over = RF__FETCH_OVER_BUDGET;
+        if (r->over)
+            return 0;
     }
     return n;
 }
@@ -185,6 +211,12 @@ static size_t on_body(char *p, size_t sz, size_t nmemb, void *ud)
         r->changed = 1; /* longer than its Content-Length said: never from a sane server */
         return 0;
     }
+    if (r->max_size && r->size + n > r->max_size)
+        r->over = RF__FETCH_OVER_MAX;
+    else if (!draw(r, r->size + n))
+        r->over = RF__FETCH_OVER_BUDGET;
+    if (r->over)
+        return 0;
     size_t done = 0;
     while (done < n) {
         ssize_t w = pwrite(r->fd, p + done, n - done, (off_t)(r->size + done));
@@ -222,7 +254,7 @@ static int start_try(rf_fetch *f, rf_fetch_req *r)
     }
     r->http = 0;
     r->reason[0] = r->etag[0] = '\0';
-    r->have_size = r->changed = 0;
+    r->have_size = r->changed = r->over = 0;
     r->hdr_size = r->size = r->kicked = 0;
     r->errlen = 0;
     r->body_len = 0;
@@ -332,6 +364,21 @@ static void try_ended(rf_fetch *f, rf_fetch_req *r, CURLcode res)
         snprintf(why, sizeof why, "short body (%llu of %llu bytes)", (unsigned long long)r->size,
                  (unsigned long long)r->want_size);
         retry = 1;
+    } else if (r->over) {
+        char got[80] = "more arrived";
+        if (r->have_size)
+            snprintf(got, sizeof got, "Content-Length %llu", (unsigned long long)r->hdr_size);
+        if (r->over == RF__FETCH_OVER_MAX)
+            snprintf(r->err, sizeof r->err, "fetch: %s %s: over the limit of %llu bytes (%s)",
+                     op_name(r->op), r->url, (unsigned long long)r->max_size, got);
+        else
+            snprintf(r->err, sizeof r->err,
+                     "fetch: %s %s: over the bytes left of a limit shared with other requests "
+                     "(%s; %llu drawn by this one)",
+                     op_name(r->op), r->url, got, (unsigned long long)r->drawn);
+        r->rc = RF_E_SOURCE;
+        finish(f, r);
+        return;
     } else if (r->changed) {
         snprintf(r->err, sizeof r->err,
                  "fetch: %s %s: the object changed since it was indexed (size %llu, validator "
@@ -527,6 +574,8 @@ void rf__fetch_submit(rf_fetch *f, rf_fetch_req *req)
 {
     req->rc = 0;
     req->tries = 0;
+    req->over = 0;
+    req->drawn = 0;
     req->finished = 0;
     req->next = NULL;
     req->easy = req->hdrs = NULL;

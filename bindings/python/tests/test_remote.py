@@ -3,7 +3,8 @@
 http.server, and a fault-injecting proxy (rfproxy.py).
 
 What is checked: the same batches (bytes and labels) as the same shards on
-local disk, through brace patterns, globs (S3 listings) and plain HTTP;
+local disk, through brace patterns, globs (S3 listings, also of keys with
+characters XML or URLs must encode) and plain HTTP;
 errors that name the URL and the HTTP status (403, 404, an object replaced
 under a running loader); a cache limit below the dataset's size (every
 sample once per rank split, the folder never over its limit), also with
@@ -139,6 +140,38 @@ def test_s3_errors_name_the_url_and_status(aws_env, monkeypatch, tmp_path):
         _epoch("s3://data/ds/missing.tar", cache_dir=str(tmp_path / "c"))
     with pytest.raises(ringfeed.RingfeedError, match="matches no objects"):
         _epoch("s3://data/ds/none-*.tar", cache_dir=str(tmp_path / "c"))
+
+
+# keys XML cannot carry as they are, or that URL encoding must get right:
+# a space, '&', '+', '<', a non-ASCII letter, a carriage return and U+001F
+ODD_KEYS = ["odd/a b.tar", "odd/x&y.tar", "odd/p+q.tar", "odd/caf\u00e9 <1>.tar",
+            "odd/cr\r.tar", "odd/us\x1f.tar"]
+
+
+def test_s3_glob_lists_keys_with_odd_characters(shards, s3, aws_env, tmp_path, monkeypatch):
+    """A glob lists exactly the keys that match, whatever their characters
+    (the listing asks for them URL-encoded), and each shard then reads as the
+    same file on local disk (its HEAD and GET signed for such a key)."""
+    for i, key in enumerate(ODD_KEYS):
+        s3.client.upload_file(shards[1][i % NSHARDS], "data", key)
+    s3.client.put_object(Bucket="data", Key="odd/not a shard.txt", Body=b"x")
+    want = sorted(ODD_KEYS, key=lambda k: k.encode())  # byte order, as the loader sorts
+    local = [shards[1][ODD_KEYS.index(k) % NSHARDS] for k in want]
+    with rfservers.fault_proxy(s3.endpoint, tmp_path / "log") as px:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", px.url)
+        with ringfeed.Loader("s3://data/odd/*.tar", cache_dir=str(tmp_path / "c"),
+                             shuffle=False, **OPTS) as ld:
+            urls = []
+            for i in range(ld.num_samples):
+                u = ld.sample_path(i).rsplit(":", 1)[0]
+                if not urls or urls[-1] != u:
+                    urls.append(u)
+        got = _epoch("s3://data/odd/*.tar", cache_dir=str(tmp_path / "c"), shuffle=True,
+                     seed=2)[0]
+        lists = [p for m, p, _ in px.requests() if m == "GET" and "list-type" in p]
+    assert urls == ["s3://data/" + k for k in want]
+    assert got == _epoch(local, shuffle=True, seed=2)[0]
+    assert lists and all("encoding-type=url&list-type=2&prefix=odd%2F" in p for p in lists), lists
 
 
 def test_cache_limit_below_the_dataset(shards, aws_env, tmp_path):

@@ -99,7 +99,7 @@ def test_cold_index_from_the_manifest_matches_local(packed, proxied, tmp_path):
     # the listing (a glob), the shards' HEADs, the manifest's one GET (no
     # HEAD before it), and only then the shards, each once
     log = [(m_, p) for m_, p, _ in proxied.requests()]
-    assert log[0] == ("GET", "/data/?list-type=2&prefix=with%2Fshard-"), log
+    assert log[0] == ("GET", "/data/?encoding-type=url&list-type=2&prefix=with%2Fshard-"), log
     assert sorted(log[1:5]) == [("HEAD", "/data/with/" + n) for n in names], log
     assert log[5] == ("GET", "/data/with/manifest.json"), log
     assert sorted(log[6:]) == [("GET", "/data/with/" + n) for n in names], log

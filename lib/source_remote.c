@@ -132,9 +132,36 @@ static int take(const char *p, size_t len, size_t *at, void *out, size_t n)
     return 0;
 }
 
+/* 1 when sample j, as a kept index gave it, lies inside its shard (size
+ * bytes) the way a walk places it: its image within the shard (no wrap),
+ * and with extras its span within the shard, the image within the span and
+ * each extra within the span (one absent: length RF_SOURCE_ABSENT, place
+ * 0); its label one a walk gives. The index is a file anyone could have
+ * written: nothing it says may make a read leave the shard or a slice
+ * leave the bytes of its read. */
+static int sample_sane(const rf_source *s, int64_t j, uint64_t size)
+{
+    uint64_t off = s->data_off[j], len = s->data_len[j];
+    if (off > size || len > size - off || s->labels[j] < -1)
+        return 0;
+    if (s->nextras == 0)
+        return 1;
+    uint64_t so = s->span_off[j], sl = s->span_len[j];
+    if (so > size || sl > size - so || off < so || off - so > sl || len > sl - (off - so))
+        return 0;
+    for (int e = 0; e < s->nextras; e++) {
+        size_t at = (size_t)j * (size_t)s->nextras + (size_t)e;
+        uint64_t rel = s->ext_rel[at], el = s->ext_len[at];
+        if (el == RF_SOURCE_ABSENT ? rel != 0 : rel > sl || el > sl - rel)
+            return 0;
+    }
+    return 1;
+}
+
 /* Appends shard k's samples from its kept index: 1 done, 0 no usable index
  * (absent, another version or options, damaged: the shard is walked), or
- * RF_E_NOMEM. */
+ * RF_E_NOMEM. The file is checked as untrusted input (sample_sane, a
+ * count its bytes can hold, no byte left over). */
 static int load_index(rf_remote *r, uint32_t k, rf_source *s, const char *url, uint64_t size,
                       const char *etag, const char *okey, int64_t *maxlabel)
 {
@@ -152,7 +179,14 @@ static int load_index(rf_remote *r, uint32_t k, rf_source *s, const char *url, u
     int ok = !want.oom && len >= at && !memcmp(p, want.p, at) &&
              take(p, len, &at, &n, sizeof n) == 0;
     free(want.p);
-    int64_t before = s->n;
+    /* a sample takes this many bytes at least: a count the file cannot
+     * hold is damage, found before any room is reserved for it */
+    size_t least = 1 + sizeof *s->labels + sizeof *s->data_off + sizeof *s->data_len;
+    if (s->nextras > 0)
+        least += sizeof *s->span_off + sizeof *s->span_len +
+                 (size_t)s->nextras * (sizeof *s->ext_rel + sizeof *s->ext_len);
+    ok = ok && n <= (len - at) / least;
+    int64_t before = s->n, maxl = *maxlabel; /* the labels count once the whole file does */
     int rc = 0;
     for (uint64_t i = 0; ok && rc == 0 && i < n; i++) {
         const char *name = p + at;
@@ -172,24 +206,24 @@ static int load_index(rf_remote *r, uint32_t k, rf_source *s, const char *url, u
                  take(p, len, &at, &s->ext_rel[at2], ne * sizeof *s->ext_rel) == 0 &&
                  take(p, len, &at, &s->ext_len[at2], ne * sizeof *s->ext_len) == 0;
         }
-        if (!ok || s->data_off[j] > size || s->data_len[j] > size - s->data_off[j] ||
-            s->labels[j] < -1) /* out of the shard (no wrap), or a label no walk gives */
+        if (!ok || !sample_sane(s, j, size))
             break;
         if ((rc = rf__source_put(s, name, nl, &noff)) != 0)
             break;
         s->path_off[j] = noff;
         s->shard[j] = k;
-        if (s->labels[j] > *maxlabel)
-            *maxlabel = s->labels[j];
+        if (s->labels[j] > maxl)
+            maxl = s->labels[j];
         s->n++;
     }
     free(vp);
     if (rc != 0)
         return rc;
-    if (!ok || s->n - before != (int64_t)n) {
+    if (!ok || s->n - before != (int64_t)n || at != len) {
         s->n = before; /* damaged: walk the shard instead */
         return 0;
     }
+    *maxlabel = maxl;
     return 1;
 }
 

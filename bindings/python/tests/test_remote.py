@@ -10,12 +10,14 @@ under a running loader); a cache limit below the dataset's size (every
 sample once per rank split, the folder never over its limit), also with
 both ranks running at once on one folder, under shuffle_block and under the
 global shuffle (which completes, refetching); two processes
-sharing one cache (one GET per shard); and an epoch through a proxy that
-fails or stalls 10% of the requests (every sample exactly once).
+sharing one cache (one GET per shard); an epoch through a proxy that
+fails or stalls 10% of the requests (every sample exactly once); and a kept
+index whose extras fields are damaged, which is not used (the shard walked).
 """
 
 import io
 import os
+import struct
 import tarfile
 import threading
 import time
@@ -172,6 +174,95 @@ def test_s3_glob_lists_keys_with_odd_characters(shards, s3, aws_env, tmp_path, m
     assert urls == ["s3://data/" + k for k in want]
     assert got == _epoch(local, shuffle=True, seed=2)[0]
     assert lists and all("encoding-type=url&list-type=2&prefix=odd%2F" in p for p in lists), lists
+
+
+def _shard_with_extras(path, s, tmp):
+    """Samples with jpg, cls and (all but every third) txt members."""
+    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tf:
+        for i in range(PER_SHARD):
+            jp = os.path.join(tmp, "x.jpg")
+            rfhelpers.write_jpeg(jp, 40, 32, seed=7000 + s * 100 + i)
+            tf.add(jp, arcname="e%02d/k%03d.jpg" % (s, i))
+            for ext, data in (("cls", b"%d" % (i % 3)), ("txt", b"caption %d.%d" % (s, i) * 3)):
+                if ext == "txt" and i % 3 == 2:
+                    continue
+                info = tarfile.TarInfo("e%02d/k%03d.%s" % (s, i, ext))
+                info.size = len(data)
+                tf.addfile(info, io.BytesIO(data))
+    os.remove(os.path.join(tmp, "x.jpg"))
+
+
+def _with_extras(src, **kw):
+    """[(digest, extras, indices)] of one unshuffled epoch with txt extras."""
+    with ringfeed.Loader(src, shuffle=False, extras=("txt",), **dict(OPTS, **kw)) as ld:
+        return [(rfhelpers.batch_digest(x, l), e, i.tolist())
+                for x, l, e, i in ld.iter_with_indices()]
+
+
+def _idx_places(blob):
+    """Where the first sample's fields are in a kept index (BASE.idx, see
+    source_remote.c keep_index; one extra): the shard's size, and offsets."""
+    at = blob.index(b"\n") + 1                # magic
+    at = blob.index(b"\0", at) + 1            # URL
+    size = struct.unpack_from("<Q", blob, at)[0]
+    at = blob.index(b"\0", at + 8) + 1        # validator
+    at = blob.index(b"\0", at) + 1            # member options
+    places = {"count": at}
+    at = blob.index(b"\0", at + 8) + 1        # the first sample's name
+    for name, width in (("label", 8), ("data_off", 8), ("data_len", 4), ("span_off", 8),
+                        ("span_len", 4), ("ext_rel", 4), ("ext_len", 4)):
+        places[name] = at
+        at += width
+    return size, places
+
+
+def test_damaged_kept_index_extras_walk_the_shard(tmp_path):
+    """A kept index whose extras fields are out of bounds (the span outside
+    the shard or wrapping, the image or an extra outside the span, a count
+    the file cannot hold) is not used: the shard is walked, the samples and
+    their extras are those of the local shards, and the index is kept anew."""
+    d = tmp_path / "x"
+    d.mkdir()
+    for s in range(3):
+        _shard_with_extras(str(d / ("x-%04d.tar" % s)), s, str(d))
+    local = _with_extras(str(d / "x-{0000..0002}.tar"))
+    assert any(e for _, ex, _ in local for e in ex) and any(not e for _, ex, _ in local for e in ex)
+    cache = tmp_path / "c"
+    with rfservers.http_files(str(d)) as url:
+        src = url + "/x-{0000..0002}.tar"
+        assert _with_extras(src, cache_dir=str(cache)) == local
+        kept = {p: p.read_bytes() for p in cache.glob("*.idx")}
+        assert len(kept) == 3
+
+        def damaged(blob, field, value_of):
+            size, at = _idx_places(blob)
+            fmt = {"count": "<Q", "data_off": "<Q", "span_off": "<Q"}.get(field, "<I")
+            v = struct.unpack_from(fmt, blob, at[field])[0]
+            b = bytearray(blob)
+            struct.pack_into(fmt, b, at[field], value_of(v, size, blob, at))
+            return bytes(b)
+
+        def u32(blob, at, name):
+            return struct.unpack_from("<I", blob, at[name])[0]
+
+        cases = {
+            "span past the shard": ("span_off", lambda v, size, b, at: size - 1),
+            "span wraps": ("span_off", lambda v, size, b, at: 2 ** 64 - 16),
+            "span too long": ("span_len", lambda v, size, b, at: 2 ** 32 - 2),
+            "image before the span": ("span_off", lambda v, size, b, at: v + 1),
+            "extra past the span": ("ext_rel", lambda v, size, b, at: u32(b, at, "span_len")),
+            "extra too long": ("ext_len",
+                               lambda v, size, b, at: u32(b, at, "span_len") - v + 1),
+            "extra's place wraps": ("ext_rel", lambda v, size, b, at: 2 ** 32 - 1 - 1),
+            "absent extra placed": ("ext_len", lambda v, size, b, at: 2 ** 32 - 1),
+            "count too large": ("count", lambda v, size, b, at: 2 ** 40),
+        }
+        for why, (field, value_of) in cases.items():
+            for p, blob in kept.items():
+                p.write_bytes(damaged(blob, field, value_of))
+            assert _with_extras(src, cache_dir=str(cache)) == local, why
+            for p, blob in kept.items():  # walked, and its index kept again
+                assert p.read_bytes() == blob, why
 
 
 def test_cache_limit_below_the_dataset(shards, aws_env, tmp_path):

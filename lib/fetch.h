@@ -32,7 +32,9 @@
  * AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION (or
  * AWS_DEFAULT_REGION; default us-east-1), AWS_ENDPOINT_URL_S3 or
  * AWS_ENDPOINT_URL (path-style requests there; else virtual-host requests to
- * https://BUCKET.s3.REGION.amazonaws.com).
+ * https://BUCKET.s3.REGION.amazonaws.com, or path-style ones to
+ * https://s3.REGION.amazonaws.com/BUCKET for a bucket name with dots or
+ * other characters a host name label cannot hold: fetch_s3.c).
  */
 #ifndef RF_FETCH_H
 #define RF_FETCH_H

@@ -3,8 +3,14 @@
  * signed (see fetch.h), apart from the fetch thread's loop (fetch.c).
  *
  * s3://BUCKET/KEY becomes ENDPOINT/BUCKET/KEY (path style, with
- * AWS_ENDPOINT_URL) or https://BUCKET.s3.REGION.amazonaws.com/KEY, the key
- * URI-encoded as SigV4 wants it ('/' kept). Requests are signed by libcurl
+ * AWS_ENDPOINT_URL) or, on AWS, https://BUCKET.s3.REGION.amazonaws.com/KEY
+ * (virtual host) - except for a bucket whose name is not one DNS label of
+ * lowercase letters, digits and '-': a name with dots would make a host
+ * name that AWS's certificate for *.s3.REGION.amazonaws.com does not match
+ * (the wildcard covers one label), and older names with capitals or '_'
+ * make no valid host name at all, so those go path style to
+ * https://s3.REGION.amazonaws.com/BUCKET/KEY. The key is URI-encoded as
+ * SigV4 wants it ('/' kept). Requests are signed by libcurl
  * (CURLOPT_AWS_SIGV4, "aws:amz:REGION:s3") when credentials are set; a
  * session token travels as x-amz-security-token (signed with it).
  *
@@ -75,8 +81,11 @@ int rf__fetch_http_url(const rf_fetch_s3 *c, const char *url, const char *query,
         while (el > 0 && c->endpoint[el - 1] == '/')
             el--;
         n = snprintf(out, cap, "%.*s/%.*s/%s", (int)el, c->endpoint, (int)blen, b, key);
-    } else {
+    } else if (strspn(b, "abcdefghijklmnopqrstuvwxyz0123456789-") >= blen) {
         n = snprintf(out, cap, "https://%.*s.s3.%s.amazonaws.com/%s", (int)blen, b, c->region,
+                     key);
+    } else { /* not a host name label (see above) */
+        n = snprintf(out, cap, "https://s3.%s.amazonaws.com/%.*s/%s", c->region, (int)blen, b,
                      key);
     }
     if (n >= 0 && (size_t)n < cap && q)

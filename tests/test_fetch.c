@@ -11,10 +11,13 @@
  * so, never more than the cap written otherwise) with a message naming the
  * method, the URL and the limit; GETs sharing a budget fail, once it is
  * spent, each with `over` saying so, and never write more than it
- * together; a 404 is no cap's failure. Skipped without libcurl.
+ * together; a 404 is no cap's failure. Not run without libcurl.
  *
  * The http(s) URL an s3:// URL is asked at (rf__fetch_http_url): plain
- * string work, checked with and without libcurl.
+ * string work, checked with and without libcurl: on AWS a bucket that is
+ * one DNS label is its own host (virtual host), one with dots (or capitals,
+ * '_') goes path style to https://s3.REGION.amazonaws.com/BUCKET/KEY; with
+ * an endpoint, path style for every bucket.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -310,18 +313,70 @@ static void test_missing_is_not_a_cap(void **state)
     rf__fetch_destroy(f, 0);
 }
 
+/* ---- the URL an s3:// URL is asked at -------------------------------------------- */
+
+static void expect_url(const rf_fetch_s3 *c, const char *url, const char *query, const char *want)
+{
+    char out[1024];
+    if (rf__fetch_http_url(c, url, query, out, sizeof out) != 0)
+        fail_msg("%s: no URL", url);
+    if (strcmp(out, want))
+        fail_msg("%s: %s, not %s", url, out, want);
+}
+
+static void test_aws_urls(void **state)
+{
+    (void)state;
+    rf_fetch_s3 c = {.region = "eu-west-1"};
+    /* a bucket that is one DNS label: its own host name */
+    expect_url(&c, "s3://my-bucket-2/a/b c+d.tar", NULL,
+               "https://my-bucket-2.s3.eu-west-1.amazonaws.com/a/b%20c%2Bd.tar");
+    expect_url(&c, "s3://my-bucket-2", "list-type=2&prefix=a%2F",
+               "https://my-bucket-2.s3.eu-west-1.amazonaws.com/?list-type=2&prefix=a%2F");
+    /* dots (which *.s3.eu-west-1.amazonaws.com's certificate would not
+     * match), capitals or '_': path style on the regional host */
+    expect_url(&c, "s3://my.data.bucket/train/x-0000.tar", NULL,
+               "https://s3.eu-west-1.amazonaws.com/my.data.bucket/train/x-0000.tar");
+    expect_url(&c, "s3://my.data.bucket", "encoding-type=url&list-type=2&prefix=",
+               "https://s3.eu-west-1.amazonaws.com/my.data.bucket/"
+               "?encoding-type=url&list-type=2&prefix=");
+    expect_url(&c, "s3://Old_Bucket/k", NULL, "https://s3.eu-west-1.amazonaws.com/Old_Bucket/k");
+}
+
+static void test_endpoint_and_http_urls(void **state)
+{
+    (void)state;
+    rf_fetch_s3 c = {.region = "us-east-1", .endpoint = "http://127.0.0.1:9000//"};
+    /* an endpoint: path style for every bucket, as before */
+    expect_url(&c, "s3://my.data.bucket/k/\r.tar", NULL,
+               "http://127.0.0.1:9000/my.data.bucket/k/%0D.tar");
+    expect_url(&c, "s3://data", "list-type=2", "http://127.0.0.1:9000/data/?list-type=2");
+    expect_url(&c, "https://host.example/a b.tar", NULL, "https://host.example/a b.tar");
+    expect_url(&c, "http://host/x", "q=1", "http://host/x?q=1");
+    char out[64];
+    assert_int_equal(rf__fetch_http_url(&c, "s3:///k", NULL, out, sizeof out), -1);
+    assert_int_equal(rf__fetch_http_url(&c, "s3://data/a-key-too-long-for-a-buffer-of-64-bytes",
+                                        NULL, out, sizeof out),
+                     -1);
+}
+
 int main(void)
 {
+    const struct CMUnitTest urls[] = {
+        cmocka_unit_test(test_aws_urls),
+        cmocka_unit_test(test_endpoint_and_http_urls),
+    };
+    int rc = cmocka_run_group_tests_name("urls", urls, NULL, NULL);
 #ifndef RF_HAVE_CURL
-    print_message("[  SKIPPED ] test_fetch: built without libcurl (RF_WITH_CURL)\n");
-    return 77;
+    print_message("[  SKIPPED ] test_fetch: the GETs, built without libcurl (RF_WITH_CURL)\n");
+    return rc;
 #else
-    const struct CMUnitTest tests[] = {
+    const struct CMUnitTest gets[] = {
         cmocka_unit_test(test_get_at_max_size_arrives_whole),
         cmocka_unit_test(test_get_over_max_size_fails_at_once),
         cmocka_unit_test(test_shared_budget_caps_the_total),
         cmocka_unit_test(test_missing_is_not_a_cap),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return rc | cmocka_run_group_tests_name("gets", gets, setup, teardown);
 #endif
 }

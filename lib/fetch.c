@@ -20,10 +20,7 @@
  * every WRITEBACK_BYTES with sync_file_range), so that the sync before the
  * rename (cache.c) waits for little more than the last part.
  *
- * s3://BUCKET/KEY becomes ENDPOINT/BUCKET/KEY (path style, with
- * AWS_ENDPOINT_URL) or https://BUCKET.s3.REGION.amazonaws.com/KEY, signed
- * by libcurl (CURLOPT_AWS_SIGV4, "aws:amz:REGION:s3") when credentials are
- * set; a session token travels as x-amz-security-token (signed with it).
+ * Where a URL is asked for and how an S3 request is signed: fetch_s3.c.
  */
 #define _GNU_SOURCE
 #include "fetch.h"
@@ -40,29 +37,6 @@
 #include "clock.h"
 #include "ringfeed.h"
 #include "trace.h"
-
-int rf__fetch_is_url(const char *s)
-{
-    return !strncmp(s, "s3://", 5) || !strncmp(s, "http://", 7) || !strncmp(s, "https://", 8);
-}
-
-int rf__fetch_uri_encode(char *dst, size_t cap, const char *s, int keep_slash)
-{
-    size_t n = 0;
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        int keep = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                   c == '-' || c == '_' || c == '.' || c == '~' || (c == '/' && keep_slash);
-        if (n + 4 > cap)
-            return -1;
-        n += keep ? (size_t)snprintf(dst + n, cap - n, "%c", c)
-                  : (size_t)snprintf(dst + n, cap - n, "%%%02X", c);
-    }
-    if (n >= cap)
-        return -1;
-    dst[n] = '\0';
-    return 0;
-}
 
 #ifndef RF_HAVE_CURL
 
@@ -94,7 +68,7 @@ struct rf_fetch {
     pthread_t thread;
     int running; /* (mu) the thread was started (by the first submit) */
     pid_t pid;
-    char region[64], endpoint[512], key_id[256], secret[256], token[2048];
+    rf_fetch_s3 s3; /* where and how S3 requests go (fetch_s3.c); read-only after create */
     /* set once at create by rf__fetch_set_tick, before any submit starts the
      * thread (pthread_create orders them before its reads); then read-only */
     rf_fetch_tick_fn *tick;
@@ -118,41 +92,6 @@ struct rf_fetch {
     _Atomic int64_t requests, retries, bytes;
 };
 
-static void env_copy(char *dst, size_t cap, const char *a, const char *b, const char *def)
-{
-    const char *v = getenv(a);
-    if ((!v || !*v) && b)
-        v = getenv(b);
-    snprintf(dst, cap, "%s", v && *v ? v : def);
-}
-
-/* The HTTP URL of req->url (+ query). */
-static int http_url(rf_fetch *f, const rf_fetch_req *req, char *out, size_t cap)
-{
-    const char *q = req->query && *req->query ? req->query : NULL;
-    if (strncmp(req->url, "s3://", 5) != 0)
-        return snprintf(out, cap, "%s%s%s", req->url, q ? "?" : "", q ? q : "") < (int)cap ? 0
-                                                                                           : -1;
-    const char *b = req->url + 5, *slash = strchr(b, '/');
-    size_t blen = slash ? (size_t)(slash - b) : strlen(b);
-    char key[4096];
-    if (blen == 0 || rf__fetch_uri_encode(key, sizeof key, slash ? slash + 1 : "", 1) != 0)
-        return -1;
-    int n;
-    if (f->endpoint[0]) {
-        size_t el = strlen(f->endpoint);
-        while (el > 0 && f->endpoint[el - 1] == '/')
-            el--;
-        n = snprintf(out, cap, "%.*s/%.*s/%s", (int)el, f->endpoint, (int)blen, b, key);
-    } else {
-        n = snprintf(out, cap, "https://%.*s.s3.%s.amazonaws.com/%s", (int)blen, b, f->region,
-                     key);
-    }
-    if (n >= 0 && (size_t)n < cap && q)
-        n += snprintf(out + n, cap - (size_t)n, "?%s", q);
-    return n >= 0 && (size_t)n < cap ? 0 : -1;
-}
-
 static const char *op_name(int op)
 {
     return op == RF__FETCH_HEAD ? "HEAD" : "GET";
@@ -164,6 +103,25 @@ static const char *op_name(int op)
 #define WRITEBACK_BYTES ((uint64_t)2 << 20)
 
 /* ---- curl callbacks (fetch thread) ---------------------------------------- */
+
+/* Draws from r's budget what writing its file up to byte upto needs beyond
+ * what its tries drew already: 1, or 0 when too few bytes are left. */
+static int draw(rf_fetch_req *r, uint64_t upto)
+{
+    if (!r->budget || upto <= r->drawn)
+        return 1;
+    uint64_t need = upto - r->drawn;
+    /* relaxed: the budget is a count shared with the other GETs' draws (and
+     * the owner's returns); it orders no other memory */
+    uint64_t left = atomic_load_explicit(r->budget, memory_order_relaxed);
+    do {
+        if (need > left)
+            return 0;
+    } while (!atomic_compare_exchange_weak_explicit(r->budget, &left, left - need,
+                                                    memory_order_relaxed, memory_order_relaxed));
+    r->drawn = upto;
+    return 1;
+}
 
 static void trim(char *v)
 {
@@ -209,6 +167,13 @@ static size_t on_header(char *p, size_t sz, size_t nmemb, void *ud)
             r->changed = 1;
             return 0; /* abort: CURLE_WRITE_ERROR */
         }
+        /* a capped GET: no byte of a body that cannot fit (see fetch.h) */
+        if (r->have_size && r->max_size && r->hdr_size > r->max_size)
+            r->over = RF__FETCH_OVER_MAX;
+        else if (r->have_size && !draw(r, r->hdr_size))
+            r->over = RF__FETCH_OVER_BUDGET;
+        if (r->over)
+            return 0;
     }
     return n;
 }
@@ -246,6 +211,12 @@ static size_t on_body(char *p, size_t sz, size_t nmemb, void *ud)
         r->changed = 1; /* longer than its Content-Length said: never from a sane server */
         return 0;
     }
+    if (r->max_size && r->size + n > r->max_size)
+        r->over = RF__FETCH_OVER_MAX;
+    else if (!draw(r, r->size + n))
+        r->over = RF__FETCH_OVER_BUDGET;
+    if (r->over)
+        return 0;
     size_t done = 0;
     while (done < n) {
         ssize_t w = pwrite(r->fd, p + done, n - done, (off_t)(r->size + done));
@@ -274,7 +245,7 @@ static int start_try(rf_fetch *f, rf_fetch_req *r)
 {
     char url[8192];
     CURL *e = curl_easy_init();
-    if (!e || http_url(f, r, url, sizeof url) != 0) {
+    if (!e || rf__fetch_http_url(&f->s3, r->url, r->query, url, sizeof url) != 0) {
         if (e)
             curl_easy_cleanup(e);
         snprintf(r->err, sizeof r->err, "fetch: %s: %s", r->url,
@@ -283,12 +254,11 @@ static int start_try(rf_fetch *f, rf_fetch_req *r)
     }
     r->http = 0;
     r->reason[0] = r->etag[0] = '\0';
-    r->have_size = r->changed = 0;
+    r->have_size = r->changed = r->over = 0;
     r->hdr_size = r->size = r->kicked = 0;
     r->errlen = 0;
     r->body_len = 0;
     r->err[0] = '\0';
-    struct curl_slist *h = NULL;
     curl_easy_setopt(e, CURLOPT_URL, url);
     /* a key's dot segments ("a/../b") are part of its name, not a path to
      * simplify */
@@ -309,21 +279,7 @@ static int start_try(rf_fetch *f, rf_fetch_req *r)
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
-    if (!strncmp(r->url, "s3://", 5) && f->key_id[0]) {
-        char sig[128];
-        snprintf(sig, sizeof sig, "aws:amz:%s:s3", f->region);
-        curl_easy_setopt(e, CURLOPT_AWS_SIGV4, sig);
-        curl_easy_setopt(e, CURLOPT_USERNAME, f->key_id);
-        curl_easy_setopt(e, CURLOPT_PASSWORD, f->secret);
-        /* S3 wants the payload's hash signed; a GET or HEAD has none to hash
-         * (libcurl then signs this value as it is) */
-        h = curl_slist_append(h, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
-        if (f->token[0]) {
-            char th[2100];
-            snprintf(th, sizeof th, "x-amz-security-token: %s", f->token);
-            h = curl_slist_append(h, th);
-        }
-    }
+    struct curl_slist *h = rf__fetch_s3_sign(&f->s3, r->url, e);
     if (h)
         curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
     r->easy = e;
@@ -408,6 +364,21 @@ static void try_ended(rf_fetch *f, rf_fetch_req *r, CURLcode res)
         snprintf(why, sizeof why, "short body (%llu of %llu bytes)", (unsigned long long)r->size,
                  (unsigned long long)r->want_size);
         retry = 1;
+    } else if (r->over) {
+        char got[80] = "more arrived";
+        if (r->have_size)
+            snprintf(got, sizeof got, "Content-Length %llu", (unsigned long long)r->hdr_size);
+        if (r->over == RF__FETCH_OVER_MAX)
+            snprintf(r->err, sizeof r->err, "fetch: %s %s: over the limit of %llu bytes (%s)",
+                     op_name(r->op), r->url, (unsigned long long)r->max_size, got);
+        else
+            snprintf(r->err, sizeof r->err,
+                     "fetch: %s %s: over the bytes left of a limit shared with other requests "
+                     "(%s; %llu drawn by this one)",
+                     op_name(r->op), r->url, got, (unsigned long long)r->drawn);
+        r->rc = RF_E_SOURCE;
+        finish(f, r);
+        return;
     } else if (r->changed) {
         snprintf(r->err, sizeof r->err,
                  "fetch: %s %s: the object changed since it was indexed (size %llu, validator "
@@ -566,11 +537,7 @@ int rf__fetch_create(rf_fetch **out, const rf_fetch_opts *o, char *err, size_t e
     f->rng = (uint64_t)rf__now_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)f;
     if (!f->rng)
         f->rng = 1;
-    env_copy(f->region, sizeof f->region, "AWS_REGION", "AWS_DEFAULT_REGION", "us-east-1");
-    env_copy(f->endpoint, sizeof f->endpoint, "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "");
-    env_copy(f->key_id, sizeof f->key_id, "AWS_ACCESS_KEY_ID", NULL, "");
-    env_copy(f->secret, sizeof f->secret, "AWS_SECRET_ACCESS_KEY", NULL, "");
-    env_copy(f->token, sizeof f->token, "AWS_SESSION_TOKEN", NULL, "");
+    rf__fetch_s3_env(&f->s3);
     f->multi = curl_multi_init();
     if (!f->multi) {
         free(f->run);
@@ -607,6 +574,8 @@ void rf__fetch_submit(rf_fetch *f, rf_fetch_req *req)
 {
     req->rc = 0;
     req->tries = 0;
+    req->over = 0;
+    req->drawn = 0;
     req->finished = 0;
     req->next = NULL;
     req->easy = req->hdrs = NULL;

@@ -16,6 +16,15 @@
  * built from) fails, without a retry, when the server's differ: the object
  * changed. A GET succeeds only with exactly the expected bytes written.
  *
+ * A GET of an object of unknown size can be capped instead: max_size fails
+ * it, without a retry, as soon as the Content-Length or the bytes written
+ * pass it; a budget shared by several GETs (an atomic count of bytes) has
+ * each draw what it writes - the whole Content-Length when the headers
+ * arrive, else as bytes do; a retry draws only past what its earlier tries
+ * wrote, since it rewrites the same offsets - and fails, without a retry,
+ * the GET that finds too few left. Their files then never hold more than
+ * the budget together. Both failures set `over` and name the URL and limit.
+ *
  * Built without libcurl (RF_WITH_CURL=OFF or libcurl4-openssl-dev absent),
  * rf__fetch_create fails with a message saying so.
  *
@@ -23,11 +32,14 @@
  * AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION (or
  * AWS_DEFAULT_REGION; default us-east-1), AWS_ENDPOINT_URL_S3 or
  * AWS_ENDPOINT_URL (path-style requests there; else virtual-host requests to
- * https://BUCKET.s3.REGION.amazonaws.com).
+ * https://BUCKET.s3.REGION.amazonaws.com, or path-style ones to
+ * https://s3.REGION.amazonaws.com/BUCKET for a bucket name with dots or
+ * other characters a host name label cannot hold: fetch_s3.c).
  */
 #ifndef RF_FETCH_H
 #define RF_FETCH_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,6 +52,8 @@ typedef struct rf_fetch_opts {
 } rf_fetch_opts;
 
 enum { RF__FETCH_HEAD = 1, RF__FETCH_GET = 2, RF__FETCH_MEM = 3 };
+/* rf_fetch_req.over: the cap a GET failed on */
+enum { RF__FETCH_OVER_MAX = 1, RF__FETCH_OVER_BUDGET = 2 };
 
 #define RF__FETCH_ETAG 160 /* bytes of a validator: the ETag, or "lm:" Last-Modified */
 #define RF__FETCH_MEM_MAX ((size_t)64 << 20) /* bytes of a MEM body at most */
@@ -53,6 +67,9 @@ struct rf_fetch_req {
     int fd;                   /* GET: written with pwrite from offset 0 */
     uint64_t want_size;       /* GET: the size the object must have (0: any) */
     const char *want_etag;    /* GET: its validator (NULL or "": any) */
+    uint64_t max_size;        /* GET: the most bytes it may have (0: no cap; above) */
+    _Atomic uint64_t *budget; /* GET: bytes left to the GETs that share it, drawn from as
+                               * this one writes (NULL: none; above); outlives the request */
     void (*done)(rf_fetch_req *req, void *ctx); /* on the fetch thread; may be NULL */
     void *ctx;
     /* results, valid once done */
@@ -63,6 +80,8 @@ struct rf_fetch_req {
     char *body;               /* MEM: the body (malloc, NUL-terminated; the caller frees) */
     size_t body_len;
     int tries;
+    int over;                 /* GET: RF__FETCH_OVER_* when a cap failed it, else 0 */
+    uint64_t drawn;           /* GET: bytes drawn from budget, all tries together */
     char err[1024];
     /* the fetch thread's */
     void *easy;
@@ -105,11 +124,30 @@ typedef struct rf_fetch_totals {
 } rf_fetch_totals;
 void rf__fetch_totals(rf_fetch *f, rf_fetch_totals *t);
 
+/* ---- addressing and signing (fetch_s3.c) ---------------------------------- */
+
 /* AWS's URI encoding of s into dst: unreserved characters stay (and '/'
  * with keep_slash), the others become %XX. 0, or -1 when cap is short. */
 int rf__fetch_uri_encode(char *dst, size_t cap, const char *s, int keep_slash);
 
 /* 1 when the URL is remote (s3://, http://, https://). */
 int rf__fetch_is_url(const char *s);
+
+/* Where S3 requests go and their credentials (the environment's, above). */
+typedef struct rf_fetch_s3 {
+    char region[64], endpoint[512], key_id[256], secret[256], token[2048];
+} rf_fetch_s3;
+
+/* Fills c from the environment. */
+void rf__fetch_s3_env(rf_fetch_s3 *c);
+/* The http(s) URL that url (s3://, http://, https://) is asked at, with
+ * query (already encoded; NULL or "": none) after a '?'. 0, or -1 when it
+ * does not fit in cap or an s3:// URL has no bucket. */
+int rf__fetch_http_url(const rf_fetch_s3 *c, const char *url, const char *query, char *out,
+                       size_t cap);
+/* With libcurl: sets SigV4 signing on the easy handle for an s3:// url
+ * when c has credentials; returns the headers it needs (a curl_slist the
+ * caller passes as CURLOPT_HTTPHEADER and frees), or NULL. */
+void *rf__fetch_s3_sign(const rf_fetch_s3 *c, const char *url, void *easy);
 
 #endif

@@ -3,17 +3,19 @@
  * remote_manifest.h).
  *
  * At start, for each folder of the shard URLs that holds a shard without a
- * kept index: a HEAD of FOLDER/manifest.json (absent: 404 or 403, which S3
- * answers for a missing key without list rights; too large: over
- * RF__RMAN_MAX_BYTES; or over RF__RMAN_TOTAL_BYTES with the folders' before
- * it: they are all in memory at once, the folder then goes without one), then
- * a GET of exactly that size and validator into
- * an anonymous memory file, mapped and parsed by rf__manifest_parse. All
- * folders' requests run in parallel on the fetcher, so a dataset in one
- * folder costs two round trips. A shard whose base name and HEAD size match
- * an entry is indexed from it by the tar kind's own code
- * (rf__source_tar_from_manifest): the same index a walk of the shard would
- * give, without the shard.
+ * kept index: one GET of FOLDER/manifest.json (absent: 404, or 403, which
+ * S3 answers for a missing key without list rights) into an anonymous
+ * memory file, mapped and parsed by rf__manifest_parse on the indexing
+ * thread as each GET ends (the done callback says which, in the order they
+ * end). Its size is not known before: the GET is capped as bytes arrive,
+ * at RF__RMAN_MAX_BYTES (fetch.h's max_size), and all folders' GETs draw
+ * from one budget of RF__RMAN_TOTAL_BYTES (the manifests are all in memory
+ * at once): the GET that finds it spent fails and its folder goes without
+ * a manifest (stats: over_total). All folders' requests run in parallel on
+ * the fetcher, so a dataset in one folder costs one round trip. A shard
+ * whose base name and HEAD size match an entry is indexed from it by the
+ * tar kind's own code (rf__source_tar_from_manifest): the same index a
+ * walk of the shard would give, without the shard.
  *
  * What a walk would have checked - that the shard's headers are where the
  * manifest says - is checked when the shard lands in the cache (remote.c
@@ -33,6 +35,7 @@
 #define _GNU_SOURCE
 #include "remote_manifest.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +48,7 @@
 #include "source_kinds.h"
 #include "source_manifest.h"
 #include "stats.h"
+#include "trace.h"
 
 enum { MF_UNNEEDED = 0, MF_ABSENT = 1, MF_FAILED = 2, MF_FOUND = 3 };
 
@@ -55,7 +59,6 @@ typedef struct rman_folder {
     char note[400];     /* why absent or failed */
     rf_manifest m;      /* MF_FOUND, until rf__rman_trim */
     int64_t shards;     /* shards indexed from it */
-    char etag[RF__FETCH_ETAG];
     int fd;             /* the GET's memory file, -1: none */
     uint64_t size;
 } rman_folder;
@@ -136,76 +139,104 @@ static void parse(rman_folder *f)
     f->state = MF_FOUND;
 }
 
-/* HEAD every needed folder's manifest, then GET those that are there and
- * small enough, then parse them. */
+/* The manifests' GETs, and which have ended in the order they did: the
+ * done callback (fetch thread) appends, the indexing thread takes. */
+typedef struct rman_gets {
+    rf_fetch_req *q;    /* per folder */
+    pthread_mutex_t mu; /* protects ended, nended */
+    pthread_cond_t cv;  /* a GET ended (nended grew) */
+    uint32_t *ended;    /* folders whose GET ended, in that order */
+    uint32_t nended;
+} rman_gets;
+
+static void on_done(rf_fetch_req *req, void *ctx)
+{
+    rman_gets *g = ctx;
+    pthread_mutex_lock(&g->mu);
+    g->ended[g->nended++] = (uint32_t)(req - g->q);
+    pthread_cond_signal(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* Folder f's GET q ended: its manifest parsed, or a note why not. The
+ * bytes of one not used go back to the budget. */
+static void got(rf_rman *m, rman_folder *f, const rf_fetch_req *q, _Atomic uint64_t *budget)
+{
+    f->state = MF_FAILED;
+    if (q->rc != 0) {
+        if (q->http == 404 || q->http == 403)
+            f->state = MF_ABSENT;
+        if (q->over == RF__FETCH_OVER_BUDGET) {
+            snprintf(f->note, sizeof f->note,
+                     "GET %s: over the limit of %llu bytes for all folders' manifests together",
+                     f->url, (unsigned long long)RF__RMAN_TOTAL_BYTES);
+            m->over_total++;
+        } else {
+            snprintf(f->note, sizeof f->note, "%.390s", q->err);
+        }
+    } else if (q->size == 0) {
+        snprintf(f->note, sizeof f->note, "GET %s: empty", f->url);
+    } else {
+        f->size = q->size;
+        parse(f);
+        RF_TRACE("manifest parsed: %s", f->url);
+    }
+    if (f->state != MF_FOUND) /* relaxed: a count (see fetch.c's draw) */
+        atomic_fetch_add_explicit(budget, q->drawn, memory_order_relaxed);
+    close(f->fd);
+    f->fd = -1;
+}
+
+/* GETs every needed folder's manifest at once, each parsed as it ends. */
 static int fetch_all(rf_rman *m, rf_remote *r)
 {
     if (m->nf == 0)
         return 0; /* no folder: nothing to fetch (and calloc(0) may be NULL) */
     rf_fetch *fe = rf__remote_fetcher(r);
-    rf_fetch_req *hq = calloc(m->nf, sizeof *hq), *gq = calloc(m->nf, sizeof *gq);
-    if (!hq || !gq) {
-        free(hq);
-        free(gq);
+    rman_gets g = {.q = calloc(m->nf, sizeof *g.q), .ended = calloc(m->nf, sizeof *g.ended)};
+    if (!g.q || !g.ended) {
+        free(g.q);
+        free(g.ended);
         return RF_E_NOMEM;
     }
-    for (uint32_t i = 0; i < m->nf; i++)
-        if (m->f[i].needed) {
-            hq[i] = (rf_fetch_req){.op = RF__FETCH_HEAD, .url = m->f[i].url};
-            rf__fetch_submit(fe, &hq[i]);
-        }
-    uint64_t total = 0; /* the bytes of the manifests fetched, all in memory at once */
+    pthread_mutex_init(&g.mu, NULL);
+    pthread_cond_init(&g.cv, NULL);
+    /* the bytes all manifests may hold together: each GET draws what it
+     * writes (fetch.h), so memory never holds more, whatever their order */
+    _Atomic uint64_t budget = RF__RMAN_TOTAL_BYTES;
+    uint32_t sent = 0;
     for (uint32_t i = 0; i < m->nf; i++) {
         rman_folder *f = &m->f[i];
         if (!f->needed)
             continue;
-        rf__fetch_wait(fe, &hq[i]);
-        f->state = MF_FAILED;
-        if (hq[i].rc != 0) {
-            if (hq[i].http == 404 || hq[i].http == 403)
-                f->state = MF_ABSENT;
-            snprintf(f->note, sizeof f->note, "%.390s", hq[i].err);
-        } else if (hq[i].size == 0) {
-            snprintf(f->note, sizeof f->note, "HEAD %s: empty, or no Content-Length", f->url);
-        } else if (hq[i].size > RF__RMAN_MAX_BYTES) {
-            snprintf(f->note, sizeof f->note, "HEAD %s: %llu bytes, over the limit of %llu",
-                     f->url, (unsigned long long)hq[i].size,
-                     (unsigned long long)RF__RMAN_MAX_BYTES);
-        } else if (total + hq[i].size > RF__RMAN_TOTAL_BYTES) {
-            snprintf(f->note, sizeof f->note,
-                     "HEAD %s: %llu bytes, over the limit of %llu for all folders' manifests "
-                     "together",
-                     f->url, (unsigned long long)hq[i].size,
-                     (unsigned long long)RF__RMAN_TOTAL_BYTES);
-            m->over_total++;
-        } else if ((f->fd = memfd_create("ringfeed-manifest", MFD_CLOEXEC)) < 0) {
+        if ((f->fd = memfd_create("ringfeed-manifest", MFD_CLOEXEC)) < 0) {
+            f->state = MF_FAILED;
             snprintf(f->note, sizeof f->note, "%s: no memory file for it", f->url);
-        } else {
-            f->size = hq[i].size;
-            total += f->size;
-            snprintf(f->etag, sizeof f->etag, "%s", hq[i].etag);
-            gq[i] = (rf_fetch_req){.op = RF__FETCH_GET,
-                                   .url = f->url,
-                                   .fd = f->fd,
-                                   .want_size = f->size,
-                                   .want_etag = f->etag};
-            rf__fetch_submit(fe, &gq[i]);
-        }
-    }
-    for (uint32_t i = 0; i < m->nf; i++) {
-        rman_folder *f = &m->f[i];
-        if (f->fd < 0)
             continue;
-        rf__fetch_wait(fe, &gq[i]);
-        if (gq[i].rc != 0)
-            snprintf(f->note, sizeof f->note, "%.390s", gq[i].err);
-        else
-            parse(f);
-        close(f->fd);
-        f->fd = -1;
+        }
+        g.q[i] = (rf_fetch_req){.op = RF__FETCH_GET,
+                                .url = f->url,
+                                .fd = f->fd,
+                                .max_size = RF__RMAN_MAX_BYTES,
+                                .budget = &budget,
+                                .done = on_done,
+                                .ctx = &g};
+        rf__fetch_submit(fe, &g.q[i]);
+        sent++;
     }
-    free(hq);
-    free(gq);
+    for (uint32_t taken = 0; taken < sent; taken++) {
+        pthread_mutex_lock(&g.mu);
+        while (g.nended == taken)
+            pthread_cond_wait(&g.cv, &g.mu);
+        uint32_t i = g.ended[taken];
+        pthread_mutex_unlock(&g.mu);
+        rf__fetch_wait(fe, &g.q[i]); /* its done returned: the fetch thread is done with it */
+        got(m, &m->f[i], &g.q[i], &budget);
+    }
+    pthread_mutex_destroy(&g.mu);
+    pthread_cond_destroy(&g.cv);
+    free(g.q);
+    free(g.ended);
     return 0;
 }
 

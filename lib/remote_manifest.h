@@ -21,13 +21,14 @@
 #include "remote.h"
 #include "source.h"
 
-/* The most bytes a manifest.json may have: its HEAD's Content-Length is
- * checked against this before anything is fetched or allocated (a
- * manifest of a million samples is some 100 MB). */
+/* The most bytes a manifest.json may have: its GET fails as soon as the
+ * Content-Length or the bytes that arrived pass it (a manifest of a
+ * million samples is some 100 MB). */
 #define RF__RMAN_MAX_BYTES ((uint64_t)256 << 20)
 /* The most bytes of all folders' manifests together (they are fetched and
- * parsed at once): a folder whose manifest would go over goes without one
- * (stats: over_total), its shards indexed as without a manifest. */
+ * parsed at once; their GETs draw from one budget as bytes arrive): the
+ * folder whose GET would go over goes without one (stats: over_total), its
+ * shards indexed as without a manifest. */
 #define RF__RMAN_TOTAL_BYTES ((uint64_t)256 << 20)
 
 typedef struct rf_rman rf_rman;

@@ -113,6 +113,12 @@ rf_source_index_fn rf__source_index_records; /* source_records.c: o->record_size
 rf_source_index_fn rf__source_index_remote;
 /* source_remote.c: globs over s3:// (a listing); gctx is the rf_remote */
 rf_source_glob_fn rf__source_glob_remote;
+/* source_remote.c: the text of the first <tag>...</tag> in [p, end) into out
+ * (cap bytes, NUL-terminated, cut short if need be), XML's five named
+ * entities and its numeric character references (&#13;, &#x1F;, as UTF-8)
+ * decoded; the position after it, or NULL when there is none. */
+const char *rf__source_xml_text(const char *p, const char *end, const char *tag, char *out,
+                                size_t cap);
 
 /* source_tar.c: indexes the shard at path (named shard in messages) as
  * shard number shard_id, appending its samples to s: from man's entry for

@@ -18,11 +18,14 @@
  * local one: same bytes, same decode, same order.
  *
  * Globs over s3:// list the bucket (ListObjectsV2 from the prefix before
- * the first glob character, every page) and keep the keys fnmatch accepts
- * ('/' matched only by '/'), sorted; http(s):// cannot be listed, so a glob
- * there is an error that says to use a brace pattern.
+ * the first glob character, every page, keys asked URL-encoded so that any
+ * byte comes through; XML's entities and numeric references are decoded
+ * too, for a server that sends keys as XML text) and keep the keys fnmatch
+ * accepts ('/' matched only by '/'), sorted; http(s):// cannot be listed, so
+ * a glob there is an error that says to use a brace pattern.
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,9 +132,36 @@ static int take(const char *p, size_t len, size_t *at, void *out, size_t n)
     return 0;
 }
 
+/* 1 when sample j, as a kept index gave it, lies inside its shard (size
+ * bytes) the way a walk places it: its image within the shard (no wrap),
+ * and with extras its span within the shard, the image within the span and
+ * each extra within the span (one absent: length RF_SOURCE_ABSENT, place
+ * 0); its label one a walk gives. The index is a file anyone could have
+ * written: nothing it says may make a read leave the shard or a slice
+ * leave the bytes of its read. */
+static int sample_sane(const rf_source *s, int64_t j, uint64_t size)
+{
+    uint64_t off = s->data_off[j], len = s->data_len[j];
+    if (off > size || len > size - off || s->labels[j] < -1)
+        return 0;
+    if (s->nextras == 0)
+        return 1;
+    uint64_t so = s->span_off[j], sl = s->span_len[j];
+    if (so > size || sl > size - so || off < so || off - so > sl || len > sl - (off - so))
+        return 0;
+    for (int e = 0; e < s->nextras; e++) {
+        size_t at = (size_t)j * (size_t)s->nextras + (size_t)e;
+        uint64_t rel = s->ext_rel[at], el = s->ext_len[at];
+        if (el == RF_SOURCE_ABSENT ? rel != 0 : rel > sl || el > sl - rel)
+            return 0;
+    }
+    return 1;
+}
+
 /* Appends shard k's samples from its kept index: 1 done, 0 no usable index
  * (absent, another version or options, damaged: the shard is walked), or
- * RF_E_NOMEM. */
+ * RF_E_NOMEM. The file is checked as untrusted input (sample_sane, a
+ * count its bytes can hold, no byte left over). */
 static int load_index(rf_remote *r, uint32_t k, rf_source *s, const char *url, uint64_t size,
                       const char *etag, const char *okey, int64_t *maxlabel)
 {
@@ -149,7 +179,14 @@ static int load_index(rf_remote *r, uint32_t k, rf_source *s, const char *url, u
     int ok = !want.oom && len >= at && !memcmp(p, want.p, at) &&
              take(p, len, &at, &n, sizeof n) == 0;
     free(want.p);
-    int64_t before = s->n;
+    /* a sample takes this many bytes at least: a count the file cannot
+     * hold is damage, found before any room is reserved for it */
+    size_t least = 1 + sizeof *s->labels + sizeof *s->data_off + sizeof *s->data_len;
+    if (s->nextras > 0)
+        least += sizeof *s->span_off + sizeof *s->span_len +
+                 (size_t)s->nextras * (sizeof *s->ext_rel + sizeof *s->ext_len);
+    ok = ok && n <= (len - at) / least;
+    int64_t before = s->n, maxl = *maxlabel; /* the labels count once the whole file does */
     int rc = 0;
     for (uint64_t i = 0; ok && rc == 0 && i < n; i++) {
         const char *name = p + at;
@@ -169,24 +206,24 @@ static int load_index(rf_remote *r, uint32_t k, rf_source *s, const char *url, u
                  take(p, len, &at, &s->ext_rel[at2], ne * sizeof *s->ext_rel) == 0 &&
                  take(p, len, &at, &s->ext_len[at2], ne * sizeof *s->ext_len) == 0;
         }
-        if (!ok || s->data_off[j] > size || s->data_len[j] > size - s->data_off[j] ||
-            s->labels[j] < -1) /* out of the shard (no wrap), or a label no walk gives */
+        if (!ok || !sample_sane(s, j, size))
             break;
         if ((rc = rf__source_put(s, name, nl, &noff)) != 0)
             break;
         s->path_off[j] = noff;
         s->shard[j] = k;
-        if (s->labels[j] > *maxlabel)
-            *maxlabel = s->labels[j];
+        if (s->labels[j] > maxl)
+            maxl = s->labels[j];
         s->n++;
     }
     free(vp);
     if (rc != 0)
         return rc;
-    if (!ok || s->n - before != (int64_t)n) {
+    if (!ok || s->n - before != (int64_t)n || at != len) {
         s->n = before; /* damaged: walk the shard instead */
         return 0;
     }
+    *maxlabel = maxl;
     return 1;
 }
 
@@ -208,9 +245,55 @@ static int index_matches(const char *base, const char *url, uint64_t size, const
 
 /* ---- globs over s3:// ------------------------------------------------------------ */
 
-/* The text of the next <tag>...</tag> at or after p (before end), XML
- * entities decoded, into out; the position after it, or NULL. */
-static const char *xml_text(const char *p, const char *end, const char *tag, char *out, size_t cap)
+/* Appends code point c as UTF-8 at out + *n (4 bytes of room); 0, or -1
+ * when c is no character a key can hold (NUL, a surrogate, past U+10FFFF). */
+static int put_utf8(char *out, size_t *n, unsigned long c)
+{
+    unsigned char *o = (unsigned char *)out + *n;
+    if (c == 0 || (c >= 0xD800 && c <= 0xDFFF) || c > 0x10FFFF)
+        return -1;
+    if (c < 0x80) {
+        o[0] = (unsigned char)c;
+        *n += 1;
+    } else if (c < 0x800) {
+        o[0] = (unsigned char)(0xC0 | c >> 6);
+        o[1] = (unsigned char)(0x80 | (c & 0x3F));
+        *n += 2;
+    } else if (c < 0x10000) {
+        o[0] = (unsigned char)(0xE0 | c >> 12);
+        o[1] = (unsigned char)(0x80 | (c >> 6 & 0x3F));
+        o[2] = (unsigned char)(0x80 | (c & 0x3F));
+        *n += 3;
+    } else {
+        o[0] = (unsigned char)(0xF0 | c >> 18);
+        o[1] = (unsigned char)(0x80 | (c >> 12 & 0x3F));
+        o[2] = (unsigned char)(0x80 | (c >> 6 & 0x3F));
+        o[3] = (unsigned char)(0x80 | (c & 0x3F));
+        *n += 4;
+    }
+    return 0;
+}
+
+/* The length of the numeric character reference at a ("&#13;", "&#x1F;")
+ * with its code point put as UTF-8 at out + *n; 0 when a holds none. */
+static size_t numeric_ref(const char *a, const char *b, char *out, size_t *n)
+{
+    if (b - a < 4 || a[0] != '&' || a[1] != '#')
+        return 0;
+    int hex = a[2] == 'x' || a[2] == 'X';
+    const char *d = a + 2 + hex, *e = d;
+    unsigned long c = 0;
+    while (e < b && e - d < 8 && (hex ? isxdigit((unsigned char)*e) : isdigit((unsigned char)*e))) {
+        c = c * (hex ? 16 : 10) + (unsigned long)(*e <= '9' ? *e - '0' : (*e | 0x20) - 'a' + 10);
+        e++;
+    }
+    if (e == d || e >= b || *e != ';' || put_utf8(out, n, c) != 0)
+        return 0;
+    return (size_t)(e + 1 - a);
+}
+
+const char *rf__source_xml_text(const char *p, const char *end, const char *tag, char *out,
+                                size_t cap)
 {
     char open[64], close[64];
     snprintf(open, sizeof open, "<%s>", tag);
@@ -225,19 +308,46 @@ static const char *xml_text(const char *p, const char *end, const char *tag, cha
     static const char *const ent[][2] = {
         {"&amp;", "&"}, {"&lt;", "<"}, {"&gt;", ">"}, {"&quot;", "\""}, {"&apos;", "'"}};
     size_t n = 0;
-    while (a < b && n + 1 < cap) {
-        size_t e = 0;
+    while (a < b && n + 4 < cap) { /* room for one UTF-8 character and the NUL */
+        size_t e = 0, k;
         while (e < 5 && strncmp(a, ent[e][0], strlen(ent[e][0])))
             e++;
         if (e < 5) {
             out[n++] = ent[e][1][0];
             a += strlen(ent[e][0]);
+        } else if ((k = numeric_ref(a, b, out, &n)) > 0) {
+            a += k;
         } else {
             out[n++] = *a++;
         }
     }
     out[n] = '\0';
     return b + strlen(close);
+}
+
+/* A key of a listing asked with encoding-type=url (%XX, and '+' for a
+ * space, as S3 writes them) decoded in place; 0, or -1 when malformed or
+ * holding a NUL. */
+static int url_decode(char *s)
+{
+    char *o = s;
+    for (; *s; s++) {
+        if (*s == '+') {
+            *o++ = ' ';
+        } else if (*s != '%') {
+            *o++ = *s;
+        } else {
+            char hx[3] = {s[1], s[1] ? s[2] : 0, 0}, *e;
+            unsigned long c = strtoul(hx, &e, 16);
+            if (!isxdigit((unsigned char)hx[0]) || !isxdigit((unsigned char)hx[1]) || *e ||
+                c == 0)
+                return -1;
+            *o++ = (char)c;
+            s += 2;
+        }
+    }
+    *o = '\0';
+    return 0;
 }
 
 int rf__source_glob_remote(void *gctx, const char *word, int (*emit)(const char *, void *),
@@ -257,7 +367,8 @@ int rf__source_glob_remote(void *gctx, const char *word, int (*emit)(const char 
     }
     const char *keypat = slash + 1;
     size_t plen = strcspn(keypat, "*?[");
-    char prefix[2048], eprefix[6200], token[2048], etoken[6200], query[12600], key[2048];
+    /* key: room for a key of 1024 bytes (S3's most) with every byte as %XX */
+    char prefix[2048], eprefix[6200], token[2048], etoken[6200], query[12600], key[4096];
     char burl[600];
     snprintf(prefix, sizeof prefix, "%.*s", (int)plen, keypat);
     snprintf(burl, sizeof burl, "s3://%.*s", (int)(slash - bucket), bucket);
@@ -271,9 +382,13 @@ int rf__source_glob_remote(void *gctx, const char *word, int (*emit)(const char 
     int rc = 0;
     do {
         rf__fetch_uri_encode(etoken, sizeof etoken, token, 0);
-        /* the parameters in sorted order: the canonical query SigV4 signs */
-        snprintf(query, sizeof query, "%s%s%slist-type=2&prefix=%s", token[0] ? "continuation-token=" : "",
-                 token[0] ? etoken : "", token[0] ? "&" : "", eprefix);
+        /* the parameters in sorted order: the canonical query SigV4 signs.
+         * encoding-type=url: keys come URL-encoded, so that any byte, even
+         * one XML 1.0 cannot hold, comes through (a server that ignores it
+         * says no <EncodingType>: its keys are taken as XML text) */
+        snprintf(query, sizeof query, "%s%s%sencoding-type=url&list-type=2&prefix=%s",
+                 token[0] ? "continuation-token=" : "", token[0] ? etoken : "",
+                 token[0] ? "&" : "", eprefix);
         rf_fetch_req q = {.op = RF__FETCH_MEM, .url = burl, .query = query};
         rf__fetch_submit(f, &q);
         rf__fetch_wait(f, &q);
@@ -285,19 +400,31 @@ int rf__source_glob_remote(void *gctx, const char *word, int (*emit)(const char 
         }
         const char *p = q.body ? q.body : "", *end = p + q.body_len;
         const char *c;
+        char enc[16] = "";
+        rf__source_xml_text(p, end, "EncodingType", enc, sizeof enc);
         while (rc == 0 && (c = strstr(p, "<Contents>")) != NULL) {
             const char *ce = strstr(c, "</Contents>");
             if (!ce)
                 break;
-            if (xml_text(c, ce, "Key", key, sizeof key) && !fnmatch(keypat, key, FNM_PATHNAME))
+            if (!rf__source_xml_text(c, ce, "Key", key, sizeof key)) {
+                p = ce;
+                continue;
+            }
+            if (!strcmp(enc, "url") && url_decode(key) != 0) {
+                snprintf(err, errcap, "source: listing %s: key %.300s is not URL-encoded right",
+                         word, key);
+                rc = RF_E_SOURCE;
+            } else if (!fnmatch(keypat, key, FNM_PATHNAME)) {
                 rc = rf__strlist_add(&keys, burl, key);
+            }
             p = ce;
         }
         char trunc[16] = "";
-        xml_text(q.body ? q.body : "", end, "IsTruncated", trunc, sizeof trunc);
+        rf__source_xml_text(q.body ? q.body : "", end, "IsTruncated", trunc, sizeof trunc);
         token[0] = '\0';
         if (!strcmp(trunc, "true") && rc == 0 &&
-            (!xml_text(q.body, end, "NextContinuationToken", token, sizeof token) || !token[0])) {
+            (!rf__source_xml_text(q.body, end, "NextContinuationToken", token, sizeof token) ||
+             !token[0])) {
             snprintf(err, errcap,
                      "source: listing %s: a truncated page without a continuation token (the "
                      "listing cannot go on)",

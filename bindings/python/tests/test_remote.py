@@ -3,18 +3,21 @@
 http.server, and a fault-injecting proxy (rfproxy.py).
 
 What is checked: the same batches (bytes and labels) as the same shards on
-local disk, through brace patterns, globs (S3 listings) and plain HTTP;
+local disk, through brace patterns, globs (S3 listings, also of keys with
+characters XML or URLs must encode) and plain HTTP;
 errors that name the URL and the HTTP status (403, 404, an object replaced
 under a running loader); a cache limit below the dataset's size (every
 sample once per rank split, the folder never over its limit), also with
 both ranks running at once on one folder, under shuffle_block and under the
 global shuffle (which completes, refetching); two processes
-sharing one cache (one GET per shard); and an epoch through a proxy that
-fails or stalls 10% of the requests (every sample exactly once).
+sharing one cache (one GET per shard); an epoch through a proxy that
+fails or stalls 10% of the requests (every sample exactly once); and a kept
+index whose extras fields are damaged, which is not used (the shard walked).
 """
 
 import io
 import os
+import struct
 import tarfile
 import threading
 import time
@@ -141,6 +144,127 @@ def test_s3_errors_name_the_url_and_status(aws_env, monkeypatch, tmp_path):
         _epoch("s3://data/ds/none-*.tar", cache_dir=str(tmp_path / "c"))
 
 
+# keys XML cannot carry as they are, or that URL encoding must get right:
+# a space, '&', '+', '<', a non-ASCII letter, a carriage return and U+001F
+ODD_KEYS = ["odd/a b.tar", "odd/x&y.tar", "odd/p+q.tar", "odd/caf\u00e9 <1>.tar",
+            "odd/cr\r.tar", "odd/us\x1f.tar"]
+
+
+def test_s3_glob_lists_keys_with_odd_characters(shards, s3, aws_env, tmp_path, monkeypatch):
+    """A glob lists exactly the keys that match, whatever their characters
+    (the listing asks for them URL-encoded), and each shard then reads as the
+    same file on local disk (its HEAD and GET signed for such a key)."""
+    for i, key in enumerate(ODD_KEYS):
+        s3.client.upload_file(shards[1][i % NSHARDS], "data", key)
+    s3.client.put_object(Bucket="data", Key="odd/not a shard.txt", Body=b"x")
+    want = sorted(ODD_KEYS, key=lambda k: k.encode())  # byte order, as the loader sorts
+    local = [shards[1][ODD_KEYS.index(k) % NSHARDS] for k in want]
+    with rfservers.fault_proxy(s3.endpoint, tmp_path / "log") as px:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", px.url)
+        with ringfeed.Loader("s3://data/odd/*.tar", cache_dir=str(tmp_path / "c"),
+                             shuffle=False, **OPTS) as ld:
+            urls = []
+            for i in range(ld.num_samples):
+                u = ld.sample_path(i).rsplit(":", 1)[0]
+                if not urls or urls[-1] != u:
+                    urls.append(u)
+        got = _epoch("s3://data/odd/*.tar", cache_dir=str(tmp_path / "c"), shuffle=True,
+                     seed=2)[0]
+        lists = [p for m, p, _ in px.requests() if m == "GET" and "list-type" in p]
+    assert urls == ["s3://data/" + k for k in want]
+    assert got == _epoch(local, shuffle=True, seed=2)[0]
+    assert lists and all("encoding-type=url&list-type=2&prefix=odd%2F" in p for p in lists), lists
+
+
+def _shard_with_extras(path, s, tmp):
+    """Samples with jpg, cls and (all but every third) txt members."""
+    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tf:
+        for i in range(PER_SHARD):
+            jp = os.path.join(tmp, "x.jpg")
+            rfhelpers.write_jpeg(jp, 40, 32, seed=7000 + s * 100 + i)
+            tf.add(jp, arcname="e%02d/k%03d.jpg" % (s, i))
+            for ext, data in (("cls", b"%d" % (i % 3)), ("txt", b"caption %d.%d" % (s, i) * 3)):
+                if ext == "txt" and i % 3 == 2:
+                    continue
+                info = tarfile.TarInfo("e%02d/k%03d.%s" % (s, i, ext))
+                info.size = len(data)
+                tf.addfile(info, io.BytesIO(data))
+    os.remove(os.path.join(tmp, "x.jpg"))
+
+
+def _with_extras(src, **kw):
+    """[(digest, extras, indices)] of one unshuffled epoch with txt extras."""
+    with ringfeed.Loader(src, shuffle=False, extras=("txt",), **dict(OPTS, **kw)) as ld:
+        return [(rfhelpers.batch_digest(x, l), e, i.tolist())
+                for x, l, e, i in ld.iter_with_indices()]
+
+
+def _idx_places(blob):
+    """Where the first sample's fields are in a kept index (BASE.idx, see
+    source_remote.c keep_index; one extra): the shard's size, and offsets."""
+    at = blob.index(b"\n") + 1                # magic
+    at = blob.index(b"\0", at) + 1            # URL
+    size = struct.unpack_from("<Q", blob, at)[0]
+    at = blob.index(b"\0", at + 8) + 1        # validator
+    at = blob.index(b"\0", at) + 1            # member options
+    places = {"count": at}
+    at = blob.index(b"\0", at + 8) + 1        # the first sample's name
+    for name, width in (("label", 8), ("data_off", 8), ("data_len", 4), ("span_off", 8),
+                        ("span_len", 4), ("ext_rel", 4), ("ext_len", 4)):
+        places[name] = at
+        at += width
+    return size, places
+
+
+def test_damaged_kept_index_extras_walk_the_shard(tmp_path):
+    """A kept index whose extras fields are out of bounds (the span outside
+    the shard or wrapping, the image or an extra outside the span, a count
+    the file cannot hold) is not used: the shard is walked, the samples and
+    their extras are those of the local shards, and the index is kept anew."""
+    d = tmp_path / "x"
+    d.mkdir()
+    for s in range(3):
+        _shard_with_extras(str(d / ("x-%04d.tar" % s)), s, str(d))
+    local = _with_extras(str(d / "x-{0000..0002}.tar"))
+    assert any(e for _, ex, _ in local for e in ex) and any(not e for _, ex, _ in local for e in ex)
+    cache = tmp_path / "c"
+    with rfservers.http_files(str(d)) as url:
+        src = url + "/x-{0000..0002}.tar"
+        assert _with_extras(src, cache_dir=str(cache)) == local
+        kept = {p: p.read_bytes() for p in cache.glob("*.idx")}
+        assert len(kept) == 3
+
+        def damaged(blob, field, value_of):
+            size, at = _idx_places(blob)
+            fmt = {"count": "<Q", "data_off": "<Q", "span_off": "<Q"}.get(field, "<I")
+            v = struct.unpack_from(fmt, blob, at[field])[0]
+            b = bytearray(blob)
+            struct.pack_into(fmt, b, at[field], value_of(v, size, blob, at))
+            return bytes(b)
+
+        def u32(blob, at, name):
+            return struct.unpack_from("<I", blob, at[name])[0]
+
+        cases = {
+            "span past the shard": ("span_off", lambda v, size, b, at: size - 1),
+            "span wraps": ("span_off", lambda v, size, b, at: 2 ** 64 - 16),
+            "span too long": ("span_len", lambda v, size, b, at: 2 ** 32 - 2),
+            "image before the span": ("span_off", lambda v, size, b, at: v + 1),
+            "extra past the span": ("ext_rel", lambda v, size, b, at: u32(b, at, "span_len")),
+            "extra too long": ("ext_len",
+                               lambda v, size, b, at: u32(b, at, "span_len") - v + 1),
+            "extra's place wraps": ("ext_rel", lambda v, size, b, at: 2 ** 32 - 1 - 1),
+            "absent extra placed": ("ext_len", lambda v, size, b, at: 2 ** 32 - 1),
+            "count too large": ("count", lambda v, size, b, at: 2 ** 40),
+        }
+        for why, (field, value_of) in cases.items():
+            for p, blob in kept.items():
+                p.write_bytes(damaged(blob, field, value_of))
+            assert _with_extras(src, cache_dir=str(cache)) == local, why
+            for p, blob in kept.items():  # walked, and its index kept again
+                assert p.read_bytes() == blob, why
+
+
 def test_cache_limit_below_the_dataset(shards, aws_env, tmp_path):
     """Limit = two shards: each rank of a 2-way split gets its half of every
     sample once, and the folder never holds more than the limit."""
@@ -196,7 +320,11 @@ def test_two_processes_share_one_cache(shards, tmp_path):
         assert [p.returncode for p in procs] == [0, 0], outs
         assert [int(o.split()[-1]) for o in outs] == [NSHARDS * PER_SHARD] * 2
         gets = [p for m, p, _ in px.requests() if m == "GET"]
-        assert sorted(gets) == ["/train-%04d.tar" % s for s in range(NSHARDS)]
+        # besides the shards, each process may ask once for the folder's
+        # manifest.json (there is none here: 404)
+        assert sorted(p for p in gets if p != "/manifest.json") == \
+            ["/train-%04d.tar" % s for s in range(NSHARDS)]
+        assert gets.count("/manifest.json") <= 2
 
 
 def test_object_replaced_mid_epoch_is_an_error(shards, s3, aws_env, tmp_path):

@@ -96,14 +96,13 @@ def test_cold_index_from_the_manifest_matches_local(packed, proxied, tmp_path):
     assert (m["folders"], m["found"], m["absent"], m["failed"], m["shards"],
             m["mismatched"]) == (1, 1, 0, 0, 4, 0), m
     assert m["notes"] == ["s3://data/with/manifest.json: found, 4 shards indexed from it"]
-    # the listing (a glob), the shards' HEADs, the manifest's HEAD and GET,
-    # and only then the shards, each once
+    # the listing (a glob), the shards' HEADs, the manifest's one GET (no
+    # HEAD before it), and only then the shards, each once
     log = [(m_, p) for m_, p, _ in proxied.requests()]
-    assert log[0] == ("GET", "/data/?list-type=2&prefix=with%2Fshard-"), log
+    assert log[0] == ("GET", "/data/?encoding-type=url&list-type=2&prefix=with%2Fshard-"), log
     assert sorted(log[1:5]) == [("HEAD", "/data/with/" + n) for n in names], log
-    assert log[5:7] == [("HEAD", "/data/with/manifest.json"),
-                        ("GET", "/data/with/manifest.json")], log
-    assert sorted(log[7:]) == [("GET", "/data/with/" + n) for n in names], log
+    assert log[5] == ("GET", "/data/with/manifest.json"), log
+    assert sorted(log[6:]) == [("GET", "/data/with/" + n) for n in names], log
     # warm: the shards are in the cache; the manifest indexes them again
     # (its index is not kept), and nothing else is fetched
     with ringfeed.Loader(src, shuffle=True, seed=4, cache_dir=str(tmp_path / "c"),

@@ -430,6 +430,27 @@ int64_t rf__cache_usage(rf_cache *c)
     return rc == 0 ? (int64_t)used : RF_E_IO;
 }
 
+int rf__cache_has_index(rf_cache *c)
+{
+    /* no lock: an index that comes or goes meanwhile only makes the answer
+     * one of a moment ago, which is all a caller may rely on */
+    int dfd = openat(c->dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d) {
+        if (dfd >= 0)
+            close(dfd);
+        return 1; /* unknown: as if there were one */
+    }
+    int found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        found = len > 4 && !strcmp(e->d_name + len - 4, ".idx");
+    }
+    closedir(d);
+    return found;
+}
+
 /* Under DIR/.lock: evicts unpinned shards, oldest pin first, until size
  * more bytes fit. 1 when they do, 0 when they do not, -1 (errno) when the
  * folder cannot be listed. */

@@ -135,4 +135,8 @@ uint64_t rf__cache_starve(rf_cache *c);
  * listed. */
 int64_t rf__cache_usage(rf_cache *c);
 
+/* 1 when the folder holds a kept index (BASE.idx) of any shard, or cannot
+ * be listed; 0 when it holds none: then no shard has one. */
+int rf__cache_has_index(rf_cache *c);
+
 #endif

@@ -71,6 +71,21 @@ typedef struct rman_end {
     int bad;           /* fetch thread only, checked 2: the member (0, 1) not as said */
 } rman_end;
 
+/* The manifests' GETs, and which have ended in the order they did: the
+ * done callback (fetch thread) appends, the indexing thread takes. */
+typedef struct rman_gets {
+    rf_fetch_req *q;    /* per folder */
+    pthread_mutex_t mu; /* protects ended, nended */
+    pthread_cond_t cv;  /* a GET ended (nended grew) */
+    uint32_t *ended;    /* folders whose GET ended, in that order */
+    uint32_t nended;
+    uint32_t sent, taken; /* indexing thread: GETs submitted, and collected */
+    rf_fetch *fe;         /* their fetcher; NULL: none submitted */
+    /* the bytes all manifests may hold together: each GET draws what it
+     * writes (fetch.h), so memory never holds more, whatever their order */
+    _Atomic uint64_t budget;
+} rman_gets;
+
 struct rf_rman {
     rman_folder *f;
     uint32_t nf, n;                  /* folders, shards */
@@ -80,6 +95,7 @@ struct rf_rman {
     int64_t from_manifest;           /* index time; read by stats after it */
     int64_t over_total;              /* index time: folders left without one (total cap) */
     _Atomic int64_t mismatched;      /* shards that failed the check: a count, relaxed */
+    rman_gets g;                     /* index time: the manifests' GETs */
 };
 
 /* The length of url's folder with its '/' (0: none that a manifest could
@@ -139,16 +155,6 @@ static void parse(rman_folder *f)
     f->state = MF_FOUND;
 }
 
-/* The manifests' GETs, and which have ended in the order they did: the
- * done callback (fetch thread) appends, the indexing thread takes. */
-typedef struct rman_gets {
-    rf_fetch_req *q;    /* per folder */
-    pthread_mutex_t mu; /* protects ended, nended */
-    pthread_cond_t cv;  /* a GET ended (nended grew) */
-    uint32_t *ended;    /* folders whose GET ended, in that order */
-    uint32_t nended;
-} rman_gets;
-
 static void on_done(rf_fetch_req *req, void *ctx)
 {
     rman_gets *g = ctx;
@@ -187,24 +193,21 @@ static void got(rf_rman *m, rman_folder *f, const rf_fetch_req *q, _Atomic uint6
     f->fd = -1;
 }
 
-/* GETs every needed folder's manifest at once, each parsed as it ends. */
-static int fetch_all(rf_rman *m, rf_remote *r)
+/* Submits the GET of every needed folder's manifest, all at once (collect
+ * takes their ends). 0 or RF_E_NOMEM (nothing submitted). */
+static int submit_all(rf_rman *m, rf_remote *r)
 {
     if (m->nf == 0)
         return 0; /* no folder: nothing to fetch (and calloc(0) may be NULL) */
-    rf_fetch *fe = rf__remote_fetcher(r);
-    rman_gets g = {.q = calloc(m->nf, sizeof *g.q), .ended = calloc(m->nf, sizeof *g.ended)};
-    if (!g.q || !g.ended) {
-        free(g.q);
-        free(g.ended);
-        return RF_E_NOMEM;
-    }
-    pthread_mutex_init(&g.mu, NULL);
-    pthread_cond_init(&g.cv, NULL);
-    /* the bytes all manifests may hold together: each GET draws what it
-     * writes (fetch.h), so memory never holds more, whatever their order */
-    _Atomic uint64_t budget = RF__RMAN_TOTAL_BYTES;
-    uint32_t sent = 0;
+    rman_gets *g = &m->g;
+    g->q = calloc(m->nf, sizeof *g->q);
+    g->ended = calloc(m->nf, sizeof *g->ended);
+    if (!g->q || !g->ended)
+        return RF_E_NOMEM; /* freed by rf__rman_free */
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    g->fe = rf__remote_fetcher(r);
+    atomic_init(&g->budget, RF__RMAN_TOTAL_BYTES);
     for (uint32_t i = 0; i < m->nf; i++) {
         rman_folder *f = &m->f[i];
         if (!f->needed)
@@ -214,33 +217,35 @@ static int fetch_all(rf_rman *m, rf_remote *r)
             snprintf(f->note, sizeof f->note, "%s: no memory file for it", f->url);
             continue;
         }
-        g.q[i] = (rf_fetch_req){.op = RF__FETCH_GET,
-                                .url = f->url,
-                                .fd = f->fd,
-                                .max_size = RF__RMAN_MAX_BYTES,
-                                .budget = &budget,
-                                .done = on_done,
-                                .ctx = &g};
-        rf__fetch_submit(fe, &g.q[i]);
-        sent++;
+        g->q[i] = (rf_fetch_req){.op = RF__FETCH_GET,
+                                 .url = f->url,
+                                 .fd = f->fd,
+                                 .max_size = RF__RMAN_MAX_BYTES,
+                                 .budget = &g->budget,
+                                 .done = on_done,
+                                 .ctx = g};
+        rf__fetch_submit(g->fe, &g->q[i]);
+        g->sent++;
     }
-    for (uint32_t taken = 0; taken < sent; taken++) {
-        pthread_mutex_lock(&g.mu);
-        while (g.nended == taken)
-            pthread_cond_wait(&g.cv, &g.mu);
-        uint32_t i = g.ended[taken];
-        pthread_mutex_unlock(&g.mu);
-        rf__fetch_wait(fe, &g.q[i]); /* its done returned: the fetch thread is done with it */
-        got(m, &m->f[i], &g.q[i], &budget);
-    }
-    pthread_mutex_destroy(&g.mu);
-    pthread_cond_destroy(&g.cv);
-    free(g.q);
-    free(g.ended);
     return 0;
 }
 
-int rf__rman_open(rf_rman **out, rf_remote *r, const rf_source *s, const uint8_t *skip)
+/* Waits for the GETs submitted, each manifest parsed as its GET ends. */
+static void collect(rf_rman *m)
+{
+    rman_gets *g = &m->g;
+    for (; g->taken < g->sent; g->taken++) {
+        pthread_mutex_lock(&g->mu);
+        while (g->nended == g->taken)
+            pthread_cond_wait(&g->cv, &g->mu);
+        uint32_t i = g->ended[g->taken];
+        pthread_mutex_unlock(&g->mu);
+        rf__fetch_wait(g->fe, &g->q[i]); /* its done returned: the fetch thread is done with it */
+        got(m, &m->f[i], &g->q[i], &g->budget);
+    }
+}
+
+int rf__rman_start(rf_rman **out, rf_remote *r, const rf_source *s, const uint8_t *skip)
 {
     *out = NULL;
     rf_rman *m = calloc(1, sizeof *m);
@@ -261,8 +266,19 @@ int rf__rman_open(rf_rman **out, rf_remote *r, const rf_source *s, const uint8_t
             m->f[m->folder[k]].needed = 1;
     }
     if (rc == 0)
-        rc = fetch_all(m, r);
-    for (uint32_t k = 0; rc == 0 && k < m->n; k++) {
+        rc = submit_all(m, r);
+    if (rc != 0) {
+        rf__rman_free(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+void rf__rman_match(rf_rman *m, rf_remote *r, const rf_source *s, const uint8_t *skip)
+{
+    collect(m);
+    for (uint32_t k = 0; k < m->n; k++) {
         if ((skip && skip[k]) || m->folder[k] == UINT32_MAX)
             continue;
         rman_folder *f = &m->f[m->folder[k]];
@@ -271,12 +287,6 @@ int rf__rman_open(rf_rman **out, rf_remote *r, const rf_source *s, const uint8_t
         if (f->state == MF_FOUND)
             m->entry[k] = rf__manifest_find(&f->m, strrchr(url, '/') + 1, size);
     }
-    if (rc != 0) {
-        rf__rman_free(m);
-        return rc;
-    }
-    *out = m;
-    return 0;
 }
 
 int rf__rman_covers(const rf_rman *m, uint32_t k)
@@ -405,6 +415,15 @@ void rf__rman_free(rf_rman *m)
 {
     if (!m)
         return;
+    collect(m); /* GETs still out (a start that failed after rf__rman_start) */
+    if (m->g.fe) {
+        pthread_mutex_destroy(&m->g.mu);
+        pthread_cond_destroy(&m->g.cv);
+    }
+    free(m->g.q);
+    free(m->g.ended);
+    m->g.q = NULL;
+    m->g.ended = NULL;
     rf__rman_trim(m);
     for (uint32_t i = 0; i < m->nf; i++) {
         free(m->f[i].url);

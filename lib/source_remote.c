@@ -488,16 +488,27 @@ int rf__source_index_remote(rf_source *s, const rf_strlist *paths, const rf_sour
         s->local_off = calloc(s->nfiles, sizeof *s->local_off);
     if (rc == 0 && !s->local_off)
         rc = RF_E_NOMEM;
+    /* the packer's manifest.json beside the shards indexes those it
+     * describes without a fetch (remote_manifest.c). With no kept index in
+     * the cache folder no shard has one, so every folder's manifest is
+     * wanted: its GET runs beside the HEADs (a round trip less before the
+     * first shard's transfer can start, on a cold start) */
+    rf_rman *man = NULL;
+    int cls = o->unlabeled || !o->label || !strcmp(o->label, "cls"); /* the labels it holds */
+    if (rc == 0 && cls && !rf__cache_has_index(rf__remote_cache(r)))
+        rc = rf__rman_start(&man, r, s, NULL);
     if (rc == 0)
         rc = head_all(r, s, err, errcap);
-    if (rc != 0)
+    uint8_t *kept = rc == 0 ? calloc(s->nfiles, 1) : NULL;
+    if (rc == 0 && !kept)
+        rc = RF_E_NOMEM;
+    if (rc != 0) {
+        rf__rman_free(man);
         return rc;
+    }
     rf__remote_plan_room(r);
     char okey[RF_SOURCE_MAX_EXTRAS * (RF_SOURCE_MAX_EXT + 1) + 100];
     options_key(o, okey, sizeof okey);
-    uint8_t *kept = calloc(s->nfiles, 1);
-    if (!kept)
-        return RF_E_NOMEM;
     /* the local paths, and which shards have a kept index */
     for (uint32_t k = 0; rc == 0 && k < s->nfiles; k++) {
         char base[RF__CACHE_PATH], local[RF__CACHE_PATH + 8];
@@ -508,13 +519,18 @@ int rf__source_index_remote(rf_source *s, const rf_strlist *paths, const rf_sour
         uint64_t size = rf__remote_shard(r, k, &etag);
         kept[k] = index_matches(base, s->arena + s->file_off[k], size, etag, okey);
     }
-    /* the packer's manifest.json beside the others indexes those it
-     * describes without a fetch (remote_manifest.c); the rest are all asked
-     * for now, in order, fetched as the cache limit allows */
-    rf_rman *man = NULL;
-    int cls = o->unlabeled || !o->label || !strcmp(o->label, "cls"); /* the labels it holds */
-    if (rc == 0 && cls && (rc = rf__rman_open(&man, r, s, kept)) == 0)
+    /* (otherwise only the folders of shards without a kept index want it,
+     * known now); the shards neither indexes are all asked for now, in
+     * order, fetched as the cache limit allows */
+    if (rc == 0 && cls && !man)
+        rc = rf__rman_start(&man, r, s, kept);
+    if (rc == 0 && man) {
+        rf__rman_match(man, r, s, kept);
         rf__remote_set_manifest(r, man);
+    } else {
+        rf__rman_free(man);
+        man = NULL;
+    }
     for (uint32_t k = 0; rc == 0 && k < s->nfiles; k++)
         if (!kept[k] && !rf__rman_covers(man, k))
             rf__remote_acquire(r, k);

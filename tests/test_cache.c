@@ -158,7 +158,9 @@ static void test_fetch_lock_abandon_index(void **state)
     assert_int_equal(rf__cache_lock_fetch(&c2, base, &l2), 1);
     rf__cache_unpin(l2);
     /* kept index: written whole, read back */
+    assert_int_equal(rf__cache_has_index(&c), 0); /* shards, locks: no index yet */
     assert_int_equal(rf__cache_put_index(&c, base, "hello", 5), 1);
+    assert_int_equal(rf__cache_has_index(&c), 1);
     void *p = NULL;
     size_t n = 0;
     assert_int_equal(rf__cache_get_index(base, &p, &n), 1);

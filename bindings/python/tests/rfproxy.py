@@ -6,6 +6,10 @@ FAULT" to --log, and with probability --rate injects one of --faults:
   503       answer 503 Service Unavailable
   stall     say nothing for --stall seconds, then close (past the client's timeout)
   truncate  forward, then cut the response body in half and close
+A request whose "METHOD PATH" matches --hold-match waits --hold seconds
+before it goes on (a slow round trip, to see what runs beside it); with
+--times, each request's arrival is also logged there as "SECONDS METHOD
+PATH" (time.monotonic()).
 Otherwise the request goes to --upstream unchanged (the Host header too, so
 SigV4 signatures stay valid) and the answer comes back as it is. The choice
 is drawn from a seeded generator, per request in arrival order.
@@ -13,6 +17,7 @@ is drawn from a seeded generator, per request in arrival order.
 
 import argparse
 import random
+import re
 import socket
 import socketserver
 import threading
@@ -39,6 +44,9 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--stall", type=float, default=3.0)
     ap.add_argument("--faults", default="drop,503,stall,truncate")
+    ap.add_argument("--hold", type=float, default=0.0)
+    ap.add_argument("--hold-match", default="")
+    ap.add_argument("--times", default="")
     a = ap.parse_args()
     host, port = a.upstream.split("//", 1)[1].split(":")
     upstream = (host, int(port))
@@ -46,6 +54,7 @@ def main():
     rng = random.Random(a.seed)
     lock = threading.Lock()  # protects rng and the log
     log = open(a.log, "a", buffering=1)
+    times = open(a.times, "a", buffering=1) if a.times else None
 
     class Handler(socketserver.BaseRequestHandler):
         def handle(self):
@@ -61,6 +70,12 @@ def main():
             with lock:
                 fault = rng.choice(faults) if rng.random() < a.rate else "none"
                 log.write("%s %s %s\n" % (method.decode(), path.decode(), fault))
+                if times:
+                    times.write("%.6f %s %s\n" % (time.monotonic(), method.decode(),
+                                                   path.decode()))
+            if a.hold_match and re.search(a.hold_match, "%s %s" % (method.decode(),
+                                                                  path.decode())):
+                time.sleep(a.hold)
             if fault == "drop":
                 return
             if fault == "503":

@@ -135,6 +135,16 @@ class Proxy:
         self.url = url
         self.log = log
 
+    def arrivals(self):
+        """[(seconds, method, path)]: when each request arrived (time.monotonic())."""
+        out = []
+        if os.path.exists(self.log + ".times"):
+            with open(self.log + ".times") as f:
+                for line in f:
+                    t, m, p = line.rstrip("\n").split(" ", 2)
+                    out.append((float(t), m, p))
+        return out
+
     def requests(self):
         """[(method, path, fault)] so far."""
         out = []
@@ -147,11 +157,15 @@ class Proxy:
 
 
 @contextlib.contextmanager
-def fault_proxy(upstream, log, rate=0.0, seed=1, stall_s=3.0, faults="drop,503,stall,truncate"):
-    """A proxy on a free port to upstream ("http://127.0.0.1:PORT")."""
+def fault_proxy(upstream, log, rate=0.0, seed=1, stall_s=3.0, faults="drop,503,stall,truncate",
+                hold_s=0.0, hold_match=""):
+    """A proxy on a free port to upstream ("http://127.0.0.1:PORT"); requests
+    whose "METHOD PATH" matches the regular expression hold_match wait
+    hold_s seconds first."""
     port = free_port()
     args = [sys.executable, os.path.join(HERE, "rfproxy.py"), "--port", str(port),
             "--upstream", upstream, "--log", str(log), "--rate", str(rate), "--seed", str(seed),
-            "--stall", str(stall_s), "--faults", faults]
+            "--stall", str(stall_s), "--faults", faults, "--hold", str(hold_s),
+            "--hold-match", hold_match, "--times", str(log) + ".times"]
     with _process(args, port):
         yield Proxy("http://127.0.0.1:%d" % port, str(log))

@@ -349,16 +349,18 @@ def test_faults_every_sample_exactly_once(shards, s3, aws_env, tmp_path, monkeyp
     short: the epoch still delivers the local shards' batches."""
     local = _local(shards, shuffle=True, seed=9)
     with rfservers.fault_proxy(s3.endpoint, tmp_path / "log", rate=0.1, seed=4,
-                               stall_s=2.5) as px:
+                               stall_s=3.5) as px:
         monkeypatch.setenv("AWS_ENDPOINT_URL", px.url)
         size = os.path.getsize(shards[1][0])
         got, st = _epoch("s3://data/ds/train-{0000..%04d}.tar" % (NSHARDS - 1), shuffle=True,
                          seed=9, cache_dir=str(tmp_path / "c"), cache_limit=3 * size + 16384,
-                         fetch_timeout_ms=1000, fetch_retries=8)
+                         fetch_timeout_ms=2000, fetch_retries=8)
         # a HEAD's answer has no body to cut short: that one is no fault
         faults = [f for m, _, f in px.requests() if f != "none" and (m, f) != ("HEAD", "truncate")]
     assert got == local
-    assert faults and st["remote"]["retries"] == len(faults), (faults, st["remote"])
+    # every fault was retried; a server slowed past the timeout by a busy
+    # machine (the suite runs two tests at once) may add a retry of its own
+    assert faults and st["remote"]["retries"] >= len(faults), (faults, st["remote"])
     idx = sorted(s for _, i in got for s in i)
     assert idx == list(range(NSHARDS * PER_SHARD))
 
@@ -371,7 +373,11 @@ def test_retry_budget_spent_names_url_and_status(shards, s3, aws_env, tmp_path, 
                                  r"Unavailable \(3 tries\)"):
             _epoch("s3://data/ds/train-0001.tar", cache_dir=str(tmp_path / "c"),
                    fetch_retries=2)
-        assert len(px.requests()) == 3
+        # the HEAD's three tries; beside them (no kept index in the folder)
+        # the manifest's GET, with as many
+        log = sorted((m, p) for m, p, _ in px.requests())
+        assert log == [("GET", "/data/ds/manifest.json")] * 3 + \
+            [("HEAD", "/data/ds/train-0001.tar")] * 3, log
 
 
 def test_cache_options(tmp_path):

@@ -96,12 +96,13 @@ def test_cold_index_from_the_manifest_matches_local(packed, proxied, tmp_path):
     assert (m["folders"], m["found"], m["absent"], m["failed"], m["shards"],
             m["mismatched"]) == (1, 1, 0, 0, 4, 0), m
     assert m["notes"] == ["s3://data/with/manifest.json: found, 4 shards indexed from it"]
-    # the listing (a glob), the shards' HEADs, the manifest's one GET (no
-    # HEAD before it), and only then the shards, each once
+    # the listing (a glob), the shards' HEADs and the manifest's one GET (no
+    # HEAD before it; beside the HEADs, the cache holding no kept index),
+    # and only then the shards, each once
     log = [(m_, p) for m_, p, _ in proxied.requests()]
     assert log[0] == ("GET", "/data/?encoding-type=url&list-type=2&prefix=with%2Fshard-"), log
-    assert sorted(log[1:5]) == [("HEAD", "/data/with/" + n) for n in names], log
-    assert log[5] == ("GET", "/data/with/manifest.json"), log
+    assert sorted(log[1:6]) == sorted([("HEAD", "/data/with/" + n) for n in names] +
+                                      [("GET", "/data/with/manifest.json")]), log
     assert sorted(log[6:]) == [("GET", "/data/with/" + n) for n in names], log
     # warm: the shards are in the cache; the manifest indexes them again
     # (its index is not kept), and nothing else is fetched
@@ -111,6 +112,27 @@ def test_cold_index_from_the_manifest_matches_local(packed, proxied, tmp_path):
         st = ld.stats()
     assert st["shards_from_manifest"] == 4 and st["remote"]["cache_misses"] == 0
     assert len(_shard_gets(proxied)) == 4
+
+
+def test_manifest_fetched_beside_the_heads(packed, s3, tmp_path, monkeypatch):
+    """From a cache folder without a kept index, the manifest's GET runs
+    beside the shards' HEADs: with each of those round trips held 0.5 s by
+    the proxy, the GET arrives while the HEADs are held, not after them."""
+    hold = 0.5
+    with rfservers.fault_proxy(s3.endpoint, tmp_path / "log", hold_s=hold,
+                               hold_match=r"^HEAD |/manifest\.json$") as px:
+        for k, v in s3.env(endpoint=px.url).items():
+            monkeypatch.setenv(k, v)
+        with ringfeed.Loader("s3://data/with/shard-{000000..000003}.tar",
+                             cache_dir=str(tmp_path / "c"), **OPTS) as ld:
+            next(iter(ld))
+            st = ld.stats()
+        seen = px.arrivals()
+    assert st["shards_from_manifest"] == 4
+    heads = [t for t, m, _ in seen if m == "HEAD"]
+    man = [t for t, m, p in seen if p.endswith("/manifest.json")]
+    assert len(heads) == 4 and len(man) == 1, seen
+    assert abs(man[0] - min(heads)) < hold / 2, seen
 
 
 def test_unlabeled_from_the_manifest_matches_local(packed, s3, tmp_path, monkeypatch):

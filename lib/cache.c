@@ -136,12 +136,13 @@ static int probe_marks(int dir_fd)
 static int read_boot(rf_cache *c)
 {
     FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
-    if (!f)
-        return -1;
-    int ok = fgets(c->boot, sizeof c->boot, f) != NULL;
-    fclose(f);
-    c->boot[strcspn(c->boot, "\n")] = '\0';
-    return ok && strlen(c->boot) >= 16 ? 0 : -1;
+    int ok = f && fgets(c->boot, sizeof c->boot, f) != NULL;
+    if (f)
+        fclose(f);
+    c->boot[ok ? strcspn(c->boot, "\n") : 0] = '\0';
+    if (strlen(c->boot) < 16)
+        c->boot[0] = '\0'; /* none: every mark is suspect (mark_of) */
+    return c->boot[0] ? 0 : -1;
 }
 
 int rf__cache_open(rf_cache *c, const char *dir, uint64_t limit, char *err, size_t errcap)
@@ -172,7 +173,10 @@ int rf__cache_open(rf_cache *c, const char *dir, uint64_t limit, char *err, size
         rf__cache_close(c);
         return RF_E_SOURCE;
     }
-    c->marks = read_boot(c) == 0 && probe_marks(c->dir_fd);
+    /* RINGFEED_CACHE_SYNC_FIRST=1: a file system that does not keep metadata
+     * in order (ext4 without a journal, ext2: see above) */
+    const char *sf = getenv("RINGFEED_CACHE_SYNC_FIRST");
+    c->marks = read_boot(c) == 0 && !(sf && *sf && strcmp(sf, "0")) && probe_marks(c->dir_fd);
     c->limit = limit;
     if (limit == 0) {
         struct statvfs v;
@@ -228,14 +232,14 @@ enum { MARK_NONE = 0, MARK_THIS_BOOT = 1, MARK_SUSPECT = 2 };
  * this boot's, or another's (or unreadable: suspect too). */
 static int mark_of(const rf_cache *c, int f)
 {
-    if (!c->marks)
-        return MARK_NONE;
+    /* read whether or not this process writes marks (c->marks): a folder
+     * is shared with processes that do */
     char v[sizeof c->boot];
     ssize_t n = fgetxattr(f, RF__CACHE_MARK, v, sizeof v - 1);
-    if (n < 0)
-        return errno == ENODATA ? MARK_NONE : MARK_SUSPECT;
+    if (n < 0) /* no mark, or a file system (or client) without attributes */
+        return errno == ENODATA || errno == ENOTSUP ? MARK_NONE : MARK_SUSPECT;
     v[n] = '\0';
-    return strcmp(v, c->boot) ? MARK_SUSPECT : MARK_THIS_BOOT;
+    return c->boot[0] && !strcmp(v, c->boot) ? MARK_THIS_BOOT : MARK_SUSPECT;
 }
 
 int rf__cache_pin(rf_cache *c, const char *base, uint64_t size, int *fd)
@@ -269,8 +273,6 @@ void rf__cache_unpin(int fd)
 
 void rf__cache_drop_unsynced(rf_cache *c, const char *base)
 {
-    if (!c->marks)
-        return;
     char p[RF__CACHE_PATH + 8];
     snprintf(p, sizeof p, "%s.tar", base);
     if (dir_lock(c) != 0)
@@ -395,6 +397,9 @@ static int measure(rf_cache *c, uint64_t *used_out, victim **v, size_t *nv)
             continue;
         used += (uint64_t)st.st_size;
         size_t len = strlen(e->d_name);
+        /* shards only: a kept index outlives its shard on purpose (a later
+         * start, or another rank's, indexes without a fetch, which a full
+         * folder could not give it) */
         if (!v || len < 4 || len >= sizeof((victim *)0)->name ||
             strcmp(e->d_name + len - 4, ".tar"))
             continue;
@@ -581,16 +586,26 @@ int rf__cache_commit(rf_cache *c, const char *tmp, const char *base, int fd, cha
     return 0;
 }
 
-int rf__cache_finish(rf_cache *c, int fd)
+int rf__cache_finish(rf_cache *c, const char *base, int fd)
 {
     if (!c->marks)
         return 0;
     /* the mark goes only after the data are on disk (see above); a failed
      * sync leaves one that no boot has: nobody pins the file again, and the
-     * next taker of BASE.lock fetches the shard anew */
+     * next taker of BASE.lock fetches the shard anew. Where even that mark
+     * cannot be written (a file system gone read-only), the name goes, if
+     * it is still this file's. */
     if (fdatasync(fd) != 0) {
         int e = errno;
-        fsetxattr(fd, RF__CACHE_MARK, "sync failed", 11, 0);
+        if (fsetxattr(fd, RF__CACHE_MARK, "sync failed", 11, 0) != 0 && dir_lock(c) == 0) {
+            char p[RF__CACHE_PATH + 8];
+            snprintf(p, sizeof p, "%s.tar", base);
+            struct stat a, b;
+            if (fstat(fd, &a) == 0 && stat(p, &b) == 0 && a.st_dev == b.st_dev &&
+                a.st_ino == b.st_ino)
+                unlink(p);
+            dir_unlock(c);
+        }
         errno = e;
         return RF_E_IO;
     }

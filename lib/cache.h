@@ -37,7 +37,9 @@
  * The folder's bytes (every file in it) stay under the limit: room is taken
  * before a transfer starts, by evicting unpinned shards, least recently
  * pinned first (BASE.tar's mtime is set at every pin). When pinned shards
- * fill the limit, room is refused and the caller waits for an unpin.
+ * fill the limit, room is refused and the caller waits for an unpin. Kept
+ * indexes are never evicted (small; those of another format, or of a
+ * dataset gone, stay until the folder is cleared).
  */
 #ifndef RF_CACHE_H
 #define RF_CACHE_H
@@ -106,11 +108,12 @@ int rf__cache_reserve(rf_cache *c, const char *base, uint64_t size, char *tmp, i
  * caller may let BASE.lock go at once, and calls rf__cache_finish later. */
 int rf__cache_commit(rf_cache *c, const char *tmp, const char *base, int fd, char *err,
                      size_t errcap);
-/* After rf__cache_commit: syncs the shard (fd: its file, or a duplicate of
- * it) and removes its mark. 0, or RF_E_IO with a mark no boot has (no
- * later pin trusts the file; the next fetch replaces it). Nothing to do
- * where the folder keeps no marks. */
-int rf__cache_finish(rf_cache *c, int fd);
+/* After rf__cache_commit: syncs the shard BASE.tar (fd: its file, or a
+ * duplicate of it) and removes its mark. 0, or RF_E_IO with a mark no boot
+ * has, or where none can be written, the name removed (no later pin trusts
+ * the file; the next fetch replaces it). Nothing to do where the folder
+ * keeps no marks. */
+int rf__cache_finish(rf_cache *c, const char *base, int fd);
 /* Removes the temporary file and closes fd. */
 void rf__cache_abandon(rf_cache *c, const char *tmp, int fd);
 

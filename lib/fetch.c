@@ -6,9 +6,10 @@
  * owns the multi handle and the requests it holds (running, or waiting for
  * their retry time), so curl is touched by one thread only. Each try uses a
  * fresh easy handle; the multi handle keeps connections alive between them.
- * The loop: take queued requests while fewer than `parallel` transfers
- * (GETs) run, start the retries that are due, let curl work, finish what
- * ended, run the tick when it is due, then sleep in curl_multi_poll until a
+ * The loop: take queued requests in order, each as its class has room
+ * (fewer than `parallel` transfers, GETs, run; a GET without room holds
+ * no small request back), start the retries that are due, let curl work,
+ * finish what ended, run the tick when it is due, then sleep in curl_multi_poll until a
  * socket, a wake (curl_multi_wakeup) or the next deadline. HEADs and
  * listings are small: up to SMALL_MAX of them run beside the transfers, so
  * that a start's HEADs of every shard take about one round trip. The tick
@@ -440,6 +441,24 @@ static int has_room(const rf_fetch *f, const rf_fetch_req *r)
     return f->active < f->o.parallel + SMALL_MAX;
 }
 
+/* Under f->mu: the first queued request with room (*prev: the one before
+ * it, NULL at the head), or NULL. Room depends on the class only (GET or
+ * small), so the walk ends once both were found without room. */
+static rf_fetch_req *startable(const rf_fetch *f, rf_fetch_req **prev)
+{
+    int get_full = 0, small_full = 0;
+    *prev = NULL;
+    for (rf_fetch_req *r = f->queue; r && !(get_full && small_full); *prev = r, r = r->next) {
+        if (has_room(f, r))
+            return r;
+        if (r->op == RF__FETCH_GET)
+            get_full = 1;
+        else
+            small_full = 1;
+    }
+    return NULL;
+}
+
 static void *fetch_main(void *arg)
 {
     rf_fetch *f = arg;
@@ -448,11 +467,16 @@ static void *fetch_main(void *arg)
     for (;;) {
         pthread_mutex_lock(&f->mu);
         int stop = f->stop;
-        while (!stop && f->queue && has_room(f, f->queue)) {
-            rf_fetch_req *r = f->queue;
-            f->queue = r->next;
-            if (!f->queue)
-                f->queue_tail = NULL;
+        /* in queue order, each that has room: a GET waiting for a transfer's
+         * room does not hold back the small requests queued after it */
+        rf_fetch_req *prev, *r;
+        while (!stop && (r = startable(f, &prev)) != NULL) {
+            if (prev)
+                prev->next = r->next;
+            else
+                f->queue = r->next;
+            if (f->queue_tail == r)
+                f->queue_tail = prev;
             pthread_mutex_unlock(&f->mu);
             ended |= begin(f, r);
             pthread_mutex_lock(&f->mu);
@@ -500,7 +524,7 @@ static void *fetch_main(void *arg)
         int64_t ms = (until - now + 999999) / 1000000;
         int wait_ms = ms < 0 ? 0 : ms > f->tick_ms ? f->tick_ms : (int)ms;
         pthread_mutex_lock(&f->mu);
-        if ((f->queue && has_room(f, f->queue)) || f->tick_asked)
+        if (startable(f, &prev) || f->tick_asked)
             wait_ms = 0; /* room for a queued request now, or a wake came in the tick */
         pthread_mutex_unlock(&f->mu);
         curl_multi_poll(f->multi, NULL, 0, wait_ms, NULL);

@@ -193,7 +193,9 @@ void rf__remote_destroy(rf_remote *r)
         if (forked) {
             close_copy(&s->sync_fd);
         } else if (s->sync_fd >= 0) { /* held while cold: the shard is whole, sync it */
-            rf__cache_finish(&r->cache, s->sync_fd);
+            char base[RF__CACHE_PATH];
+            rf__cache_base(&r->cache, s->url, s->size, s->etag, base);
+            rf__cache_finish(&r->cache, base, s->sync_fd);
             close(s->sync_fd); /* a duplicate: the pin's lock is not its to end */
         }
         rf__cache_unpin(s->pin_fd);

@@ -92,7 +92,37 @@ static int matches_manifest(rf_remote *r, uint32_t k, int fd, char *msg, size_t 
     return !r->man || rf__rman_check(r->man, k, fd, r->sh[k].url, r->sh[k].size, msg, cap) == 0;
 }
 
-static void finish(rf_remote *r, const char *url, int fd);
+/* Fetch thread, under mu (dropped around the sync): syncs shard k's
+ * committed file (cache.c) through its duplicate s->sync_fd, which stays
+ * in the shard meanwhile (fork_child closes a child's copy), set to -1
+ * under mu before its plain close (the pin's lock is not the duplicate's
+ * to end). */
+static void sync_one(rf_remote *r, uint32_t k)
+{
+    rf_shard *s = &r->sh[k];
+    int fd = s->sync_fd;
+    char base[RF__CACHE_PATH];
+    rf__cache_base(&r->cache, s->url, s->size, s->etag, base);
+    const char *url = s->url; /* its own allocation: stays while r lives */
+    pthread_mutex_unlock(&r->mu);
+    if (rf__cache_finish(&r->cache, base, fd) != 0)
+        RF_TRACE("shard %s: not synced (%s): fetched anew after a crash", url, strerror(errno));
+    pthread_mutex_lock(&r->mu);
+    s = &r->sh[k];
+    s->sync_fd = -1;
+    pthread_mutex_unlock(&r->mu);
+    close(fd);
+    pthread_mutex_lock(&r->mu);
+}
+
+/* Fetch thread, under mu: once the loader is warm, the syncs held while it
+ * was cold (and a just-committed shard's). */
+static void sync_held(rf_remote *r)
+{
+    for (uint32_t k = 0; k < r->nsh && !r->cold; k++)
+        if (r->sh[k].sync_fd >= 0)
+            sync_one(r, k);
+}
 
 /* A transfer ended (fetch thread): commit it, pinned, or fail the shard.
  * The transfer's descriptors are moved out of the shard under mu before
@@ -102,6 +132,7 @@ static void transfer_done(rf_fetch_req *req, void *ctx)
 {
     rf_shard *s = ctx;
     rf_remote *r = s->owner;
+    uint32_t k = (uint32_t)(s - r->sh);
     pthread_mutex_lock(&r->mu);
     int fd = s->tmp_fd, lk = s->lock_fd;
     s->lock_fd = s->tmp_fd = -1;
@@ -111,7 +142,7 @@ static void transfer_done(rf_fetch_req *req, void *ctx)
     if (failed) {
         snprintf(msg, sizeof msg, "%s", req->err);
         rf__cache_abandon(&r->cache, s->tmp, fd);
-    } else if (!matches_manifest(r, (uint32_t)(s - r->sh), fd, msg, sizeof msg)) {
+    } else if (!matches_manifest(r, k, fd, msg, sizeof msg)) {
         failed = 1; /* never in the cache, where a read could use the wrong offsets */
         rf__cache_abandon(&r->cache, s->tmp, fd);
     } else {
@@ -120,49 +151,25 @@ static void transfer_done(rf_fetch_req *req, void *ctx)
         failed = rf__cache_commit(&r->cache, s->tmp, base, fd, msg, sizeof msg) != 0;
         /* the sync runs after the loader may read the shard (cache.c), on a
          * duplicate: the pin's fd is the shard's once settled, and may be
-         * closed (and its number reused) meanwhile. A plain close ends the
-         * duplicate: the pin's lock stays with the open file. */
+         * closed (and its number reused) meanwhile */
         if (!failed && r->cache.marks)
             sync_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     }
     RF_TRACE("shard %s: %s", failed ? "failed" : "in the cache", s->url);
     pthread_mutex_lock(&r->mu);
-    settle(r, (uint32_t)(s - r->sh), failed ? -1 : fd, failed ? msg : NULL);
-    /* cold: the first batch is decoded without the sync's writes too (see
-     * remote.c); nobody waits for it (cache.c) */
-    int later = sync_fd >= 0 && r->cold;
-    if (later)
+    if (sync_fd >= 0 && s->sync_fd >= 0)
+        sync_one(r, k); /* an earlier copy's, held while cold (evicted since) */
+    settle(r, k, failed ? -1 : fd, failed ? msg : NULL);
+    if (sync_fd >= 0)
         s->sync_fd = sync_fd;
     pthread_mutex_unlock(&r->mu);
     announce(r);
     rf__cache_unpin(lk); /* BASE.tar is in place: others may pin it without us */
-    if (!failed && !later && sync_fd >= 0)
-        finish(r, s->url, sync_fd);
-}
-
-/* Fetch thread: syncs a committed shard (cache.c) and closes fd, its duplicate. */
-static void finish(rf_remote *r, const char *url, int fd)
-{
-    if (rf__cache_finish(&r->cache, fd) != 0)
-        RF_TRACE("shard %s: not synced (%s): fetched anew after a crash", url, strerror(errno));
-    close(fd); /* plain: the pin's lock is not this duplicate's to end */
-}
-
-/* Fetch thread, under mu (dropped around the syncs): once the loader is
- * warm, the syncs held while it was cold. */
-static void finish_held(rf_remote *r)
-{
-    for (uint32_t k = 0; k < r->nsh && !r->cold; k++) {
-        rf_shard *s = &r->sh[k];
-        int fd = s->sync_fd;
-        if (fd < 0)
-            continue;
-        s->sync_fd = -1; /* under mu before the close: see transfer_done */
-        const char *url = s->url; /* its own allocation: stays while r lives */
-        pthread_mutex_unlock(&r->mu);
-        finish(r, url, fd);
-        pthread_mutex_lock(&r->mu);
-    }
+    /* now, or while cold after the first batch: it is decoded without the
+     * sync's writes too (see remote.c); nobody waits for the sync (cache.c) */
+    pthread_mutex_lock(&r->mu);
+    sync_held(r);
+    pthread_mutex_unlock(&r->mu);
 }
 
 /* The backoff of the folder's listing while room is refused (see above):
@@ -332,7 +339,7 @@ void rf__remote_tick(void *ctx)
         r->unpinned = 0;
         r->room_next_ns = 0;
     }
-    finish_held(r);
+    sync_held(r);
     want_head(r, &changed);
     /* While this loader has no shard ready, its first transfer runs alone:
      * sharing the link and the CPU with the next ones would delay the first

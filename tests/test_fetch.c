@@ -11,7 +11,10 @@
  * so, never more than the cap written otherwise) with a message naming the
  * method, the URL and the limit; GETs sharing a budget fail, once it is
  * spent, each with `over` saying so, and never write more than it
- * together; a 404 is no cap's failure. Not run without libcurl.
+ * together; a 404 is no cap's failure; a GET waiting for a transfer's room
+ * holds no HEAD queued after it back (GET /hold/N is answered once the
+ * test lets it go; each connection has its own thread). Not run without
+ * libcurl.
  *
  * The http(s) URL an s3:// URL is asked at (rf__fetch_http_url): plain
  * string work, checked with and without libcurl: on AWS a bucket that is
@@ -35,6 +38,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -45,6 +49,8 @@
 /* ---- the server ----------------------------------------------------------- */
 
 static int g_listen = -1, g_stop[2] = {-1, -1}, g_port;
+/* a byte written to g_hold[1] lets the answers to GET /hold/N go on */
+static int g_hold[2] = {-1, -1};
 static pthread_t g_thread;
 
 static void send_all(int fd, const char *p, size_t n)
@@ -81,6 +87,11 @@ static void answer(int c)
     sscanf(req, "GET %255s", path);
     unsigned long len = 0;
     int with_len = sscanf(path, "/len/%lu", &len) == 1;
+    if (!with_len && sscanf(path, "/hold/%lu", &len) == 1) {
+        struct pollfd h = {g_hold[0], POLLIN, 0};
+        poll(&h, 1, 10000); /* the byte stays: every held answer goes on */
+        with_len = 1;
+    }
     int without = !with_len && sscanf(path, "/nolen/%lu", &len) == 1;
     char head[256];
     if (!with_len && !without) {
@@ -107,6 +118,15 @@ static void answer(int c)
     }
 }
 
+static void *answer_main(void *arg)
+{
+    int c = (int)(intptr_t)arg;
+    answer(c);
+    close(c);
+    return NULL;
+}
+
+/* Each connection on a thread of its own: a held answer holds only its own. */
 static void *serve(void *arg)
 {
     (void)arg;
@@ -117,10 +137,13 @@ static void *serve(void *arg)
         if (p[1].revents)
             return NULL;
         int c = accept(g_listen, NULL, NULL);
+        pthread_t t;
         if (c < 0)
             continue;
-        answer(c);
-        close(c);
+        if (pthread_create(&t, NULL, answer_main, (void *)(intptr_t)c) != 0)
+            answer_main((void *)(intptr_t)c);
+        else
+            pthread_detach(t);
     }
 }
 
@@ -132,7 +155,7 @@ static int setup(void **state)
     g_listen = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (g_listen < 0 || bind(g_listen, (struct sockaddr *)&a, sizeof a) != 0 ||
         getsockname(g_listen, (struct sockaddr *)&a, &len) != 0 || listen(g_listen, 64) != 0 ||
-        pipe(g_stop) != 0)
+        pipe(g_stop) != 0 || pipe(g_hold) != 0)
         return -1;
     g_port = ntohs(a.sin_port);
     return pthread_create(&g_thread, NULL, serve, NULL) == 0 ? 0 : -1;
@@ -143,9 +166,14 @@ static int teardown(void **state)
     (void)state;
     if (write(g_stop[1], "x", 1) == 1)
         pthread_join(g_thread, NULL);
+    if (write(g_hold[1], "x", 1) != 1) /* no answer stays held */
+        return -1;
+    usleep(50000); /* the held answers' threads see it before the pipe goes */
     close(g_listen);
     close(g_stop[0]);
     close(g_stop[1]);
+    close(g_hold[0]);
+    close(g_hold[1]);
     return 0;
 }
 
@@ -313,6 +341,56 @@ static void test_missing_is_not_a_cap(void **state)
     rf__fetch_destroy(f, 0);
 }
 
+static void *release_later(void *arg)
+{
+    int64_t *at = arg;
+    usleep(500000);
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    *at = (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+    if (write(g_hold[1], "x", 1) != 1)
+        fail_msg("release: %s", strerror(errno));
+    return NULL;
+}
+
+/* With room for one transfer, taken by a GET the server holds, a second
+ * GET waits for room, and a HEAD queued after it runs at once (small
+ * requests have their own room): it ends before the first GET is let go. */
+static void test_waiting_get_holds_no_small_request_back(void **state)
+{
+    (void)state;
+    rf_fetch *f;
+    char err[512];
+    rf_fetch_opts o = {.retries = 0, .timeout_ms = 10000, .parallel = 1};
+    if (rf__fetch_create(&f, &o, err, sizeof err) != 0)
+        fail_msg("rf__fetch_create: %s", err);
+    char ua[200], ub[200], uc[200];
+    rf_fetch_req a, b, c;
+    get_into(&a, ua, sizeof ua, "hold/1000", 0, NULL);
+    get_into(&b, ub, sizeof ub, "len/10", 0, NULL);
+    snprintf(uc, sizeof uc, "http://127.0.0.1:%d/len/5", g_port);
+    c = (rf_fetch_req){.op = RF__FETCH_HEAD, .url = uc};
+    rf__fetch_submit(f, &a);
+    rf__fetch_submit(f, &b);
+    rf__fetch_submit(f, &c);
+    int64_t released = 0;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, release_later, &released), 0);
+    rf__fetch_wait(f, &c);
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int64_t c_done = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+    pthread_join(t, NULL);
+    assert_true(released > 0 && c_done < released);
+    rf__fetch_wait(f, &a);
+    rf__fetch_wait(f, &b);
+    check_body(&a, 1000);
+    check_body(&b, 10);
+    close(a.fd);
+    close(b.fd);
+    rf__fetch_destroy(f, 0);
+}
+
 /* ---- the URL an s3:// URL is asked at -------------------------------------------- */
 
 static void expect_url(const rf_fetch_s3 *c, const char *url, const char *query, const char *want)
@@ -376,6 +454,7 @@ int main(void)
         cmocka_unit_test(test_get_over_max_size_fails_at_once),
         cmocka_unit_test(test_shared_budget_caps_the_total),
         cmocka_unit_test(test_missing_is_not_a_cap),
+        cmocka_unit_test(test_waiting_get_holds_no_small_request_back),
     };
     return rc | cmocka_run_group_tests_name("gets", gets, setup, teardown);
 #endif

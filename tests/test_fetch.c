@@ -239,18 +239,26 @@ static void check_over(const rf_fetch_req *q, int over, uint64_t limit)
         fail_msg("message lacks \"%s\": %s", want, q->err);
 }
 
+/* GETs of /A and /B (each capped at max) submitted, then waited for. */
+static void get_two(rf_fetch *f, rf_fetch_req q[2], char u[2][200], const char *a, const char *b,
+                    uint64_t max)
+{
+    get_into(&q[0], u[0], sizeof u[0], a, max, NULL);
+    get_into(&q[1], u[1], sizeof u[1], b, max, NULL);
+    for (int i = 0; i < 2; i++)
+        rf__fetch_submit(f, &q[i]);
+    for (int i = 0; i < 2; i++)
+        rf__fetch_wait(f, &q[i]);
+}
+
 static void test_get_at_max_size_arrives_whole(void **state)
 {
     (void)state;
     rf_fetch *f = fetcher();
     char u[2][200];
     rf_fetch_req q[2];
-    get_into(&q[0], u[0], sizeof u[0], "len/100000", 100000, NULL);
-    get_into(&q[1], u[1], sizeof u[1], "nolen/100000", 100000, NULL);
-    for (int i = 0; i < 2; i++)
-        rf__fetch_submit(f, &q[i]);
+    get_two(f, q, u, "len/100000", "nolen/100000", 100000);
     for (int i = 0; i < 2; i++) {
-        rf__fetch_wait(f, &q[i]);
         check_body(&q[i], 100000);
         close(q[i].fd);
     }
@@ -264,12 +272,7 @@ static void test_get_over_max_size_fails_at_once(void **state)
     rf_fetch *f = fetcher();
     char u[2][200];
     rf_fetch_req q[2];
-    get_into(&q[0], u[0], sizeof u[0], "len/100001", 100000, NULL);
-    get_into(&q[1], u[1], sizeof u[1], "nolen/300000", 100000, NULL);
-    for (int i = 0; i < 2; i++)
-        rf__fetch_submit(f, &q[i]);
-    for (int i = 0; i < 2; i++)
-        rf__fetch_wait(f, &q[i]);
+    get_two(f, q, u, "len/100001", "nolen/300000", 100000);
     check_over(&q[0], RF__FETCH_OVER_MAX, 100000);
     check_over(&q[1], RF__FETCH_OVER_MAX, 100000);
     if (!strstr(q[0].err, "Content-Length 100001"))

@@ -203,10 +203,8 @@ static uint64_t folder_bytes(const char *dir)
     return total;
 }
 
-/* Shards of the cache folder still marked as not synced (cache.c): none
- * once the loaders that fetched them are gone (synced after their first
- * batch, or at the latest when destroyed). */
-static int marked_shards(const char *dir)
+/* Shards (*.tar) of the cache folder for which is(dir fd, name) says 1. */
+static int count_shards(const char *dir, int (*is)(int dfd, const char *name))
 {
     DIR *d = opendir(dir);
     assert_non_null(d);
@@ -214,15 +212,45 @@ static int marked_shards(const char *dir)
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         size_t len = strlen(e->d_name);
-        char v[64];
-        if (len < 4 || strcmp(e->d_name + len - 4, ".tar"))
-            continue;
-        char p[4400];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        n += getxattr(p, RF__CACHE_MARK, v, sizeof v) >= 0;
+        if (len >= 4 && !strcmp(e->d_name + len - 4, ".tar"))
+            n += is(dirfd(d), e->d_name);
     }
     closedir(d);
     return n;
+}
+
+/* Still marked as not synced (cache.c): none once the loaders that fetched
+ * them are gone (synced after their first batch, or when destroyed). */
+static int is_marked(int dfd, const char *name)
+{
+    char v[64];
+    int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC);
+    int marked = fd >= 0 && fgetxattr(fd, RF__CACHE_MARK, v, sizeof v) >= 0;
+    if (fd >= 0)
+        close(fd);
+    return marked;
+}
+
+/* Held with a flock by some open file (what eviction finds: it takes an
+ * exclusive lock without waiting). */
+static int is_locked(int dfd, const char *name)
+{
+    int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    int locked = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    close(fd);
+    return locked;
+}
+
+static int marked_shards(const char *dir)
+{
+    return count_shards(dir, is_marked);
+}
+
+static int locked_shards(const char *dir)
+{
+    return count_shards(dir, is_locked);
 }
 
 typedef struct run_opts {
@@ -362,38 +390,14 @@ static void test_http_missing_url_names_it(void **state)
     rf_loader_destroy(l);
 }
 
-/* Shards of the cache folder that some open file holds a flock on (what
- * eviction finds: it takes an exclusive lock without waiting). */
-static int locked_shards(const char *dir)
+/* A loader on the http:// shards with the cache folder g_tmp/TAG (its path
+ * in cache), started cold, after its first batch. */
+static rf_loader *after_first_batch(const char *tag, char *cache, size_t cap)
 {
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        size_t len = strlen(e->d_name);
-        if (len < 4 || strcmp(e->d_name + len - 4, ".tar"))
-            continue;
-        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        if (flock(fd, LOCK_EX | LOCK_NB) != 0)
-            n += errno == EWOULDBLOCK;
-        close(fd);
-    }
-    closedir(d);
-    return n;
-}
-
-/* A DataLoader worker forks the trainer and never destroys its copy of the
- * loader: once the parent destroys the loader, no shard stays pinned. */
-static void test_forked_child_holds_no_pins(void **state)
-{
-    (void)state;
     need_server();
-    char url[200], cache[4300];
+    char url[200];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/r-{0000..%04d}.tar", g_port, NSHARDS - 1);
-    snprintf(cache, sizeof cache, "%s/fork", g_tmp);
+    snprintf(cache, cap, "%s/%s", g_tmp, tag);
     rf_loader *l = TU_LOADER(url, {RF_P_BATCH_SIZE, 5}, {RF_P_IMAGE_SIZE, 24},
                              {RF_P_NUM_WORKERS, 2}, {RF_P_PREFETCH, 2});
     assert_int_equal(rf_loader_set_cache_dir(l, cache), RF_OK);
@@ -401,6 +405,16 @@ static void test_forked_child_holds_no_pins(void **state)
     rf_batch *b;
     assert_int_equal(rf_loader_next(l, &b), RF_OK);
     rf_batch_release(b);
+    return l;
+}
+
+/* A DataLoader worker forks the trainer and never destroys its copy of the
+ * loader: once the parent destroys the loader, no shard stays pinned. */
+static void test_forked_child_holds_no_pins(void **state)
+{
+    (void)state;
+    char cache[4300];
+    rf_loader *l = after_first_batch("fork", cache, sizeof cache);
     assert_true(locked_shards(cache) > 0); /* the next samples' shards */
     int p[2];
     assert_int_equal(pipe(p), 0);
@@ -428,17 +442,8 @@ static void test_forked_child_holds_no_pins(void **state)
 static void test_synced_after_the_first_batch(void **state)
 {
     (void)state;
-    need_server();
-    char url[200], cache[4300];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/r-{0000..%04d}.tar", g_port, NSHARDS - 1);
-    snprintf(cache, sizeof cache, "%s/synced", g_tmp);
-    rf_loader *l = TU_LOADER(url, {RF_P_BATCH_SIZE, 5}, {RF_P_IMAGE_SIZE, 24},
-                             {RF_P_NUM_WORKERS, 2}, {RF_P_PREFETCH, 2});
-    assert_int_equal(rf_loader_set_cache_dir(l, cache), RF_OK);
-    tu_start(l);
-    rf_batch *b;
-    assert_int_equal(rf_loader_next(l, &b), RF_OK);
-    rf_batch_release(b);
+    char cache[4300];
+    rf_loader *l = after_first_batch("synced", cache, sizeof cache);
     int marked = -1;
     for (int i = 0; i < 500 && marked != 0; i++) { /* up to 5 s: later shards land too */
         marked = marked_shards(cache);

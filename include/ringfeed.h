@@ -311,9 +311,14 @@ RF_API int rf_loader_set_extras(rf_loader *l, const char *exts);
  * it; RF_P_CACHE_LIMIT bounds the folder as a whole. For each shard version
  * (URL, size, ETag) it holds BASE.tar, BASE.idx (its index, reused by later
  * runs), BASE.lock and, during a transfer, BASE.tmp.PID.N, with BASE a hash
- * of the version; .lock and .starved coordinate the loaders. To clear it,
- * stop the loaders that use it and delete the folder. The string is copied. Returns RF_OK, RF_E_INVALID (NULL loader, a
- * path of 4000 bytes or more) or RF_E_STATE after rf_loader_start. Fixed.
+ * of the version and of the folder's format; .lock and .starved coordinate
+ * the loaders. A shard is read before it is synced to disk; until then it
+ * carries the attribute user.ringfeed.unsynced (the boot id), and one left
+ * so by a machine crash is fetched again, never read
+ * (RINGFEED_CACHE_SYNC_FIRST=1 syncs first). To clear the folder, stop the
+ * loaders that use it and delete it. The string is copied. Returns RF_OK,
+ * RF_E_INVALID (NULL loader, a path of 4000 bytes or more) or RF_E_STATE
+ * after rf_loader_start. Fixed.
  * Thread-safety: one thread at a time per loader. */
 RF_API int rf_loader_set_cache_dir(rf_loader *l, const char *dir);
 

@@ -7,9 +7,9 @@
  * one process fetches it) and BASE.tmp.PID.N (a transfer in progress), with
  * BASE = DIR/ + 32 hex digits of a hash of the version and of the folder's
  * format (RF__CACHE_FORMAT): a changed object is a new name, and a stale
- * copy is never read as the new one; nor is a file of another format (the
- * 0.4 versions renamed shards only once synced, and know no mark: they must
- * not pin a file marked before a crash), though all share the folder's room.
+ * copy is never read as the new one; nor is a file of another format
+ * (0.4.0 renamed shards only once synced, and knows no mark: it must not
+ * pin a file marked before a crash), though all share the folder's room.
  *
  * Cross-process rules, all with flock(2), which holds per open file (so two
  * loaders of one process exclude each other as two processes do; the

@@ -98,6 +98,15 @@ def parse_args():
     return p.parse_args()
 
 
+def warm_page_cache(folder, names):
+    """Reads the shards once: into the page cache, for the server and the
+    local runs alike."""
+    for n in names:
+        with open(os.path.join(folder, n), "rb") as f:
+            while f.read(1 << 24):
+                pass
+
+
 def main():
     a = parse_args()
     names = sorted(os.path.basename(x) for x in glob.glob(os.path.join(a.folder, "train-*.tar")))
@@ -105,10 +114,7 @@ def main():
         sys.exit("no train-*.tar in %s" % a.folder)
     last = int(names[-1][6:10])
     local = os.path.join(a.folder, "train-{0000..%04d}.tar" % last)
-    for n in names:  # into the page cache, for the server and the local runs alike
-        with open(os.path.join(a.folder, n), "rb") as f:
-            while f.read(1 << 24):
-                pass
+    warm_page_cache(a.folder, names)
     tmp = tempfile.mkdtemp(prefix="remote_bench_")
     cache = os.path.join(tmp, "cache")
     res = {k: [] for k in ("transfer", "curl", "local_first", "decode", "cold_first", "warm",

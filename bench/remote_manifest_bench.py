@@ -42,10 +42,7 @@ def main():
     names = sorted(os.path.basename(x) for x in glob.glob(os.path.join(a.folder, "*.tar")))
     if not names or not os.path.exists(os.path.join(a.folder, "manifest.json")):
         sys.exit("%s: no shards and manifest.json (ringfeed-pack's OUT)" % a.folder)
-    for n in names:  # into the page cache, for the server and the local runs alike
-        with open(os.path.join(a.folder, n), "rb") as f:
-            while f.read(1 << 24):
-                pass
+    rb.warm_page_cache(a.folder, names)
     tmp = tempfile.mkdtemp(prefix="remote_manifest_bench_")
     bare = os.path.join(tmp, "bare")
     os.makedirs(bare)

@@ -9,8 +9,9 @@
  * The loop: take queued requests in order, each as its class has room
  * (fewer than `parallel` transfers, GETs, run; a GET without room holds
  * no small request back), start the retries that are due, let curl work,
- * finish what ended, run the tick when it is due, then sleep in curl_multi_poll until a
- * socket, a wake (curl_multi_wakeup) or the next deadline. HEADs and
+ * finish what ended, run the tick when it is due, then sleep in
+ * curl_multi_poll until a socket, a wake (curl_multi_wakeup) or the next
+ * deadline. HEADs and
  * listings are small: up to SMALL_MAX of them run beside the transfers, so
  * that a start's HEADs of every shard take about one round trip. The tick
  * runs after a wake (rf__fetch_wake: work arrived), after a request ended,
@@ -124,6 +125,15 @@ static int draw(rf_fetch_req *r, uint64_t upto)
     return 1;
 }
 
+/* The cap that writing r's file up to byte upto would pass (drawing from
+ * its budget otherwise): RF__FETCH_OVER_MAX, RF__FETCH_OVER_BUDGET, or 0. */
+static int cap_passed(rf_fetch_req *r, uint64_t upto)
+{
+    if (r->max_size && upto > r->max_size)
+        return RF__FETCH_OVER_MAX;
+    return draw(r, upto) ? 0 : RF__FETCH_OVER_BUDGET;
+}
+
 static void trim(char *v)
 {
     size_t n = strlen(v);
@@ -169,11 +179,7 @@ static size_t on_header(char *p, size_t sz, size_t nmemb, void *ud)
             return 0; /* abort: CURLE_WRITE_ERROR */
         }
         /* a capped GET: no byte of a body that cannot fit (see fetch.h) */
-        if (r->have_size && r->max_size && r->hdr_size > r->max_size)
-            r->over = RF__FETCH_OVER_MAX;
-        else if (r->have_size && !draw(r, r->hdr_size))
-            r->over = RF__FETCH_OVER_BUDGET;
-        if (r->over)
+        if (r->have_size && (r->over = cap_passed(r, r->hdr_size)) != 0)
             return 0;
     }
     return n;
@@ -212,11 +218,7 @@ static size_t on_body(char *p, size_t sz, size_t nmemb, void *ud)
         r->changed = 1; /* longer than its Content-Length said: never from a sane server */
         return 0;
     }
-    if (r->max_size && r->size + n > r->max_size)
-        r->over = RF__FETCH_OVER_MAX;
-    else if (!draw(r, r->size + n))
-        r->over = RF__FETCH_OVER_BUDGET;
-    if (r->over)
+    if ((r->over = cap_passed(r, r->size + n)) != 0)
         return 0;
     size_t done = 0;
     while (done < n) {

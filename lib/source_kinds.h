@@ -45,6 +45,36 @@ static inline const char *rf__strlist_at(const rf_strlist *l, size_t i)
 void rf__strlist_sort(rf_strlist *l);
 void rf__strlist_free(rf_strlist *l);
 
+/* Code point c as UTF-8 into out (4 bytes of room): its length, or 0 when
+ * c is no character a name can hold (NUL, a surrogate, past U+10FFFF).
+ * For the decoders of escaped names (manifest.json, S3 listings). */
+static inline size_t rf__utf8(unsigned long c, char *out)
+{
+    unsigned char *o = (unsigned char *)out;
+    if (c == 0 || (c >= 0xD800 && c <= 0xDFFF) || c > 0x10FFFF)
+        return 0;
+    if (c < 0x80) {
+        o[0] = (unsigned char)c;
+        return 1;
+    }
+    if (c < 0x800) {
+        o[0] = (unsigned char)(0xC0 | c >> 6);
+        o[1] = (unsigned char)(0x80 | (c & 0x3F));
+        return 2;
+    }
+    if (c < 0x10000) {
+        o[0] = (unsigned char)(0xE0 | c >> 12);
+        o[1] = (unsigned char)(0x80 | (c >> 6 & 0x3F));
+        o[2] = (unsigned char)(0x80 | (c & 0x3F));
+        return 3;
+    }
+    o[0] = (unsigned char)(0xF0 | c >> 18);
+    o[1] = (unsigned char)(0x80 | (c >> 12 & 0x3F));
+    o[2] = (unsigned char)(0x80 | (c >> 6 & 0x3F));
+    o[3] = (unsigned char)(0x80 | (c & 0x3F));
+    return 4;
+}
+
 /* Copies str[0..len) and a NUL into s's arena; its offset in *off.
  * 0 or RF_E_NOMEM. */
 int rf__source_put(rf_source *s, const char *str, size_t len, uint64_t *off);

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "ringfeed.h"
+#include "source_kinds.h"
 
 #define MAN_FORMAT "ringfeed-pack 1"
 #define MAN_MAX_DEPTH 64                 /* nesting of skipped values */
@@ -93,19 +94,15 @@ static int put(jp *j, char c)
     return 0;
 }
 
-/* Appends code point u (below 0x10000) as UTF-8. */
+/* Appends code point u (not NUL, not a surrogate) as UTF-8. */
 static int put_utf8(jp *j, unsigned u)
 {
-    int rc;
-    if (u < 0x80)
-        return put(j, (char)u);
-    if (u < 0x800) {
-        rc = put(j, (char)(0xc0 | (u >> 6)));
-        return rc ? rc : put(j, (char)(0x80 | (u & 0x3f)));
-    }
-    rc = put(j, (char)(0xe0 | (u >> 12)));
-    rc = rc ? rc : put(j, (char)(0x80 | ((u >> 6) & 0x3f)));
-    return rc ? rc : put(j, (char)(0x80 | (u & 0x3f)));
+    char b[4];
+    size_t n = rf__utf8(u, b);
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = put(j, b[i]);
+    return rc;
 }
 
 /* A string; with off, decoded into the arena (NUL-terminated) at *off.

@@ -245,35 +245,6 @@ static int index_matches(const char *base, const char *url, uint64_t size, const
 
 /* ---- globs over s3:// ------------------------------------------------------------ */
 
-/* Appends code point c as UTF-8 at out + *n (4 bytes of room); 0, or -1
- * when c is no character a key can hold (NUL, a surrogate, past U+10FFFF). */
-static int put_utf8(char *out, size_t *n, unsigned long c)
-{
-    unsigned char *o = (unsigned char *)out + *n;
-    if (c == 0 || (c >= 0xD800 && c <= 0xDFFF) || c > 0x10FFFF)
-        return -1;
-    if (c < 0x80) {
-        o[0] = (unsigned char)c;
-        *n += 1;
-    } else if (c < 0x800) {
-        o[0] = (unsigned char)(0xC0 | c >> 6);
-        o[1] = (unsigned char)(0x80 | (c & 0x3F));
-        *n += 2;
-    } else if (c < 0x10000) {
-        o[0] = (unsigned char)(0xE0 | c >> 12);
-        o[1] = (unsigned char)(0x80 | (c >> 6 & 0x3F));
-        o[2] = (unsigned char)(0x80 | (c & 0x3F));
-        *n += 3;
-    } else {
-        o[0] = (unsigned char)(0xF0 | c >> 18);
-        o[1] = (unsigned char)(0x80 | (c >> 12 & 0x3F));
-        o[2] = (unsigned char)(0x80 | (c >> 6 & 0x3F));
-        o[3] = (unsigned char)(0x80 | (c & 0x3F));
-        *n += 4;
-    }
-    return 0;
-}
-
 /* The length of the numeric character reference at a ("&#13;", "&#x1F;")
  * with its code point put as UTF-8 at out + *n; 0 when a holds none. */
 static size_t numeric_ref(const char *a, const char *b, char *out, size_t *n)
@@ -287,8 +258,10 @@ static size_t numeric_ref(const char *a, const char *b, char *out, size_t *n)
         c = c * (hex ? 16 : 10) + (unsigned long)(*e <= '9' ? *e - '0' : (*e | 0x20) - 'a' + 10);
         e++;
     }
-    if (e == d || e >= b || *e != ';' || put_utf8(out, n, c) != 0)
+    size_t k;
+    if (e == d || e >= b || *e != ';' || (k = rf__utf8(c, out + *n)) == 0)
         return 0;
+    *n += k;
     return (size_t)(e + 1 - a);
 }
 

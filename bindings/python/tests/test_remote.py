@@ -273,16 +273,7 @@ def test_cache_limit_below_the_dataset(shards, aws_env, tmp_path):
     limit = 2 * size + 16384  # two shards and their small index files
     cache = str(tmp_path / "c")
     os.makedirs(cache)
-    peak = [0]
-    done = threading.Event()
-
-    def watch():
-        while not done.is_set():
-            peak[0] = max(peak[0], _cache_bytes(cache))
-            time.sleep(0.002)
-
-    t = threading.Thread(target=watch)
-    t.start()
+    stop = _watch_cache(cache)
     try:
         seen = []
         for rank in range(2):
@@ -292,10 +283,9 @@ def test_cache_limit_below_the_dataset(shards, aws_env, tmp_path):
             seen += [s for _, idx in got for s in idx]
             assert st["remote"]["evictions"] > 0
     finally:
-        done.set()
-        t.join()
+        peak = stop()
     assert sorted(seen) == list(range(NSHARDS * PER_SHARD))
-    assert 0 < peak[0] <= limit, (peak[0], limit)
+    assert 0 < peak <= limit, (peak, limit)
     assert _cache_bytes(cache) <= limit
 
 

@@ -159,6 +159,11 @@ struct rf_manifest;
 int rf__source_tar_shard(rf_source *s, uint32_t shard_id, const char *path, const char *shard,
                          const rf_source_opts *o, const struct rf_manifest *man,
                          int64_t *maxlabel, char *err, size_t errcap);
+/* The same, of the open file fd (left open): a remote shard is walked
+ * through its pin (cache.h). */
+int rf__source_tar_shard_fd(rf_source *s, uint32_t shard_id, int fd, const char *shard,
+                            const rf_source_opts *o, const struct rf_manifest *man,
+                            int64_t *maxlabel, char *err, size_t errcap);
 
 /* source_tar.c: the same from man's entry ms alone, the shard not read (a
  * remote shard not fetched yet): its samples appended, s->nfiles_manifest

@@ -278,3 +278,31 @@ def test_folder_not_private_is_refused(tmp_path):
     os.chown(cache / ".lock", 12345, 12345)
     with pytest.raises(ringfeed.RingfeedError, match=str(cache / ".lock") + ": owned by uid 12345"):
         ringfeed.Loader("http://127.0.0.1:9/x.tar", cache_dir=str(cache), batch_size=4)
+
+
+def test_start_beside_a_loader_holding_the_room(small, tmp_path):
+    """A loader whose prefetch pins fill the folder (its consumer not
+    reading), and a second one that must fetch shards to index them (other
+    member options: the kept indexes are not its): the second's start asks
+    the first to give up the pins it holds for later samples, as a
+    dispatcher's next sample does, and completes, with the local shards'
+    batches. Before, the start waited for room for ever."""
+    size = max(os.path.getsize(os.path.join(small, "t-%04d.tar" % s)) for s in range(5))
+    cache = tmp_path / "c"
+    with rfservers.http_files(small) as url:
+        out = rfhelpers.run_python("""
+            import json, time, ringfeed, rfhelpers
+            kw = dict(batch_size=4, image_size=32, transform="center", num_workers=2, output="numpy",
+                      cache_dir=sys.argv[2], cache_limit=int(sys.argv[3]))
+            a = ringfeed.Loader(sys.argv[1], **kw)
+            time.sleep(0.5)  # its prefetch pins the folder full
+            b = ringfeed.Loader(sys.argv[1], label=None, **kw)
+            got = [rfhelpers.batch_digest(i, i[:, 0, 0, 0]) for i in b]
+            n = sum(1 for _ in a)
+            print(json.dumps({"b": got, "a": n, "releases": a.stats()["remote"]["releases"]}))
+        """, args=(url + _pattern(5), str(cache), str(2 * size + 4096)), timeout=60)
+    with ringfeed.Loader(small + _pattern(5), batch_size=4, label=None, output="numpy",
+                         **OPTS) as ld:
+        local = [rfhelpers.batch_digest(i, i[:, 0, 0, 0]) for i in ld]
+    assert out["b"] == local and out["a"] == 15
+    assert out["releases"] > 0, out

@@ -226,6 +226,7 @@ static int probe_marks(const rf_cache *c)
                  atomic_fetch_add_explicit(&probes, 1, memory_order_relaxed));
         if ((f = rf__cache_open_file(c, name, O_RDWR | O_CREAT | O_EXCL, NULL, 0)) < 0)
             return 0;
+        flock(f, LOCK_EX | LOCK_NB); /* live: a listing removes it only once we are gone */
     }
     int ok = fsetxattr(f, RF__CACHE_MARK, "probe", 5, 0) == 0 &&
              fgetxattr(f, RF__CACHE_MARK, v, sizeof v) == 5 && !memcmp(v, "probe", 5) &&

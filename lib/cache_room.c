@@ -149,8 +149,8 @@ static void listing_free(listing *L)
     free(L->lease);
 }
 
-/* Under DIR/.lock: removes the folder's file `name` (a transfer or a lease)
- * when nobody holds its lock (see above); 1 when removed. */
+/* Under DIR/.lock: removes the folder's file `name` (a transfer, a lease, a
+ * probe) when nobody holds its lock (see above); 1 when removed. */
 static int remove_stale(rf_cache *c, const char *name)
 {
     int f = rf__cache_open_file(c, name, O_RDONLY, NULL, 0);
@@ -234,7 +234,7 @@ static int measure(rf_cache *c, listing *L, int entries)
         int k = name_kind(name, id);
         if (k != K_FOREIGN && (!S_ISREG(st.st_mode) || st.st_uid != c->uid))
             k = K_FOREIGN; /* a link, a folder, another user's file at such a name */
-        if ((k == K_TMP || k == K_ITMP || k == K_USE) && remove_stale(c, name))
+        if ((k == K_TMP || k == K_ITMP || k == K_USE || k == K_PROBE) && remove_stale(c, name))
             continue;
         uint64_t b = S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
         L->used += b;

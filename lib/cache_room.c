@@ -622,18 +622,20 @@ int rf__cache_lease(rf_cache *c, const uint8_t *ids, size_t n, uint64_t largest,
         if (k == 0 || memcmp(use[k - 1], use[i], RF__CACHE_ID))
             memmove(use[k++], use[i], RF__CACHE_ID);
     size_t len = m + k * RF__CACHE_ID;
-    c->use = malloc(k ? k * RF__CACHE_ID : 1);
-    if (!c->use) {
+    uint8_t(*own)[RF__CACHE_ID] = malloc(k ? k * RF__CACHE_ID : 1);
+    if (!own) {
         free(buf);
         return RF_E_NOMEM;
     }
-    memcpy(c->use, use, k * RF__CACHE_ID);
-    c->nuse = k;
+    memcpy(own, use, k * RF__CACHE_ID);
     if (rf__cache_dir_lock(c) != 0) {
         snprintf(err, errcap, "cache: %.200s/.lock: %s", c->dir, strerror(errno));
+        free(own);
         free(buf);
         return RF_E_IO;
     }
+    c->use = own; /* under DIR/.lock, where the evictors of this object read it */
+    c->nuse = k;
     /* room for the lease now, and for the largest shard once pins allow:
      * a folder whose kept bytes leave none fails the start, saying why,
      * rather than wait for ever (with every index kept, at the first batch) */

@@ -297,10 +297,12 @@ int rf__remote_plan_room(rf_remote *r, char *err, size_t errcap)
             big = r->sh[k].size;
         rf__cache_id(r->sh[k].url, r->sh[k].size, r->sh[k].etag, ids + (size_t)k * RF__CACHE_ID);
     }
+    pthread_mutex_lock(&r->mu); /* the tick's room warning reads them */
     r->largest = big;
     r->cap_shards = (int64_t)(r->cache.limit / big);
     if (r->cap_shards < 1)
         r->cap_shards = 1;
+    pthread_mutex_unlock(&r->mu);
     /* the versions in use, before any index is read or shard fetched: no
      * loader on the node evicts their indexes meanwhile (cache_room.c) */
     int rc = rf__cache_lease(&r->cache, ids, r->nsh, big, err, errcap);

@@ -58,7 +58,8 @@ struct rf_remote {
     uint32_t nwant;
     int64_t nused; /* (mu) shards with uses */
     /* shards the lookahead may want at once: written once at index time
-     * (rf__remote_plan_room, before the dispatcher starts), then only read */
+     * (rf__remote_plan_room, under mu, before the dispatcher starts), then
+     * only read */
     int64_t cap_shards;
     int64_t cur_batch, cur_pos; /* (mu) the lookahead's next sample */
     pthread_mutex_t wake_mu;    /* protects wake and wake_ctx, held across the call,
@@ -77,7 +78,7 @@ struct rf_remote {
     int room_ms;
     int unpinned;         /* (mu) this loader unpinned a shard: list the folder at once */
     int cold;             /* (mu) the dispatcher runs and has no complete batch yet (see above) */
-    uint64_t largest;     /* the largest shard (rf__remote_plan_room), then read-only */
+    uint64_t largest;     /* (mu) the largest shard (rf__remote_plan_room), then read-only */
     int warned;           /* (mu) the room warning was given (remote_tick.c) */
     int64_t hits, misses; /* (mu) pins found in the cache / fetches started */
     int64_t releases, refetches; /* (mu) pins given up early / shards fetched again */

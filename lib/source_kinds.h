@@ -13,7 +13,7 @@
  * (source_names.c: picture extensions, compressed tars). No kind calls
  * another, or back into source.c, except that remote shards
  * (source_remote.c), once in the local cache, are walked by the tar kind's
- * rf__source_tar_shard.
+ * rf__source_tar_shard_fd.
  */
 #ifndef RF_SOURCE_KINDS_H
 #define RF_SOURCE_KINDS_H

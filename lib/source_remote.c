@@ -12,8 +12,8 @@
  * checked when it lands in the cache; such an index is not kept); or else
  * the shard itself, fetched into the cache (remote.c; as many ahead as the
  * cache limit holds) and walked by the tar kind's code
- * (rf__source_tar_shard) exactly as a local shard is, its index then kept
- * for the next run. The samples' offsets are those of the
+ * (rf__source_tar_shard_fd, through the pin) exactly as a local shard is,
+ * its index then kept for the next run. The samples' offsets are those of the
  * shard, so once the shard is back in the cache the reader reads it as a
  * local one: same bytes, same decode, same order.
  *

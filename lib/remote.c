@@ -17,7 +17,8 @@
  * headers: remote_manifest.c), renames into place, pinned, and announces
  * (only complete files ever carry a shard's name); the sync to disk comes
  * after (cache.c: the file is marked until then), and while the loader is
- * cold, after its first batch.
+ * cold, after its first batch (a shard whose last use ends before then is
+ * synced at once, its pin held until the sync: rf__remote_unpin).
  * A shard that finds no room stops the walk, so that room goes to shards in
  * the order they are needed. While no shard of the loader is ready, one
  * transfer runs at a time (the cold start's first batch waits for one shard
@@ -28,8 +29,8 @@
  * writes on the link and the CPUs (the cold start: one transfer, then one
  * batch's decoding).
  *
- * The head (the shard of the sample the dispatcher waits on) is tried
- * first. When even it finds no room for STARVE_MS, the pins held only for later samples
+ * The head (the shard of the sample the dispatcher waits on, or at index
+ * time the one the indexer waits on) is tried first. When even it finds no room for STARVE_MS, the pins held only for later samples
  * are in the way (this loader's, when the folder holds fewer shards than
  * cache_limit / largest shard, e.g. beside the indexes; or another loader's
  * on the node): this loader releases its own (unpins READY shards with no

@@ -168,9 +168,14 @@ enum rf_param {
      * When the whole dataset is local, 0 mixes best. Fixed. */
     RF_P_SHUFFLE_BLOCK = 36,   /* shards per block; 0 = global shuffle; default 0. Fixed. */
     RF_P_CACHE_LIMIT = 37,     /* remote shards (s3://, http(s)://): bytes the local cache folder
-                                  (rf_loader_set_cache_dir) may hold, shards, their indexes and
-                                  transfers in progress together; unpinned shards are evicted,
-                                  least recently used first. The limit is the folder's, shared by
+                                  (rf_loader_set_cache_dir) may hold, shards, their indexes,
+                                  transfers in progress and every other file in it together (the
+                                  sizes of its regular files); unpinned shards are evicted, least
+                                  recently used first; files the cache did not make are never
+                                  deleted, and when they (with the indexes live loaders use) leave
+                                  no room for a shard, that is an error naming them, at
+                                  rf_loader_start when the largest shard could never fit. The
+                                  limit is the folder's, shared by
                                   every loader on the node that uses it: give them all the same
                                   value, one that covers them all (at least two shards per loader).
                                   A loader wants at most cache_limit / (largest shard) shards at
@@ -179,7 +184,9 @@ enum rf_param {
                                   for 0.2 s, the loaders on the node give up the pins they hold
                                   for later samples and fetch those shards again when they come up
                                   (stats "releases", "refetches": the global shuffle over data
-                                  larger than the cache; RF_P_SHUFFLE_BLOCK avoids them). A
+                                  larger than the cache; RF_P_SHUFFLE_BLOCK avoids them; with
+                                  fewer than two shards per loader a warning says so once, on
+                                  stderr and in the stats). A
                                   shard larger than the limit fails rf_loader_start. 0 = auto: what
                                   the folder holds plus half the free space of its file system, at
                                   start; default 0. Fixed. */
@@ -304,15 +311,28 @@ RF_API int rf_loader_set_label(rf_loader *l, const char *ext);
 RF_API int rf_loader_set_extras(rf_loader *l, const char *exts);
 
 /* Remote shards (s3://BUCKET/KEY, http(s)://HOST/PATH): the folder of the
- * local shard cache, created if needed; NULL or "" for the default,
- * $XDG_CACHE_HOME/ringfeed or ~/.cache/ringfeed. Loaders of one node
- * (processes or threads) share a folder safely: each shard is fetched once,
- * renamed into place only complete, and never evicted while a loader reads
- * it; RF_P_CACHE_LIMIT bounds the folder as a whole. For each shard version
- * (URL, size, ETag) it holds BASE.tar, BASE.idx (its index, reused by later
- * runs), BASE.lock and, during a transfer, BASE.tmp.PID.N, with BASE a hash
- * of the version and of the folder's format; .lock and .starved coordinate
- * the loaders. A shard is read before it is synced to disk; until then it
+ * local shard cache, created if needed (0700, its files 0600); NULL or ""
+ * for the default, $XDG_CACHE_HOME/ringfeed, else $HOME/.cache/ringfeed,
+ * else .cache/ringfeed in the user's home from the password database
+ * (never /tmp). The folder must be private: rf_loader_start refuses one
+ * owned by another user or writable by its group or others, saying why,
+ * since a file at a shard's name is read as the shard; its files are
+ * opened without following links or waiting on FIFOs, and used only as
+ * regular files of this user's (a shard: with one link and mode 0600, the
+ * size the server gives; anything else there is fetched anew); a pinned
+ * shard is read through its descriptor, never reopened. Give it a folder of
+ * its own: the cache touches only names of its own exact form and never
+ * deletes another file, though every file counts against RF_P_CACHE_LIMIT
+ * (docs/remote.md, "Cache folder", lists the names and when each goes).
+ * Loaders of one node and user (processes or threads) share a folder
+ * safely: each shard is fetched once, renamed into place only complete, and
+ * never evicted while a loader reads it; RF_P_CACHE_LIMIT bounds the folder
+ * as a whole. For each shard version (URL, size, ETag) it holds BASE.tar,
+ * BASE.idx (its index, reused by later runs), BASE.lock and, during a
+ * transfer, BASE.tmp.PID.N, with BASE 32 hex digits of a SHA-256 of the
+ * version and of the folder's format; .lock, .starved and each live
+ * loader's .use.PID.N (the versions it uses, whose indexes are then never
+ * evicted) coordinate the loaders. A shard is read before it is synced to disk; until then it
  * carries the attribute user.ringfeed.unsynced (the boot id), and one left
  * so by a machine crash is fetched again, never read
  * (RINGFEED_CACHE_SYNC_FIRST=1 syncs first). To clear the folder, stop the
@@ -578,8 +598,13 @@ RF_API int64_t rf_loader_errmsg_copy(const rf_loader *l, char *buf, size_t cap);
  * indexed is not fetched to be indexed), io_backend, memory {mode: "pinned"
  * | "pageable", note}, device ("cpu" | "cuda:N"), cuda {built, available,
  * reason, copies, ...}, errors [{path, reason, sample}], stage seconds (read,
- * decode, transform); remote shards add remote {cache_dir, cache_limit,
- * cache_hits, cache_misses, bytes_fetched, requests, retries, evictions, ...,
+ * decode, transform) (errors lists at most 16 bad samples per batch and
+ * 1,000 in all; errors_count counts every one); remote shards add remote
+ * {cache_dir, cache_limit, cache_hits, cache_misses, bytes_fetched,
+ * requests, retries, evictions, releases, refetches, foreign_bytes (files
+ * in the cache folder it did not make, at the last count), loaders (live
+ * loaders on the folder), warning (only once cache_limit proved to hold
+ * fewer than two shards per loader: with the refetches so far), ...,
  * manifest {folders, found, absent (404 or 403), failed (fetch, size or
  * parse), shards (indexed from one), mismatched (shards whose headers were
  * not as their entry said once fetched: their samples fail), notes (per

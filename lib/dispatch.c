@@ -248,6 +248,9 @@ static void submit(rf_dispatch *d, unsigned depth)
         j->gen = atomic_load(&d->gen);
         j->epoch = d->epoch;
         j->rd.path = rf__source_read_path(d->src, sample);
+        /* a remote shard: through its pin, which lasts until the job is done */
+        j->rd.use_fd = rem && ready > 0;
+        j->rd.fd = j->rd.use_fd ? rf__remote_pin_fd(rem, d->src, sample) : -1;
         rf__source_extent(d->src, sample, &j->rd.ranged, &j->rd.offset, &j->rd.length);
         j->rd.sample = sample;
         if (ready < 0) {

@@ -119,12 +119,12 @@ static void prepare(rf_read *req, uint64_t size, uint64_t max_bytes)
 
 static void pread_one(rf_read *req, uint64_t max_bytes)
 {
-    int fd;
+    int fd = req->fd;
     /* O_NONBLOCK: a FIFO must not block open() until a writer comes (it then
      * fails as "not a regular file"); regular files ignore the flag. */
-    do
-        fd = open(req->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    while (fd < 0 && (errno == EINTR || errno == EAGAIN));
+    while (!req->use_fd && (fd = open(req->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0 &&
+           (errno == EINTR || errno == EAGAIN))
+        ;
     if (fd < 0) {
         fail(req, errno, "open");
         return;
@@ -159,7 +159,8 @@ static void pread_one(rf_read *req, uint64_t max_bytes)
         }
         req->len += (size_t)got;
     }
-    close(fd);
+    if (!req->use_fd)
+        close(fd);
 }
 
 /* ---- io_uring backend --------------------------------------------------- */
@@ -195,21 +196,23 @@ static void queue_read(rf_reader *r, rf_read *req)
 {
     struct io_uring_sqe *sqe = get_sqe(r);
     size_t ask = req->want - req->len;
-    io_uring_prep_read(sqe, req->slot, req->buf + req->len,
+    io_uring_prep_read(sqe, req->use_fd ? req->fd : req->slot, req->buf + req->len,
                        (unsigned)(ask < RF_READ_CHUNK ? ask : RF_READ_CHUNK), req->base + req->len);
-    sqe->flags |= IOSQE_FIXED_FILE;
+    if (!req->use_fd)
+        sqe->flags |= IOSQE_FIXED_FILE;
     io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)req | OP_READ);
     link_timeout(r, sqe);
 }
 
-/* Ends a request: closes its slot if it was opened, moves it to `ready`. */
+/* Ends a request: closes its slot if it was opened (a request with its own
+ * descriptor has none), moves it to `ready`. */
 static void finish(rf_reader *r, rf_read *req, int opened)
 {
-    if (opened) {
+    if (opened && req->slot >= 0) {
         struct io_uring_sqe *sqe = get_sqe(r);
         io_uring_prep_close_direct(sqe, (unsigned)req->slot);
         io_uring_sqe_set_data64(sqe, ((uint64_t)req->slot << 3) | OP_CLOSE);
-    } else {
+    } else if (req->slot >= 0) {
         r->free_slots[r->nfree++] = req->slot;
     }
     req->slot = -1;
@@ -356,8 +359,36 @@ static int uring_drain(rf_reader *r, int wait)
     return 0;
 }
 
+/* A request with its own descriptor: no file slot, no open or close; a
+ * whole-file read learns the size with fstat (no wait: the file is open). */
+static int uring_submit_fd(rf_reader *r, rf_read *req)
+{
+    req->slot = -1;
+    req->want = 0;
+    uint64_t size = req->length;
+    req->base = req->ranged ? req->offset : 0;
+    struct stat st;
+    if (!req->ranged) {
+        if (fstat(req->fd, &st) != 0)
+            fail(req, errno, "stat");
+        else if (!S_ISREG(st.st_mode))
+            fail(req, S_ISDIR(st.st_mode) ? EISDIR : EINVAL, "not a regular file");
+        size = req->err ? 0 : (uint64_t)st.st_size;
+    }
+    prepare(req, size, r->max_bytes);
+    if (req->err || size == 0) {
+        finish(r, req, 0);
+        return 0;
+    }
+    req->state = ST_READING;
+    queue_read(r, req);
+    return 0;
+}
+
 static int uring_submit(rf_reader *r, rf_read *req)
 {
+    if (req->use_fd)
+        return uring_submit_fd(r, req);
     if (r->nfree == 0 && r->ops > 0) {
         /* Every file slot waits for its close: collect the closes that are
          * done, and when nothing else is in flight (no reap would come to

@@ -3,6 +3,10 @@
  * (size learned at read time), or a known range of a file (a tar member, a
  * record).
  *
+ * A request names its file by path, opened for the read and closed after,
+ * or hands an open descriptor (use_fd): a remote shard is read through its
+ * pin in the cache, never by its name again (cache.h).
+ *
  * The caller owns rf_read requests (and their buffers, which the reader grows
  * as needed and which are reused from one sample to the next). It submits
  * them, then reaps completed ones; a completed request has either len bytes
@@ -20,7 +24,10 @@
 
 typedef struct rf_read {
     /* set by the caller */
-    const char *path;
+    const char *path;  /* what is opened, or with use_fd only named in messages */
+    int use_fd;        /* 1: read the open file fd instead (the caller keeps it open
+                        * until the request completes); 0: open path */
+    int fd;
     int ranged;        /* 1: read exactly [offset, offset + length) (no statx); 0: the whole file */
     uint64_t offset;
     uint64_t length;

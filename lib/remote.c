@@ -17,7 +17,8 @@
  * headers: remote_manifest.c), renames into place, pinned, and announces
  * (only complete files ever carry a shard's name); the sync to disk comes
  * after (cache.c: the file is marked until then), and while the loader is
- * cold, after its first batch.
+ * cold, after its first batch (a shard whose last use ends before then is
+ * synced at once, its pin held until the sync: rf__remote_unpin).
  * A shard that finds no room stops the walk, so that room goes to shards in
  * the order they are needed. While no shard of the loader is ready, one
  * transfer runs at a time (the cold start's first batch waits for one shard
@@ -28,8 +29,8 @@
  * writes on the link and the CPUs (the cold start: one transfer, then one
  * batch's decoding).
  *
- * The head (the shard of the sample the dispatcher waits on) is tried
- * first. When even it finds no room for STARVE_MS, the pins held only for later samples
+ * The head (the shard of the sample the dispatcher waits on, or at index
+ * time the one the indexer waits on) is tried first. When even it finds no room for STARVE_MS, the pins held only for later samples
  * are in the way (this loader's, when the folder holds fewer shards than
  * cache_limit / largest shard, e.g. beside the indexes; or another loader's
  * on the node): this loader releases its own (unpins READY shards with no
@@ -117,8 +118,10 @@ static void fork_child(void)
             close_copy(&r->sh[k].lock_fd);
             close_copy(&r->sh[k].tmp_fd);
             close_copy(&r->sh[k].sync_fd);
+            close_copy(&r->sh[k].late_fd);
         }
         close_copy(&r->cache.dir_fd);
+        close_copy(&r->cache.lease_fd);
         close_copy(&r->cache.lock_fd);
         close_copy(&r->cache.starved_fd);
         pthread_mutex_unlock(&r->mu);
@@ -187,6 +190,7 @@ void rf__remote_destroy(rf_remote *r)
             close_copy(&s->tmp_fd);
             close_copy(&s->pin_fd);
             close_copy(&s->lock_fd);
+            close_copy(&s->late_fd);
         } else if (s->state == SH_FETCHING) {
             rf__cache_abandon(&r->cache, s->tmp, s->tmp_fd);
         }
@@ -199,6 +203,7 @@ void rf__remote_destroy(rf_remote *r)
             close(s->sync_fd); /* a duplicate: the pin's lock is not its to end */
         }
         rf__cache_unpin(s->pin_fd);
+        rf__cache_unpin(s->late_fd);
         rf__cache_unpin(s->lock_fd);
         if (s->req)
             free(s->req->body);
@@ -253,7 +258,7 @@ int rf__remote_add(rf_remote *r, const char *url, uint64_t size, const char *eta
     }
     rf_shard *s = &r->sh[r->nsh];
     memset(s, 0, sizeof *s);
-    s->pin_fd = s->lock_fd = s->tmp_fd = s->sync_fd = -1;
+    s->pin_fd = s->lock_fd = s->tmp_fd = s->sync_fd = s->late_fd = -1;
     s->owner = r;
     s->size = size;
     snprintf(s->etag, sizeof s->etag, "%s", etag);
@@ -282,15 +287,28 @@ void rf__remote_set_manifest(rf_remote *r, struct rf_rman *m)
     pthread_mutex_unlock(&r->mu);
 }
 
-void rf__remote_plan_room(rf_remote *r)
+int rf__remote_plan_room(rf_remote *r, char *err, size_t errcap)
 {
     uint64_t big = 1;
-    for (uint32_t k = 0; k < r->nsh; k++)
+    uint8_t *ids = malloc((size_t)r->nsh * RF__CACHE_ID + 1);
+    if (!ids)
+        return RF_E_NOMEM;
+    for (uint32_t k = 0; k < r->nsh; k++) {
         if (r->sh[k].size > big)
             big = r->sh[k].size;
+        rf__cache_id(r->sh[k].url, r->sh[k].size, r->sh[k].etag, ids + (size_t)k * RF__CACHE_ID);
+    }
+    pthread_mutex_lock(&r->mu); /* the tick's room warning reads them */
+    r->largest = big;
     r->cap_shards = (int64_t)(r->cache.limit / big);
     if (r->cap_shards < 1)
         r->cap_shards = 1;
+    pthread_mutex_unlock(&r->mu);
+    /* the versions in use, before any index is read or shard fetched: no
+     * loader on the node evicts their indexes meanwhile (cache_room.c) */
+    int rc = rf__cache_lease(&r->cache, ids, r->nsh, big, err, errcap);
+    free(ids);
+    return rc;
 }
 
 /* ---- uses (under mu) --------------------------------------------------------- */
@@ -316,6 +334,19 @@ static void used(rf_remote *r, uint32_t k)
     }
 }
 
+void rf__remote_unpin(rf_shard *s)
+{
+    int fd = s->pin_fd;
+    s->pin_fd = -1; /* before the close: see transfer_done */
+    if (s->sync_fd >= 0 && s->late_fd < 0) {
+        s->late_fd = fd; /* sync_held ends it (remote_tick.c) */
+        return;
+    }
+    /* (a later pin of a file whose earlier pin waits: the lock of that
+     * one keeps the file meanwhile) */
+    rf__cache_unpin(fd);
+}
+
 /* A use ended: with none left, a READY shard is unpinned (the cache may
  * evict it now: the fetch thread is woken to look for room again). */
 /* A FAILED shard from before the last seek becomes IDLE: wanted again,
@@ -335,9 +366,7 @@ static void unused(rf_remote *r, uint32_t k)
         return;
     r->nused--;
     if (s->state == SH_READY) {
-        int fd = s->pin_fd;
-        s->pin_fd = -1; /* before the close: see transfer_done */
-        rf__cache_unpin(fd);
+        rf__remote_unpin(s);
         s->state = SH_IDLE;
         r->unpinned = 1;
         rf__fetch_wake(r->fetch);
@@ -368,8 +397,20 @@ void rf__remote_release(rf_remote *r, uint32_t k)
 int rf__remote_wait(rf_remote *r, uint32_t k, char *err, size_t errcap)
 {
     pthread_mutex_lock(&r->mu);
+    /* at index time no dispatcher names a head: the shard waited for is
+     * one, so that when it finds no room the pins other loaders hold for
+     * later samples are given up as for a dispatcher's (remote_tick.c) */
+    int head = r->head < 0 && r->sh[k].state == SH_WANTED;
+    if (head) {
+        r->head = k;
+        r->sh[k].deferred = 0;
+        queue_want(r, k);
+        rf__fetch_wake(r->fetch);
+    }
     while (r->sh[k].state != SH_READY && r->sh[k].state != SH_FAILED)
         pthread_cond_wait(&r->cv, &r->mu);
+    if (head && r->head == (int64_t)k)
+        r->head = -1;
     int rc = r->sh[k].state == SH_READY ? 0 : RF_E_SOURCE;
     if (rc)
         snprintf(err, errcap, "%s", r->sh[k].err);
@@ -473,6 +514,22 @@ int rf__remote_take(rf_remote *r, const rf_source *src, int64_t sample, const ch
     return rc;
 }
 
+int rf__remote_pin_fd(rf_remote *r, const rf_source *src, int64_t sample)
+{
+    pthread_mutex_lock(&r->mu);
+    int fd = r->sh[src->shard[sample]].pin_fd;
+    pthread_mutex_unlock(&r->mu);
+    return fd;
+}
+
+int rf__remote_shard_fd(rf_remote *r, uint32_t k)
+{
+    pthread_mutex_lock(&r->mu);
+    int fd = r->sh[k].pin_fd;
+    pthread_mutex_unlock(&r->mu);
+    return fd;
+}
+
 void rf__remote_untake(rf_remote *r, const rf_source *src, int64_t sample)
 {
     rf_shard *s = &r->sh[src->shard[sample]];
@@ -498,6 +555,7 @@ void rf__remote_stats(rf_remote *r, rf_json *j)
     pthread_mutex_lock(&r->mu);
     int64_t hits = r->hits, misses = r->misses, pinned = 0, releases = r->releases,
             refetches = r->refetches;
+    int warned = r->warned;
     for (uint32_t k = 0; k < r->nsh; k++)
         pinned += r->sh[k].state == SH_READY;
     pthread_mutex_unlock(&r->mu);
@@ -507,11 +565,20 @@ void rf__remote_stats(rf_remote *r, rf_json *j)
                  ", \"cache_limit\": %llu, \"shards\": %u, \"pinned\": %lld, "
                  "\"cache_hits\": %lld, \"cache_misses\": %lld, \"bytes_fetched\": %lld, "
                  "\"requests\": %lld, \"retries\": %lld, \"evictions\": %lld, "
-                 "\"releases\": %lld, \"refetches\": %lld",
+                 "\"releases\": %lld, \"refetches\": %lld, \"foreign_bytes\": %lld, "
+                 "\"loaders\": %d",
                  (unsigned long long)r->cache.limit, r->nsh, (long long)pinned, (long long)hits,
                  (long long)misses, (long long)t.bytes, (long long)t.requests, (long long)t.retries,
                  (long long)atomic_load_explicit(&r->cache.evictions, memory_order_relaxed),
-                 (long long)releases, (long long)refetches);
+                 (long long)releases, (long long)refetches,
+                 (long long)atomic_load_explicit(&r->cache.foreign_bytes, memory_order_relaxed),
+                 atomic_load_explicit(&r->cache.loaders, memory_order_relaxed));
+    if (warned) {
+        char w[400];
+        rf__remote_room_warning(r, refetches, w, sizeof w);
+        rf__json_raw(j, ", \"warning\": ");
+        rf__json_str(j, w);
+    }
     if (r->man) {
         rf__json_raw(j, ", \"manifest\": ");
         rf__rman_stats(r->man, j);

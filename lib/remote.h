@@ -72,9 +72,14 @@ void rf__remote_release(rf_remote *r, uint32_t k);
  * which r then owns: its check runs on every shard pinned from now on. */
 struct rf_rman;
 void rf__remote_set_manifest(rf_remote *r, struct rf_rman *m);
-/* Largest shard, once all are added: sets how many shards the lookahead
- * may want at once. */
-void rf__remote_plan_room(rf_remote *r);
+/* Once all shards are added: sets how many shards the lookahead may want at
+ * once (from the largest), and declares them in use to the cache folder
+ * (rf__cache_lease). 0, or a negative RF_E_* (err: RF_E_LIMIT when what the
+ * folder holds and the cache may not evict leaves no room for a shard). */
+int rf__remote_plan_room(rf_remote *r, char *err, size_t errcap);
+/* Shard k's pinned file, while rf__remote_wait's pin lasts: a shard is read
+ * through its pin, never by its name again (cache.h). */
+int rf__remote_shard_fd(rf_remote *r, uint32_t k);
 
 /* The dispatcher calls (under the loader's mutex unless said). The wake is
  * called on the fetch thread when a shard becomes ready or fails; once
@@ -93,6 +98,9 @@ void rf__remote_lookahead(rf_remote *r, const struct rf_source *src, const rf_sa
  * valid while r lives; rf__remote_done still follows), 0 not yet (the
  * shard becomes the head: wanted first). */
 int rf__remote_take(rf_remote *r, const struct rf_source *src, int64_t sample, const char **why);
+/* The pinned file of a sample taken (rf__remote_take returned 1), valid
+ * until rf__remote_done: what its read reads. Any thread. */
+int rf__remote_pin_fd(rf_remote *r, const struct rf_source *src, int64_t sample);
 /* Undoes a take whose read could not be submitted. */
 void rf__remote_untake(rf_remote *r, const struct rf_source *src, int64_t sample);
 /* Its job ended: read and decoded, or dropped (without the loader's mutex).

@@ -38,6 +38,8 @@ typedef struct rf_shard {
     int tmp_fd;  /* FETCHING: the temporary file */
     int sync_fd; /* committed while the loader was cold: a duplicate of the
                   * shard's file, synced (cache.c) once warm (remote_tick.c) */
+    int late_fd; /* the pin of sync_fd's file, ended while its sync was due:
+                  * held until the sync, which then runs at once (even cold) */
     char *tmp;
     rf_fetch_req *req;
     char *err; /* FAILED */
@@ -56,7 +58,8 @@ struct rf_remote {
     uint32_t nwant;
     int64_t nused; /* (mu) shards with uses */
     /* shards the lookahead may want at once: written once at index time
-     * (rf__remote_plan_room, before the dispatcher starts), then only read */
+     * (rf__remote_plan_room, under mu, before the dispatcher starts), then
+     * only read */
     int64_t cap_shards;
     int64_t cur_batch, cur_pos; /* (mu) the lookahead's next sample */
     pthread_mutex_t wake_mu;    /* protects wake and wake_ctx, held across the call,
@@ -75,11 +78,23 @@ struct rf_remote {
     int room_ms;
     int unpinned;         /* (mu) this loader unpinned a shard: list the folder at once */
     int cold;             /* (mu) the dispatcher runs and has no complete batch yet (see above) */
+    uint64_t largest;     /* (mu) the largest shard (rf__remote_plan_room), then read-only */
+    int warned;           /* (mu) the room warning was given (remote_tick.c) */
     int64_t hits, misses; /* (mu) pins found in the cache / fetches started */
     int64_t releases, refetches; /* (mu) pins given up early / shards fetched again */
     struct rf_rman *man; /* owned; set under mu before any shard is wanted, then
                           * read-only here (its checks run on the fetch thread) */
 };
+
+/* Under mu: ends shard s's pin. When the pinned file's sync is still due
+ * (sync_fd), the pin lasts (late_fd) until the fetch thread has synced it,
+ * which it then does at once: a duplicate outliving its pin would hold an
+ * evicted file's blocks out of the folder's count (cache.h). The caller
+ * wakes the fetch thread. */
+void rf__remote_unpin(rf_shard *s);
+
+/* The room warning's text (remote_tick.c), with the refetches so far. */
+void rf__remote_room_warning(rf_remote *r, int64_t refetches, char *out, size_t cap);
 
 /* The fetch thread's tick (remote_tick.c), set at creation (rf__fetch_set_tick):
  * walks the want list, starts transfers, settles shards. */

@@ -36,9 +36,7 @@ static int release(rf_remote *r)
         if ((int64_t)k == r->head || s->inflight > 0)
             continue;
         if (s->state == SH_READY) {
-            int fd = s->pin_fd;
-            s->pin_fd = -1;
-            rf__cache_unpin(fd);
+            rf__remote_unpin(s);
             s->state = SH_WANTED;
             r->unpinned = 1;
             n++;
@@ -48,6 +46,35 @@ static int release(rf_remote *r)
     }
     r->releases += n;
     return n;
+}
+
+/* ---- the room warning ------------------------------------------------------------- */
+
+void rf__remote_room_warning(rf_remote *r, int64_t refetches, char *out, size_t cap)
+{
+    int loaders = atomic_load_explicit(&r->cache.loaders, memory_order_relaxed);
+    snprintf(out, cap,
+             "cache_limit=%llu holds %lld shards of %llu bytes for %d loader%s using %.200s: fewer "
+             "than two per loader, so shards are fetched again (refetches so far: %lld); give "
+             "cache_limit at least %llu plus the indexes, or use shuffle_block",
+             (unsigned long long)r->cache.limit, (long long)r->cap_shards,
+             (unsigned long long)r->largest, loaders, loaders == 1 ? "" : "s", r->cache.dir,
+             (long long)refetches, (unsigned long long)(r->largest * 2 * (uint64_t)loaders));
+}
+
+/* Under mu: once, when refetches or a starved head show the room short and
+ * cache_limit holds fewer than two shards per loader on the folder (the
+ * least with which every loader's head finds room: remote.c), says so on
+ * stderr; stats carry it from then on (rf__remote_stats). */
+static void warn_room(rf_remote *r)
+{
+    int loaders = atomic_load_explicit(&r->cache.loaders, memory_order_relaxed);
+    if (r->warned || r->cap_shards >= 2 * (int64_t)(loaders > 0 ? loaders : 1))
+        return;
+    r->warned = 1;
+    char w[400];
+    rf__remote_room_warning(r, r->refetches, w, sizeof w);
+    fprintf(stderr, "ringfeed: warning: %s\n", w);
 }
 
 /* ---- the fetch thread ----------------------------------------------------------- */
@@ -66,8 +93,7 @@ static void settle(rf_remote *r, uint32_t k, int pin_fd, const char *msg)
         s->state = SH_READY;
         s->pin_fd = pin_fd;
         if (s->planned + s->inflight == 0) { /* nobody wants it any more */
-            s->pin_fd = -1;
-            rf__cache_unpin(pin_fd);
+            rf__remote_unpin(s);
             s->state = SH_IDLE;
         }
     }
@@ -110,17 +136,23 @@ static void sync_one(rf_remote *r, uint32_t k)
     pthread_mutex_lock(&r->mu);
     s = &r->sh[k];
     s->sync_fd = -1;
+    int late = s->late_fd;
+    s->late_fd = -1;
     pthread_mutex_unlock(&r->mu);
     close(fd);
+    rf__cache_unpin(late); /* after the duplicate: the file's last descriptor */
     pthread_mutex_lock(&r->mu);
+    if (late >= 0)
+        r->unpinned = 1; /* room may be there now */
 }
 
 /* Fetch thread, under mu: once the loader is warm, the syncs held while it
- * was cold (and a just-committed shard's). */
+ * was cold (and a just-committed shard's); at once, those of files whose
+ * pin ended (rf__remote_unpin: their room waits for it). */
 static void sync_held(rf_remote *r)
 {
-    for (uint32_t k = 0; k < r->nsh && !r->cold; k++)
-        if (r->sh[k].sync_fd >= 0)
+    for (uint32_t k = 0; k < r->nsh; k++)
+        if (r->sh[k].sync_fd >= 0 && (!r->cold || r->sh[k].late_fd >= 0))
             sync_one(r, k);
 }
 
@@ -159,9 +191,9 @@ static void transfer_done(rf_fetch_req *req, void *ctx)
     pthread_mutex_lock(&r->mu);
     if (sync_fd >= 0 && s->sync_fd >= 0)
         sync_one(r, k); /* an earlier copy's, held while cold (evicted since) */
-    settle(r, k, failed ? -1 : fd, failed ? msg : NULL);
     if (sync_fd >= 0)
-        s->sync_fd = sync_fd;
+        s->sync_fd = sync_fd; /* before settle: a pin it ends takes the duplicate along */
+    settle(r, k, failed ? -1 : fd, failed ? msg : NULL);
     pthread_mutex_unlock(&r->mu);
     announce(r);
     rf__cache_unpin(lk); /* BASE.tar is in place: others may pin it without us */
@@ -199,12 +231,9 @@ static int try_shard(rf_remote *r, rf_shard *s, int may_start, int *pin, int *lo
     if (rf__now_ns() < r->room_next_ns)
         return 3; /* refused lately: no listing yet (see above) */
     int lk = -1;
-    rc = rf__cache_lock_fetch(&r->cache, base, &lk);
+    rc = rf__cache_lock_fetch(&r->cache, base, &lk, msg, cap);
     if (rc <= 0)
-        return rc == 0 ? 0
-                       : (snprintf(msg, cap, "cache: %.300s.lock (%.300s): cannot lock: %s", base,
-                                   s->url, strerror(errno)),
-                          -1);
+        return rc == 0 ? 0 : -1; /* msg names the lock file and why */
     /* the lock's holder may have finished just before we took it; a shard
      * still marked now was left unsynced by a dead one (cache.c) */
     if ((rc = rf__cache_pin(&r->cache, base, s->size, pin)) == 0)
@@ -278,6 +307,8 @@ static int want_one(rf_remote *r, uint32_t k, int may_start, int *changed)
     } else {
         r->misses++;
         r->refetches += s->seen; /* read from since the last seek, and gone */
+        if (s->seen)
+            warn_room(r);
         s->state = SH_FETCHING;
         s->tmp_fd = pin; /* under mu, for fork_child (see transfer_done) */
         s->lock_fd = lock;
@@ -317,6 +348,7 @@ static void want_head(rf_remote *r, int *changed)
     if (now - r->starve_since < (int64_t)STARVE_MS * 1000000)
         return;
     r->starve_since = now;
+    warn_room(r);
     int n = release(r);
     pthread_mutex_unlock(&r->mu);
     r->starved_seen = rf__cache_starve(&r->cache); /* the other loaders release too */

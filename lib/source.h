@@ -147,7 +147,8 @@ static inline const char *rf__source_path(const rf_source *s, int64_t i)
 }
 
 /* The local file the reader reads for sample i: rf__source_path, or for
- * remote shards the shard's copy in the cache. */
+ * remote shards the shard's copy in the cache (its name in messages: the
+ * reader reads a remote shard through its pin, rf__remote_pin_fd). */
 static inline const char *rf__source_read_path(const rf_source *s, int64_t i)
 {
     if (s->local_off)

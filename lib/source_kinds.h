@@ -13,7 +13,7 @@
  * (source_names.c: picture extensions, compressed tars). No kind calls
  * another, or back into source.c, except that remote shards
  * (source_remote.c), once in the local cache, are walked by the tar kind's
- * rf__source_tar_shard.
+ * rf__source_tar_shard_fd.
  */
 #ifndef RF_SOURCE_KINDS_H
 #define RF_SOURCE_KINDS_H
@@ -159,6 +159,11 @@ struct rf_manifest;
 int rf__source_tar_shard(rf_source *s, uint32_t shard_id, const char *path, const char *shard,
                          const rf_source_opts *o, const struct rf_manifest *man,
                          int64_t *maxlabel, char *err, size_t errcap);
+/* The same, of the open file fd (left open): a remote shard is walked
+ * through its pin (cache.h). */
+int rf__source_tar_shard_fd(rf_source *s, uint32_t shard_id, int fd, const char *shard,
+                            const rf_source_opts *o, const struct rf_manifest *man,
+                            int64_t *maxlabel, char *err, size_t errcap);
 
 /* source_tar.c: the same from man's entry ms alone, the shard not read (a
  * remote shard not fetched yet): its samples appended, s->nfiles_manifest

@@ -12,8 +12,8 @@
  * checked when it lands in the cache; such an index is not kept); or else
  * the shard itself, fetched into the cache (remote.c; as many ahead as the
  * cache limit holds) and walked by the tar kind's code
- * (rf__source_tar_shard) exactly as a local shard is, its index then kept
- * for the next run. The samples' offsets are those of the
+ * (rf__source_tar_shard_fd, through the pin) exactly as a local shard is,
+ * its index then kept for the next run. The samples' offsets are those of the
  * shard, so once the shard is back in the cache the reader reads it as a
  * local one: same bytes, same decode, same order.
  *
@@ -472,6 +472,8 @@ int rf__source_index_remote(rf_source *s, const rf_strlist *paths, const rf_sour
         rc = rf__rman_start(&man, r, s, NULL);
     if (rc == 0)
         rc = head_all(r, s, err, errcap);
+    if (rc == 0)
+        rc = rf__remote_plan_room(r, err, errcap);
     uint8_t *kept = rc == 0 ? calloc(s->nfiles, 1) : NULL;
     if (rc == 0 && !kept)
         rc = RF_E_NOMEM;
@@ -479,7 +481,6 @@ int rf__source_index_remote(rf_source *s, const rf_strlist *paths, const rf_sour
         rf__rman_free(man);
         return rc;
     }
-    rf__remote_plan_room(r);
     char okey[RF_SOURCE_MAX_EXTRAS * (RF_SOURCE_MAX_EXT + 1) + 100];
     options_key(o, okey, sizeof okey);
     /* the local paths, and which shards have a kept index */
@@ -529,12 +530,12 @@ int rf__source_index_remote(rf_source *s, const rf_strlist *paths, const rf_sour
         if ((rc = rf__remote_wait(r, k, err, errcap)) != 0)
             break;
         int64_t from = s->n;
-        /* the arena may move while the walk adds names: copy the path */
-        char local[RF__CACHE_PATH + 8];
-        snprintf(local, sizeof local, "%s", s->arena + s->local_off[k]);
+        /* the arena may move while the walk adds names: copy the URL */
         char name[RF__CACHE_PATH + 8];
         snprintf(name, sizeof name, "%s", url);
-        rc = rf__source_tar_shard(s, k, local, name, o, NULL, &maxlabel, err, errcap);
+        /* through the pin, never the name again (cache.h) */
+        rc = rf__source_tar_shard_fd(s, k, rf__remote_shard_fd(r, k), name, o, NULL, &maxlabel,
+                                     err, errcap);
         if (rc == 0)
             keep_index(r, k, s, from, name, size, etag, okey);
         rf__remote_release(r, k);

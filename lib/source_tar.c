@@ -584,10 +584,18 @@ int rf__source_tar_shard(rf_source *s, uint32_t shard_id, const char *path, cons
         snprintf(err, errcap, "source: open %s: %s", shard, strerror(errno));
         return RF_E_SOURCE;
     }
+    int rc = rf__source_tar_shard_fd(s, shard_id, fd, shard, o, man, maxlabel, err, errcap);
+    close(fd);
+    return rc;
+}
+
+int rf__source_tar_shard_fd(rf_source *s, uint32_t shard_id, int fd, const char *shard,
+                            const rf_source_opts *o, const rf_manifest *man, int64_t *maxlabel,
+                            char *err, size_t errcap)
+{
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         snprintf(err, errcap, "source: %s: not a regular file", shard);
-        close(fd);
         return RF_E_SOURCE;
     }
     /* A compressed tar says so in its first bytes, whatever its name (a
@@ -597,10 +605,8 @@ int rf__source_tar_shard(rf_source *s, uint32_t shard_id, const char *path, cons
     const char *how = got > 0 && !(got == TAR_BLOCK && rf__tar_checksum_ok(first))
                           ? rf__compressed_magic(first, (size_t)got)
                           : NULL;
-    if (how) {
-        close(fd);
+    if (how)
         return rf__compressed_error(shard, how, err, errcap);
-    }
     tar_walk w = walk_init(fd, shard, shard_id, (uint64_t)st.st_size, o, maxlabel, err, errcap);
     int64_t before = s->n;
     const char *base = strrchr(shard, '/');
@@ -619,7 +625,6 @@ int rf__source_tar_shard(rf_source *s, uint32_t shard_id, const char *path, cons
         rc = RF_E_SOURCE;
     }
     walk_free(&w);
-    close(fd);
     return rc;
 }
 

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "dispatch.h"
+#include "remote.h"
 #include "ring.h"
 #include "rng.h"
 
@@ -98,6 +99,9 @@ static int64_t draw_substitute(const rf_work *k, int64_t sample, rf_rng *rng)
 static int read_sample_sync(const rf_work *k, int64_t sample, rf_read *rd)
 {
     rd->path = rf__source_read_path(k->src, sample);
+    /* a remote substitute is of the job's own shard: read through its pin */
+    rd->use_fd = k->src->remote != NULL;
+    rd->fd = rd->use_fd ? rf__remote_pin_fd(k->src->remote, k->src, sample) : -1;
     rf__source_extent(k->src, sample, &rd->ranged, &rd->offset, &rd->length);
     rd->sample = sample;
     return rf__read_sync(rd, k->cfg->max_file_bytes);

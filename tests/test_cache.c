@@ -147,15 +147,16 @@ static void test_fetch_lock_abandon_index(void **state)
     assert_int_equal(rf__cache_open(&c2, g_dir, 3 * SZ, err, sizeof err), 0);
     rf__cache_base(&c, "lk", SZ, "e", base);
     int l1 = -1, l2 = -1;
-    assert_int_equal(rf__cache_lock_fetch(&c, base, &l1), 1);
-    assert_int_equal(rf__cache_lock_fetch(&c2, base, &l2), 0); /* another loader fetches */
+    assert_int_equal(rf__cache_lock_fetch(&c, base, &l1, err, sizeof err), 1);
+    /* another loader fetches */
+    assert_int_equal(rf__cache_lock_fetch(&c2, base, &l2, err, sizeof err), 0);
     int fd = -1;
     assert_int_equal(rf__cache_reserve(&c, base, SZ, tmp, &fd, err, sizeof err), 1);
     rf__cache_abandon(&c, tmp, fd); /* a failed transfer leaves nothing */
     int pin = -1;
     assert_int_equal(rf__cache_pin(&c, base, SZ, &pin), 0);
     rf__cache_unpin(l1);
-    assert_int_equal(rf__cache_lock_fetch(&c2, base, &l2), 1);
+    assert_int_equal(rf__cache_lock_fetch(&c2, base, &l2, err, sizeof err), 1);
     rf__cache_unpin(l2);
     /* kept index: written whole, read back */
     assert_int_equal(rf__cache_has_index(&c), 0); /* shards, locks: no index yet */
@@ -231,7 +232,7 @@ static void no_name_before_commit(int marks)
     rf__cache_base(&c, marks ? "whole-marked" : "whole", SZ, "e", base);
     snprintf(path, sizeof path, "%s.tar", base);
     int lk = -1, fd = -1, pin = -1;
-    assert_int_equal(rf__cache_lock_fetch(&c, base, &lk), 1);
+    assert_int_equal(rf__cache_lock_fetch(&c, base, &lk, err, sizeof err), 1);
     assert_int_equal(rf__cache_reserve(&c, base, SZ, tmp, &fd, err, sizeof err), 1);
     char data[SZ];
     memset(data, 'w', sizeof data);
@@ -332,7 +333,7 @@ static void test_marked_before_crash(void **state)
     rf__cache_base(&c, "torn", SZ, "e", base);
     snprintf(path, sizeof path, "%s.tar", base);
     int lk = -1, lk2 = -1, fd = -1, pin = -1;
-    assert_int_equal(rf__cache_lock_fetch(&c, base, &lk), 1);
+    assert_int_equal(rf__cache_lock_fetch(&c, base, &lk, err, sizeof err), 1);
     assert_int_equal(rf__cache_reserve(&c, base, SZ, tmp, &fd, err, sizeof err), 1);
     char data[SZ];
     memset(data, 't', sizeof data);
@@ -341,7 +342,7 @@ static void test_marked_before_crash(void **state)
     rf__cache_unpin(lk);
     rf__cache_unpin(fd); /* the writer dies before its sync */
     /* this boot: whole, pinned by another, and never taken for torn */
-    assert_int_equal(rf__cache_lock_fetch(&c2, base, &lk2), 1);
+    assert_int_equal(rf__cache_lock_fetch(&c2, base, &lk2, err, sizeof err), 1);
     rf__cache_drop_unsynced(&c2, base);
     rf__cache_unpin(lk2);
     assert_int_equal(rf__cache_pin(&c2, base, SZ, &pin), 1);
@@ -357,7 +358,7 @@ static void test_marked_before_crash(void **state)
     /* after a reboot: suspect */
     snprintf(c2.boot, sizeof c2.boot, "%s", "00000000-another-boot-0000000000000");
     assert_int_equal(rf__cache_pin(&c2, base, SZ, &pin), 0);
-    assert_int_equal(rf__cache_lock_fetch(&c2, base, &lk2), 1);
+    assert_int_equal(rf__cache_lock_fetch(&c2, base, &lk2, err, sizeof err), 1);
     assert_int_equal(rf__cache_pin(&c2, base, SZ, &pin), 0);
     int other = -1; /* a pin of the old copy (taken before the reboot, say) */
     assert_int_equal(rf__cache_pin(&c, base, SZ, &other), 1);

@@ -73,7 +73,12 @@ class Loader:
     bytes (None or 0: what it holds plus half the free space of its file
     system), least recently used shards evicted; loaders of one node share
     it, and cache_limit bounds the folder for all of them (give them the
-    same value, at least two shards per loader). Data larger than the cache
+    same value, at least two shards per loader: below that a warning says
+    so once). The folder must be private (yours, writable by nobody else:
+    else RingfeedError says why) and should be the cache's alone: it never
+    deletes files it did not make, but they count against cache_limit, and
+    an error names them when they leave no room (docs/remote.md, "Cache
+    folder"). Data larger than the cache
     want shuffle_block: the global shuffle then refetches shards
     (stats()["remote"]["refetches"]). fetch_retries (5), fetch_timeout_ms
     (30000) and fetch_parallel (4) tune the transfers; stats()["remote"]
@@ -349,7 +354,9 @@ class Loader:
         return int(v)
 
     def stats(self):
-        """The loader's statistics as a dict (see rf_loader_stats_json)."""
+        """The loader's statistics as a dict (see rf_loader_stats_json).
+        "errors" lists at most 16 bad samples per batch and 1,000 in all;
+        "errors_count" counts every one."""
         h = self._live()
         cap = 1 << 16
         while True:

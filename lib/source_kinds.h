@@ -179,12 +179,30 @@ typedef struct rf_tar_ends {
     const char *key[2], *ext[2];
     uint64_t off[2], len[2];
 } rf_tar_ends;
-/* source_tar.c: ms's ends (pointing into man). */
+/* source_tar_check.c: ms's ends (pointing into man). */
 void rf__tar_manifest_ends(const struct rf_manifest *man, const struct rf_manifest_shard *ms,
                            rf_tar_ends *e);
-/* source_tar.c: 1 when the shard open in fd (fsize bytes) has, in the block
- * before each end's data, a valid header of a regular member so named and
- * sized; else 0 with the failing end in *bad (when bad is not NULL). */
+/* source_tar_check.c: 1 when the shard open in fd (fsize bytes) has, in the
+ * block before each end's data, a valid header of a regular member so named
+ * and sized; else 0 with the failing end in *bad (when bad is not NULL). */
 int rf__tar_ends_ok(int fd, uint64_t fsize, const rf_tar_ends *e, int *bad);
+
+/* source_tar_check.c: SHA-256 of what index ms states (every member's name,
+ * data offset and length, in order; labeled: each .cls member's label),
+ * and the same read from the headers (and .cls texts) of the shard open in
+ * fd: equal when the index from ms is what a walk of the shard gives.
+ * 0, or nonzero (the entry cannot be read, no memory; the shard is not a
+ * tar that walks to its end) and the digest is not to be trusted. */
+int rf__tar_entry_digest(const struct rf_manifest *m, const struct rf_manifest_shard *ms,
+                         int labeled, uint8_t out[32]);
+int rf__tar_shard_digest(int fd, uint64_t fsize, int labeled, uint8_t out[32]);
+
+/* source_tar.c: calls fn for each regular member of the shard open in fd
+ * (fsize bytes) as the walk finds it (long names and pax headers
+ * honoured): its name, data offset and length. 0 at the end of the
+ * archive; fn's nonzero return, or RF_E_SOURCE when a header is bad. */
+typedef int rf_tar_member_fn(void *ctx, const char *name, size_t nlen, uint64_t off,
+                             uint64_t len);
+int rf__tar_walk_members(int fd, uint64_t fsize, rf_tar_member_fn *fn, void *ctx);
 
 #endif

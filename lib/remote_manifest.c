@@ -388,9 +388,9 @@ int rf__rman_check(rf_rman *m, uint32_t k, int fd, const char *url, uint64_t siz
     int bad = e->bad;
     char what[600];
     if (bad < 2)
-        snprintf(what, sizeof what, "the header before offset %llu is not member %s.%s of %llu bytes",
-                 (unsigned long long)t.off[bad], t.key[bad], t.ext[bad],
-                 (unsigned long long)t.len[bad]);
+        snprintf(
+            what, sizeof what, "the header before offset %llu is not member %s.%s of %llu bytes",
+            (unsigned long long)t.off[bad], t.key[bad], t.ext[bad], (unsigned long long)t.len[bad]);
     else
         snprintf(what, sizeof what,
                  "its members or labels are not those its entry lists (rewritten since the "

@@ -201,8 +201,7 @@ int rf__tar_shard_digest(int fd, uint64_t fsize, int labeled, uint8_t out[32]);
  * (fsize bytes) as the walk finds it (long names and pax headers
  * honoured): its name, data offset and length. 0 at the end of the
  * archive; fn's nonzero return, or RF_E_SOURCE when a header is bad. */
-typedef int rf_tar_member_fn(void *ctx, const char *name, size_t nlen, uint64_t off,
-                             uint64_t len);
+typedef int rf_tar_member_fn(void *ctx, const char *name, size_t nlen, uint64_t off, uint64_t len);
 int rf__tar_walk_members(int fd, uint64_t fsize, rf_tar_member_fn *fn, void *ctx);
 
 #endif

@@ -48,8 +48,8 @@ typedef struct rf_manifest_shard {
 typedef struct rf_manifest {
     const char *text; /* the bytes parsed (see rf__manifest_parse) */
     size_t text_len;
-    char *owned;      /* text, when rf__manifest_read read it; else NULL */
-    char *arena;      /* NUL-terminated strings back to back: names and ends */
+    char *owned; /* text, when rf__manifest_read read it; else NULL */
+    char *arena; /* NUL-terminated strings back to back: names and ends */
     size_t arena_len, arena_cap;
     rf_manifest_shard *shards;
     size_t nshards, shards_cap;
@@ -92,7 +92,7 @@ typedef struct rf_manifest_iter {
     const char *p, *end; /* the bytes not read yet */
     char *buf;           /* the key, a NUL, the member's extension, a NUL */
     size_t cap, key_len;
-    int state;           /* where p is: before the array, between samples, in one, after */
+    int state; /* where p is: before the array, between samples, in one, after */
     const char *key;
     int64_t label;
     const char *ext;

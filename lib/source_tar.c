@@ -458,7 +458,8 @@ static int manifest_index(rf_source *s, tar_walk *w, const rf_manifest *m,
             strcpy(w->lname + it.key_len + 1, it.ext);
             /* the label tar_member takes from the entry: checked first */
             int stated = it.label >= 0 && !strcasecmp(it.ext, "cls");
-            if (check && stated && !rf__tar_label_ok(&win, it.key, it.ext, it.off, it.len, it.label))
+            if (check && stated &&
+                !rf__tar_label_ok(&win, it.key, it.ext, it.off, it.len, it.label))
                 rc = TAR_NOT_AS_SAID;
             else
                 rc = tar_member(s, w, w->lname, need - 1, it.off - TAR_BLOCK, it.off, it.len,
@@ -579,7 +580,7 @@ int rf__source_tar_shard(rf_source *s, uint32_t shard_id, const char *path, cons
         rf_tar_ends ends;
         rf__tar_manifest_ends(man, named, &ends);
         rc = rf__tar_ends_ok(fd, w.fsize, &ends, NULL) ? manifest_index(s, &w, man, named)
-                                                        : TAR_NOT_AS_SAID;
+                                                       : TAR_NOT_AS_SAID;
     }
     /* named and indexed, but another size, other ends or other labels: the
      * shard was rewritten since the manifest was written */

@@ -46,8 +46,8 @@ typedef struct rf_tar_window {
  * header of a regular member named key.ext of len bytes, and len bytes of
  * label text there that say label; else 0 (also when they cannot be
  * read). */
-int rf__tar_label_ok(rf_tar_window *w, const char *key, const char *ext, uint64_t off,
-                     uint64_t len, int64_t label);
+int rf__tar_label_ok(rf_tar_window *w, const char *key, const char *ext, uint64_t off, uint64_t len,
+                     int64_t label);
 void rf__tar_window_free(rf_tar_window *w);
 
 #endif

@@ -134,8 +134,8 @@ static const uint8_t *window(rf_tar_window *w, uint64_t off, size_t n)
     return w->buf;
 }
 
-int rf__tar_label_ok(rf_tar_window *w, const char *key, const char *ext, uint64_t off,
-                     uint64_t len, int64_t label)
+int rf__tar_label_ok(rf_tar_window *w, const char *key, const char *ext, uint64_t off, uint64_t len,
+                     int64_t label)
 {
     int64_t v;
     if (len >= TAR_MAX_CLS || !fits(off, len, w->fsize))

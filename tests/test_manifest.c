@@ -27,11 +27,11 @@
 
 #include <cmocka.h>
 
+#include "manifestset.h"
 #include "ringfeed.h"
 #include "source.h"
 #include "source_kinds.h"
 #include "source_manifest.h"
-#include "manifestset.h"
 #include "tarwrite.h"
 #include "testutil.h"
 

@@ -1,19 +1,24 @@
 /*
  * manifestset.h - tar shards with the manifest.json ringfeed-pack would
  * write beside them, made by the tests of the manifest's use
- * (test_manifest.c, test_manifest_trust.c): SHARDS shards s-K.tar of
- * PER_SHARD samples, each a JPEG, a .cls label and (most) a .txt caption.
+ * (test_manifest.c, test_manifest_trust.c, test_remote_trust.c): SHARDS
+ * shards s-K.tar of PER_SHARD samples, each a JPEG, a .cls label and (most)
+ * a .txt caption; and what those tests do with them.
  *
- * Header-only (static functions) with cmocka's asserts: include it after
+ * Header-only (static inline) with cmocka's asserts: include it after
  * cmocka.h.
  */
 #ifndef RF_MANIFESTSET_H
 #define RF_MANIFESTSET_H
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "source.h"
+#include "source_manifest.h"
 #include "tarwrite.h"
 #include "testutil.h"
 
@@ -23,7 +28,7 @@ enum { SHARDS = 3, PER_SHARD = 7 };
  * (most) a .txt caption and, with pad > 0, a .pad member of pad bytes
  * (labels that far apart), and with manifest, dir/manifest.json describing
  * them as ringfeed-pack does. */
-static void write_set_pad(const char *dir, int manifest, size_t pad)
+static inline void write_set_pad(const char *dir, int manifest, size_t pad)
 {
     assert_int_equal(tu_mkdir_p(dir), 0);
     char *man = NULL;
@@ -82,13 +87,13 @@ static void write_set_pad(const char *dir, int manifest, size_t pad)
     free(man);
 }
 
-static void write_set(const char *dir, int manifest)
+static inline void write_set(const char *dir, int manifest)
 {
     write_set_pad(dir, manifest, 0);
 }
 
 /* Indexes dir's shards s-0.tar .. (with opts o, or none). */
-static void open_set(rf_source *s, const char *dir, const rf_source_opts *o)
+static inline void open_set(rf_source *s, const char *dir, const rf_source_opts *o)
 {
     char spec[4096], err[512];
     snprintf(spec, sizeof spec, "%s/s-{0..%d}.tar", dir, SHARDS - 1);
@@ -98,7 +103,7 @@ static void open_set(rf_source *s, const char *dir, const rf_source_opts *o)
 }
 
 /* The two indexes describe the same samples at the same places. */
-static void assert_same_index(const rf_source *a, const rf_source *b)
+static inline void assert_same_index(const rf_source *a, const rf_source *b)
 {
     assert_int_equal(a->n, b->n);
     assert_int_equal(a->nclasses, b->nclasses);
@@ -127,6 +132,40 @@ static void assert_same_index(const rf_source *a, const rf_source *b)
             assert_int_equal(xa, xb);
         }
     }
+}
+
+/* Where the .cls member of sample i of dir/s-K.tar lies, and the label the
+ * manifest states for it. */
+static inline void cls_place(const char *dir, int k, int i, uint64_t *off, int64_t *label)
+{
+    char path[4096], err[256], name[32];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    rf_manifest m;
+    assert_int_equal(rf__manifest_read(path, &m, err, sizeof err), 0);
+    snprintf(name, sizeof name, "s-%d.tar", k);
+    const rf_manifest_shard *ms = rf__manifest_named(&m, name);
+    assert_non_null(ms);
+    rf_manifest_iter it;
+    rf__manifest_iter(&it, &m, ms);
+    for (int n = 0; n <= i; n++)
+        assert_int_equal(rf__manifest_sample(&it), 1);
+    *off = UINT64_MAX;
+    while (rf__manifest_member(&it) == 1)
+        if (!strcmp(it.ext, "cls"))
+            *off = it.off;
+    *label = it.label;
+    assert_true(*off != UINT64_MAX);
+    rf__manifest_iter_free(&it);
+    rf__manifest_free(&m);
+}
+
+/* Writes n bytes at off of the file at path (its size unchanged). */
+static inline void overwrite(const char *path, uint64_t off, const void *p, size_t n)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, p, n, (off_t)off), (ssize_t)n);
+    close(fd);
 }
 
 #endif

@@ -36,40 +36,6 @@
 
 static char *g_tmp;
 
-/* Where the .cls member of sample i of dir/s-K.tar lies, and the label the
- * manifest states for it. */
-static void cls_place(const char *dir, int k, int i, uint64_t *off, int64_t *label)
-{
-    char path[4096], err[256], name[32];
-    snprintf(path, sizeof path, "%s/manifest.json", dir);
-    rf_manifest m;
-    assert_int_equal(rf__manifest_read(path, &m, err, sizeof err), 0);
-    snprintf(name, sizeof name, "s-%d.tar", k);
-    const rf_manifest_shard *ms = rf__manifest_named(&m, name);
-    assert_non_null(ms);
-    rf_manifest_iter it;
-    rf__manifest_iter(&it, &m, ms);
-    for (int n = 0; n <= i; n++)
-        assert_int_equal(rf__manifest_sample(&it), 1);
-    *off = UINT64_MAX;
-    while (rf__manifest_member(&it) == 1)
-        if (!strcmp(it.ext, "cls"))
-            *off = it.off;
-    *label = it.label;
-    assert_true(*off != UINT64_MAX);
-    rf__manifest_iter_free(&it);
-    rf__manifest_free(&m);
-}
-
-/* Writes n bytes at off of the file at path (its size unchanged). */
-static void overwrite(const char *path, uint64_t off, const void *p, size_t n)
-{
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    assert_true(fd >= 0);
-    assert_int_equal(pwrite(fd, p, n, (off_t)off), (ssize_t)n);
-    close(fd);
-}
-
 /* dir's index with its manifest, and the walk of the same shards (the
  * manifest moved away meanwhile). */
 static void index_both(const char *dir, rf_source *with, rf_source *walked)

@@ -1,7 +1,9 @@
 /*
- * test_kept_index.c - the index of a remote shard kept in the cache folder
- * (BASE.idx, lib/source_remote.c): applied only to the bytes it was taken
- * from, holding no secret, checked as untrusted input.
+ * test_remote_trust.c - what a remote shard's index is taken from is
+ * checked against its bytes: the index kept in the cache folder (BASE.idx,
+ * lib/source_remote.c) is applied only to the bytes it was taken from,
+ * holds no secret and is checked as untrusted input; the manifest.json
+ * beside the shards is checked when a shard lands (remote_manifest.c).
  *
  * A small HTTP/1.1 server on a thread of the test (127.0.0.1, a free port)
  * serves the files of a folder to HEAD and GET, with or without a
@@ -15,7 +17,12 @@
  *   - with one, indexes are kept and used (no shard fetched to index), and
  *     none of them holds the URL, its user:password@ or its host;
  *   - a kept index whose label is INT64_MAX is damage: the shard is walked,
- *     the class count is the walk's (it overflowed).
+ *     the class count is the walk's (it overflowed);
+ *   - beside an old manifest.json, a shard relabelled at the same size is
+ *     refused when it lands (on the fetch thread: the sanitizers see it):
+ *     its batch fails naming the URL and manifest.json, the stats count it
+ *     as mismatched, the batches of the other shards come with the labels
+ *     of their bytes (the manifest's labels were given before).
  * Skipped when the build has no libcurl.
  */
 #define _GNU_SOURCE
@@ -38,12 +45,14 @@
 
 #include <cmocka.h>
 
+#include "manifestset.h"
 #include "ringfeed.h"
 #include "source.h"
 #include "tarwrite.h"
+#include "testcheck.h"
 #include "testutil.h"
 
-enum { NSHARDS = 3, PER_SHARD = 5 };
+enum { NSHARDS = 3, NSAMPLES = 5 }; /* the shards served at the top */
 
 static char *g_dir; /* the shards, served */
 static char *g_tmp; /* cache folders */
@@ -133,7 +142,7 @@ static int start_server(void)
 
 /* ---- shards and indexes ---------------------------------------------------------- */
 
-/* g_dir/s-K.tar: PER_SHARD samples kKKII.jpg + kKKII.cls, labels one digit. */
+/* g_dir/s-K.tar: NSAMPLES samples kKKII.jpg + kKKII.cls, labels one digit. */
 static void write_shards(void)
 {
     for (int k = 0; k < NSHARDS; k++) {
@@ -159,8 +168,9 @@ static void write_shards(void)
     }
 }
 
-/* The label text of sample i of shard k on the server: one digit more. */
-static void relabel(int k, int i)
+/* The label text of sample i of shard k on the server: delta (mod 10)
+ * added to its one digit. */
+static void relabel(int k, int i, int delta)
 {
     char path[4200], key[16];
     snprintf(path, sizeof path, "%s/s-%d.tar", g_dir, k);
@@ -170,15 +180,16 @@ static void relabel(int k, int i)
     assert_non_null(b);
     uint8_t *h = memmem(b, n, key, strlen(key));
     assert_non_null(h);
-    h[512] = (uint8_t)('0' + (h[512] - '0' + 1) % 10); /* the data after its header */
+    h[512] = (uint8_t)('0' + (h[512] - '0' + 10 + delta) % 10); /* the data after its header */
     assert_int_equal(tu_write_file(path, b, n), 0);
     free(b);
 }
 
 /* Indexes the shards at http://AUTH127.0.0.1:PORT/ with cache folder
  * cache; the labels must be those of a walk of the served files. */
-static void index_and_compare(rf_source *s, const char *auth, const char *cache)
+static void index_and_compare(const char *auth, const char *cache)
 {
+    rf_source remote, *s = &remote;
     char spec[4096], err[512];
     snprintf(spec, sizeof spec, "http://%s127.0.0.1:%d/s-{0..%d}.tar", auth, g_port, NSHARDS - 1);
     rf_source_opts o = {.cache_dir = cache, .fetch_timeout_ms = 10000};
@@ -195,6 +206,7 @@ static void index_and_compare(rf_source *s, const char *auth, const char *cache)
         assert_int_equal(s->data_off[i], local.data_off[i]);
     }
     rf__source_close(&local);
+    rf__source_close(s);
 }
 
 /* Files of folder dir whose name ends with suffix; with rm, removed. */
@@ -247,16 +259,13 @@ static void test_no_validator_keeps_no_index(void **state)
     g_validators = 0;
     char c[2100];
     cache_dir(c, sizeof c, "none");
-    rf_source s;
-    index_and_compare(&s, "", c);
-    rf__source_close(&s);
+    index_and_compare("", c);
     assert_int_equal(files_ending(c, ".idx", 0), 0);
     /* new bytes of the same size, the old copy evicted: walked anew */
-    relabel(1, 2);
+    relabel(1, 2, 1);
     assert_int_equal(files_ending(c, ".tar", 1), NSHARDS);
-    index_and_compare(&s, "", c);
-    rf__source_close(&s);
-    relabel(1, 2); /* back as it was, for the other tests */
+    index_and_compare("", c);
+    relabel(1, 2, -1); /* back as it was, for the other tests */
 }
 
 static void test_kept_index_holds_no_url(void **state)
@@ -265,23 +274,19 @@ static void test_kept_index_holds_no_url(void **state)
     g_validators = 1;
     char c[2100];
     cache_dir(c, sizeof c, "kept");
-    rf_source s;
-    index_and_compare(&s, "user:s3cr3t@", c);
-    rf__source_close(&s);
+    index_and_compare("user:s3cr3t@", c);
     assert_int_equal(files_ending(c, ".idx", 0), NSHARDS);
     assert_false(folder_holds(c, "s3cr3t"));
     assert_false(folder_holds(c, "127.0.0.1"));
     assert_false(folder_holds(c, "http"));
     /* the kept indexes are used: no shard is fetched to index */
     assert_int_equal(files_ending(c, ".tar", 1), NSHARDS);
-    index_and_compare(&s, "user:s3cr3t@", c);
-    rf__source_close(&s);
+    index_and_compare("user:s3cr3t@", c);
     assert_int_equal(files_ending(c, ".tar", 0), 0);
     /* new bytes, a new validator: the old index is not theirs */
-    relabel(2, 0);
-    index_and_compare(&s, "user:s3cr3t@", c);
-    rf__source_close(&s);
-    relabel(2, 0);
+    relabel(2, 0, 1);
+    index_and_compare("user:s3cr3t@", c);
+    relabel(2, 0, -1);
 }
 
 /* The 8 bytes after the NUL of name in a kept index are its label. */
@@ -318,22 +323,75 @@ static void test_kept_label_bounded(void **state)
     g_validators = 1;
     char c[2100];
     cache_dir(c, sizeof c, "bounds");
-    rf_source s;
-    index_and_compare(&s, "", c);
-    rf__source_close(&s);
+    index_and_compare("", c);
     assert_int_equal(set_kept_label(c, "k0103.jpg", INT64_MAX), 1);
-    index_and_compare(&s, "", c); /* the walk's labels and class count */
-    rf__source_close(&s);
+    index_and_compare("", c); /* the walk's labels and class count */
     assert_int_equal(set_kept_label(c, "k0103.jpg", -2), 1);
-    index_and_compare(&s, "", c);
+    index_and_compare("", c);
+}
+
+/* The labels of the samples of the folder dir's shards, by sample index. */
+static void walk_labels(const char *dir, int64_t *labels)
+{
+    rf_source s;
+    open_set(&s, dir, NULL);
+    assert_int_equal(s.n, SHARDS * PER_SHARD);
+    for (int64_t i = 0; i < s.n; i++)
+        labels[i] = rf__source_label(&s, i);
     rf__source_close(&s);
+}
+
+static void test_stale_manifest_checked_when_a_shard_lands(void **state)
+{
+    (void)state;
+    g_validators = 1;
+    char dir[2048], url[300], c[2100], path[4300];
+    snprintf(dir, sizeof dir, "%.1900s/stale", g_dir);
+    write_set(dir, 1);
+    uint64_t off;
+    int64_t label, want[SHARDS * PER_SHARD];
+    cls_place(dir, 1, 3, &off, &label);
+    char digit = (char)('0' + (label + 1) % 5);
+    snprintf(path, sizeof path, "%s/s-1.tar", dir);
+    overwrite(path, off, &digit, 1);
+    walk_labels(dir, want); /* the local index walks s-1 now */
+    assert_int_equal(want[PER_SHARD + 3], (label + 1) % 5);
+
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/stale/s-{0..%d}.tar", g_port, SHARDS - 1);
+    cache_dir(c, sizeof c, "stale");
+    rf_loader *l = TU_LOADER(url, {RF_P_BATCH_SIZE, PER_SHARD}, {RF_P_IMAGE_SIZE, 16},
+                             {RF_P_TRANSFORM, RF_TRANSFORM_CENTER}, {RF_P_NUM_WORKERS, 2},
+                             {RF_P_SHUFFLE, 0}, {RF_P_PREFETCH, 2});
+    assert_int_equal(rf_loader_set_cache_dir(l, c), RF_OK);
+    tu_start(l);
+    for (int k = 0; k < SHARDS; k++) { /* a batch per shard */
+        rf_batch *b;
+        int rc = rf_loader_next(l, &b);
+        if (k == 1) {
+            assert_int_equal(rc, RF_E_IO); /* its samples cannot be read */
+            const char *msg = rf_loader_errmsg(l);
+            assert_non_null(strstr(msg, "/stale/s-1.tar does not match manifest.json"));
+            continue;
+        }
+        if (rc != RF_OK)
+            fail_msg("batch %d: %d: %s", k, rc, rf_loader_errmsg(l));
+        const int64_t *labels = rf_batch_labels(b), *samples = rf_batch_samples(b);
+        for (int64_t i = 0; i < rf_batch_count(b); i++)
+            assert_int_equal(labels[i], want[samples[i]]);
+        rf_batch_release(b);
+    }
+    char *st = tu_stats(l);
+    assert_int_equal(tu_stats_int(st, "mismatched"), 1);
+    assert_int_equal(tu_stats_int(st, "shards_from_manifest"), SHARDS);
+    free(st);
+    rf_loader_destroy(l);
 }
 
 static int setup(void **state)
 {
     (void)state;
-    g_dir = tu_tempdir("kept_index_shards");
-    g_tmp = tu_tempdir("kept_index_cache");
+    g_dir = tu_tempdir("remote_trust_shards");
+    g_tmp = tu_tempdir("remote_trust_cache");
     if (!g_dir || !g_tmp)
         return -1;
     write_shards();
@@ -359,13 +417,14 @@ static int teardown(void **state)
 int main(void)
 {
 #ifndef RF_HAVE_CURL
-    print_message("[  SKIPPED ] test_kept_index: built without libcurl (RF_WITH_CURL)\n");
+    print_message("[  SKIPPED ] test_remote_trust: built without libcurl (RF_WITH_CURL)\n");
     return 0;
 #else
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_validator_keeps_no_index),
         cmocka_unit_test(test_kept_index_holds_no_url),
         cmocka_unit_test(test_kept_label_bounded),
+        cmocka_unit_test(test_stale_manifest_checked_when_a_shard_lands),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 #endif

@@ -12,8 +12,9 @@
  * No per-sample heap allocation: a million-sample index is a few tens of MB
  * and builds in about a second. Indexing never opens or stats the sample
  * files themselves (folder, list); tar shards are opened once for the header
- * walk (or, described by a ringfeed-pack manifest.json beside them, for two
- * header reads), record files are stat'ed for their sizes.
+ * walk (or, described by a ringfeed-pack manifest.json beside them, for the
+ * reads that check its first and last headers and its label members),
+ * record files are stat'ed for their sizes.
  *
  * source.c picks the kind and holds the accessors; each kind indexes in a
  * file of its own (source_folder.c, source_list.c, source_tar.c,

@@ -153,8 +153,9 @@ const char *rf__source_xml_text(const char *p, const char *end, const char *tag,
 /* source_tar.c: indexes the shard at path (named shard in messages) as
  * shard number shard_id, appending its samples to s: from man's entry for
  * shard's base name when man (ringfeed-pack's manifest, or NULL) has one that
- * fits the file, else by walking its headers; *maxlabel grows to the largest
- * label. */
+ * fits the file (size, ends, label members: source_tar_check.c), else by
+ * walking its headers (an entry that does not fit counts in
+ * s->nfiles_mismatched); *maxlabel grows to the largest label. */
 struct rf_manifest;
 int rf__source_tar_shard(rf_source *s, uint32_t shard_id, const char *path, const char *shard,
                          const rf_source_opts *o, const struct rf_manifest *man,
@@ -163,9 +164,10 @@ int rf__source_tar_shard(rf_source *s, uint32_t shard_id, const char *path, cons
 /* source_tar.c: the same from man's entry ms alone, the shard not read (a
  * remote shard not fetched yet): its samples appended, s->nfiles_manifest
  * counted. 0; nonzero (no sample, a member the entry cannot say enough
- * about, no memory): s is as before, and the shard must be walked. The
- * shard's first and last member headers are then unchecked: the caller
- * checks them (rf__tar_ends_ok) before any of its bytes are used. */
+ * about, no memory): s is as before, and the shard must be walked. Nothing
+ * of the shard is then checked: the caller checks its ends (rf__tar_ends_ok)
+ * and its digest (rf__tar_shard_digest against rf__tar_entry_digest) before
+ * any of its bytes are used. */
 struct rf_manifest_shard;
 int rf__source_tar_from_manifest(rf_source *s, uint32_t shard_id, const char *shard,
                                  const rf_source_opts *o, const struct rf_manifest *man,

@@ -3,12 +3,15 @@
 with the manifest's index and with the header walk.
 
     python3 bench/pack_index_bench.py WORKDIR [--samples 100000] [--per-shard 1000]
-                                      [--repeats 5] [--json FILE]
+                                      [--side 0] [--repeats 5] [--json FILE]
 
 Writes WORKDIR/src (64 tiny JPEGs and a list file naming them in turn,
 --samples lines), packs it with ringfeed-pack (--shard-count --per-shard)
 into WORKDIR/with, and links the same shards into WORKDIR/without (no
-manifest.json). Then times ringfeed.Loader(...) creation (the index, the
+manifest.json). With --side S the JPEGs are S x S pictures of noise
+(quality 90: some 90 KB at 320), kept as they are
+(--keep-original-if-smaller): samples far apart in their shards, where the
+tiny ones lie 2 KB apart. Then times ringfeed.Loader(...) creation (the index, the
 sampler's order, the threads) on each, alternating, --repeats times, page
 cache warm, and prints every repeat and the medians; --json appends them as
 one JSON line (machine, parameters, git revision).
@@ -29,15 +32,16 @@ import ringfeed  # noqa: E402
 import ringfeed.pack  # noqa: E402
 
 
-def make_source(d, n):
+def make_source(d, n, side=0):
     from PIL import Image
     import numpy as np
     os.makedirs(d, exist_ok=True)
     rng = np.random.default_rng(0)
+    shape, quality = ((side, side, 3), 90) if side else ((12, 16, 3), 80)
     paths = []
     for k in range(64):
         p = os.path.join(d, "p%02d.jpg" % k)
-        Image.fromarray(rng.integers(0, 255, (12, 16, 3), dtype=np.uint8)).save(p, quality=80)
+        Image.fromarray(rng.integers(0, 255, shape, dtype=np.uint8)).save(p, quality=quality)
         paths.append(p)
     lst = os.path.join(d, "list.txt")
     with open(lst, "w") as f:
@@ -61,13 +65,15 @@ def main():
     p.add_argument("workdir")
     p.add_argument("--samples", type=int, default=100000)
     p.add_argument("--per-shard", type=int, default=1000)
+    p.add_argument("--side", type=int, default=0)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--json")
     a = p.parse_args()
     with_dir, bare = os.path.join(a.workdir, "with"), os.path.join(a.workdir, "without")
     if not os.path.exists(os.path.join(with_dir, "manifest.json")):
-        lst = make_source(os.path.join(a.workdir, "src"), a.samples)
-        r = ringfeed.pack.run(["--shard-count", a.per_shard, "--max-side", 16, lst, with_dir],
+        lst = make_source(os.path.join(a.workdir, "src"), a.samples, a.side)
+        size = ["--keep-original-if-smaller"] if a.side else ["--max-side", 16]
+        r = ringfeed.pack.run(["--shard-count", a.per_shard] + size + [lst, with_dir],
                               capture_output=True, text=True)
         if r.returncode != 0:
             sys.exit("ringfeed-pack failed: " + r.stderr)
@@ -100,7 +106,10 @@ def main():
         with open(a.json, "a") as f:
             f.write(json.dumps({"bench": "pack_index", "machine": platform.node(),
                                 "cpus": os.cpu_count(), "git": rev, "samples": m["samples"],
-                                "shards": nshards, "runs": runs, "medians": med}) + "\n")
+                                "shards": nshards, "side": a.side,
+                                "library": os.environ.get("RINGFEED_LIBRARY", ""),
+                                "load": os.getloadavg()[0], "runs": runs,
+                                "medians": med}) + "\n")
 
 
 if __name__ == "__main__":

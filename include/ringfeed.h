@@ -595,7 +595,10 @@ RF_API int64_t rf_loader_errmsg_copy(const rf_loader *l, char *buf, size_t cap);
  * stall_seconds, num_workers, shards and shards_from_manifest (tar sources,
  * local or remote: the shards, and those indexed from the ringfeed-pack
  * manifest.json beside them instead of a header walk; a remote one so
- * indexed is not fetched to be indexed), io_backend, memory {mode: "pinned"
+ * indexed is not fetched to be indexed), shards_manifest_mismatched (local
+ * shards the manifest.json named but did not describe - another size, other
+ * first or last member headers, or label members not as stated: rewritten
+ * since it was written - and so walked), io_backend, memory {mode: "pinned"
  * | "pageable", note}, device ("cpu" | "cuda:N"), cuda {built, available,
  * reason, copies, ...}, errors [{path, reason, sample}], stage seconds (read,
  * decode, transform) (errors lists at most 16 bad samples per batch and
@@ -606,8 +609,9 @@ RF_API int64_t rf_loader_errmsg_copy(const rf_loader *l, char *buf, size_t cap);
  * loaders on the folder), warning (only once cache_limit proved to hold
  * fewer than two shards per loader: with the refetches so far), ...,
  * manifest {folders, found, absent (404 or 403), failed (fetch, size or
- * parse), shards (indexed from one), mismatched (shards whose headers were
- * not as their entry said once fetched: their samples fail), notes (per
+ * parse), shards (indexed from one), mismatched (shards whose headers or
+ * labels were not as their entry said once fetched: their samples fail),
+ * notes (per
  * folder, at most 16: "URL: found, N shards indexed from it", "URL: none
  * (...)", "URL: not used (...)", "URL: not fetched (...)")}}.
  * Thread-safety: any thread. */

@@ -572,6 +572,7 @@ int64_t rf_loader_stats_json(rf_loader *l, char *buf, size_t cap)
         .num_batches = l->sampler.epoch_batches,
         .shards = l->src.kind == RF_SOURCE_TAR ? l->src.nfiles : 0,
         .shards_from_manifest = l->src.nfiles_manifest,
+        .shards_mismatched = l->src.nfiles_mismatched,
         .batch_size = l->opts.v[RF_P_BATCH_SIZE],
         .io_backend = !l->reader                                    ? "none"
                       : rf__reader_backend(l->reader) == RF__IO_URING ? "io_uring"

@@ -17,15 +17,20 @@
  * tar kind's own code (rf__source_tar_from_manifest): the same index a
  * walk of the shard would give, without the shard.
  *
- * What a walk would have checked - that the shard's headers are where the
- * manifest says - is checked when the shard lands in the cache (remote.c
- * calls rf__rman_check on the fetch thread before the shard counts as
- * ready): its first and last member headers, as for local shards. A shard
- * that fails is failed for good, with a message naming its URL and
- * manifest.json, so its samples fail (or are skipped) and no byte is read
- * at an offset the shard does not have. The check's inputs (the two
- * members' names, offsets, lengths) are kept per shard; the parsed
- * manifests are freed once indexing is over.
+ * What a walk would have found - the shard's members where the manifest
+ * says, its labels as it says - is checked when the shard lands in the
+ * cache (remote.c calls rf__rman_check on the fetch thread before the
+ * shard counts as ready): its first and last member headers, as for local
+ * shards, then a walk of all its headers (and .cls labels) whose digest
+ * must be the one taken from its entry at index time (source_tar_check.c):
+ * a shard relabelled or reordered at the same size beside an old manifest
+ * is caught before any of its samples is used. A shard that fails is
+ * failed for good, with a message naming its URL and manifest.json, so its
+ * samples fail (or are skipped): never delivered with the manifest's
+ * labels, and no byte read at an offset the shard does not have. The
+ * check's inputs (the two members' names, offsets, lengths, and the
+ * digest) are kept per shard; the manifests (their bytes, mapped: the
+ * parse keeps no copy of the samples) are let go once indexing is over.
  *
  * An index from a manifest is not written to the cache as BASE.idx: that
  * file stands for a walk of the very bytes in the cache, and the manifest
@@ -58,6 +63,7 @@ typedef struct rman_folder {
     int state;          /* MF_* */
     char note[400];     /* why absent or failed */
     rf_manifest m;      /* MF_FOUND, until rf__rman_trim */
+    void *map;          /* MF_FOUND: the bytes m reads, mapped until rf__rman_trim */
     int64_t shards;     /* shards indexed from it */
     int fd;             /* the GET's memory file, -1: none */
     uint64_t size;
@@ -67,8 +73,11 @@ typedef struct rman_folder {
 typedef struct rman_end {
     char *names;       /* "key0\0ext0\0key1\0ext1\0"; NULL: not from a manifest */
     uint64_t off[2], len[2];
+    uint8_t digest[32]; /* rf__tar_entry_digest of its entry */
+    int labeled;        /* the digest holds the .cls labels */
     int checked;       /* fetch thread only: 1 matched, 2 did not */
-    int bad;           /* fetch thread only, checked 2: the member (0, 1) not as said */
+    int bad;           /* fetch thread only, checked 2: the member (0, 1) not as said,
+                        * or 2: another digest */
 } rman_end;
 
 /* The manifests' GETs, and which have ended in the order they did: the
@@ -145,13 +154,14 @@ static void parse(rman_folder *f)
         return;
     }
     int rc = rf__manifest_parse(p, (size_t)f->size, &f->m, err, sizeof err);
-    munmap(p, (size_t)f->size);
     if (rc != 0) {
         rf__manifest_free(&f->m);
+        munmap(p, (size_t)f->size);
         snprintf(f->note, sizeof f->note, "%s: %s", f->url, err);
         f->state = MF_FAILED;
         return;
     }
+    f->map = p; /* the entries are read from it: it stays (the memory file may close) */
     f->state = MF_FOUND;
 }
 
@@ -300,6 +310,10 @@ int rf__rman_index(rf_rman *m, rf_source *s, uint32_t k, const rf_source_opts *o
     if (!rf__rman_covers(m, k))
         return 1;
     rman_folder *f = &m->f[m->folder[k]];
+    rman_end *e = &m->end[k];
+    e->labeled = !o->unlabeled;
+    if (rf__tar_entry_digest(&f->m, m->entry[k], e->labeled, e->digest) != 0)
+        return 1;
     rf_tar_ends t;
     rf__tar_manifest_ends(&f->m, m->entry[k], &t);
     size_t l[4] = {strlen(t.key[0]) + 1, strlen(t.ext[0]) + 1, strlen(t.key[1]) + 1,
@@ -318,7 +332,6 @@ int rf__rman_index(rf_rman *m, rf_source *s, uint32_t k, const rf_source_opts *o
     }
     for (size_t i = 0, at = 0; i < 4; at += l[i], i++)
         memcpy(names + at, src[i], l[i]);
-    rman_end *e = &m->end[k];
     e->names = names;
     for (int i = 0; i < 2; i++) {
         e->off[i] = t.off[i];
@@ -333,8 +346,13 @@ void rf__rman_trim(rf_rman *m)
 {
     if (!m)
         return;
-    for (uint32_t i = 0; i < m->nf; i++)
-        rf__manifest_free(&m->f[i].m);
+    for (uint32_t i = 0; i < m->nf; i++) {
+        rman_folder *f = &m->f[i];
+        rf__manifest_free(&f->m);
+        if (f->map)
+            munmap(f->map, (size_t)f->size);
+        f->map = NULL;
+    }
     free(m->entry);
     m->entry = NULL;
 }
@@ -354,22 +372,34 @@ int rf__rman_check(rf_rman *m, uint32_t k, int fd, const char *url, uint64_t siz
                      .len = {e->len[0], e->len[1]}};
     if (e->checked == 0) {
         int bad = 0;
-        if (rf__tar_ends_ok(fd, size, &t, &bad)) {
+        uint8_t d[32];
+        if (!rf__tar_ends_ok(fd, size, &t, &bad))
+            e->bad = bad;
+        else if (rf__tar_shard_digest(fd, size, e->labeled, d) != 0 ||
+                 memcmp(d, e->digest, sizeof d) != 0)
+            e->bad = 2;
+        else {
             e->checked = 1;
             return 0;
         }
         atomic_fetch_add_explicit(&m->mismatched, 1, memory_order_relaxed);
         e->checked = 2;
-        e->bad = bad;
     }
     int bad = e->bad;
+    char what[600];
+    if (bad < 2)
+        snprintf(
+            what, sizeof what, "the header before offset %llu is not member %s.%s of %llu bytes",
+            (unsigned long long)t.off[bad], t.key[bad], t.ext[bad], (unsigned long long)t.len[bad]);
+    else
+        snprintf(what, sizeof what,
+                 "its members or labels are not those its entry lists (rewritten since the "
+                 "manifest was written)");
     snprintf(msg, cap,
-             "source: %s does not match manifest.json (%s): the header before offset %llu is "
-             "not member %s.%s of %llu bytes, so the index taken from the manifest is wrong for "
-             "this shard and none of its samples is read (repack the folder, or remove its "
-             "manifest.json)",
-             url, m->f[m->folder[k]].url, (unsigned long long)t.off[bad], t.key[bad], t.ext[bad],
-             (unsigned long long)t.len[bad]);
+             "source: %s does not match manifest.json (%s): %s, so the index taken from the "
+             "manifest is wrong for this shard and none of its samples is read (repack the "
+             "folder, or remove its manifest.json)",
+             url, m->f[m->folder[k]].url, what);
     return RF_E_SOURCE;
 }
 

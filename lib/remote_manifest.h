@@ -2,8 +2,9 @@
  * remote_manifest.h - ringfeed-pack's manifest.json for remote shards
  * (remote_manifest.c): fetched at start from each folder of the shard URLs,
  * it indexes the shards it describes without fetching them; each such
- * shard's first and last member headers are checked when it lands in the
- * cache, before any of its bytes are read.
+ * shard is checked when it lands in the cache, before any of its bytes are
+ * read: its first and last member headers, then the digest of all its
+ * headers and labels against its entry's (source_tar_check.c).
  *
  * Life: made by the indexer (source_remote.c), owned by the rf_remote from
  * rf__remote_set_manifest on (freed with it). Index-time calls run on the
@@ -56,14 +57,15 @@ int rf__rman_covers(const rf_rman *m, uint32_t k);
 int rf__rman_index(rf_rman *m, rf_source *s, uint32_t k, const rf_source_opts *o,
                    int64_t *maxlabel);
 
-/* Indexing is over: frees the parsed manifests (the checks keep what they
- * need). */
+/* Indexing is over: frees the parsed manifests and unmaps their bytes (the
+ * checks keep what they need). */
 void rf__rman_trim(rf_rman *m);
 
 /* Fetch thread: shard k (url, size bytes) is pinned, open in fd. 0 when it
- * was not indexed from a manifest or its first and last member headers are
- * where and as its entry says (checked once per shard); else RF_E_SOURCE
- * with msg naming the URL and saying it does not match manifest.json. */
+ * was not indexed from a manifest, or its first and last member headers are
+ * where and as its entry says and a walk of its headers gives the digest of
+ * its entry (checked once per shard); else RF_E_SOURCE with msg naming the
+ * URL and saying it does not match manifest.json. */
 int rf__rman_check(rf_rman *m, uint32_t k, int fd, const char *url, uint64_t size, char *msg,
                    size_t cap);
 

@@ -12,8 +12,9 @@
  * No per-sample heap allocation: a million-sample index is a few tens of MB
  * and builds in about a second. Indexing never opens or stats the sample
  * files themselves (folder, list); tar shards are opened once for the header
- * walk (or, described by a ringfeed-pack manifest.json beside them, for two
- * header reads), record files are stat'ed for their sizes.
+ * walk (or, described by a ringfeed-pack manifest.json beside them, for the
+ * reads that check its first and last headers and its label members),
+ * record files are stat'ed for their sizes.
  *
  * source.c picks the kind and holds the accessors; each kind indexes in a
  * file of its own (source_folder.c, source_list.c, source_tar.c,
@@ -35,6 +36,10 @@ enum rf_source_kind {
 
 #define RF_SOURCE_MAX_EXTRAS 16 /* extra members a tar source may return per sample */
 #define RF_SOURCE_MAX_EXT 63    /* bytes of a member extension (label, extras) */
+/* The largest label a tar shard's label member may hold (18 digits: the walk
+ * reads no more, source_tar_fields.c), and so the largest a manifest.json
+ * or a kept index may state: nclasses = max label + 1 never overflows. */
+#define RF_SOURCE_MAX_LABEL INT64_C(999999999999999999)
 
 /* What rf__source_open_ex needs beyond the spec. Zero: no records, tar
  * labels from the .cls member, no extras. */
@@ -73,6 +78,9 @@ typedef struct rf_source {
     uint64_t *file_off;   /* nfiles offsets of the file paths into arena */
     uint32_t nfiles_manifest; /* tar: shards indexed from a ringfeed-pack manifest.json
                                * instead of a header walk (source_manifest.h) */
+    uint32_t nfiles_mismatched; /* tar: shards the manifest.json beside them named but
+                                 * did not describe (rewritten since: another size,
+                                 * headers or labels), walked instead */
     /* tar: per sample */
     uint32_t *shard;      /* index into file_off */
     uint64_t *data_off;   /* offset of the member's data in its shard */

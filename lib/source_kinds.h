@@ -153,8 +153,9 @@ const char *rf__source_xml_text(const char *p, const char *end, const char *tag,
 /* source_tar.c: indexes the shard at path (named shard in messages) as
  * shard number shard_id, appending its samples to s: from man's entry for
  * shard's base name when man (ringfeed-pack's manifest, or NULL) has one that
- * fits the file, else by walking its headers; *maxlabel grows to the largest
- * label. */
+ * fits the file (size, ends, label members: source_tar_check.c), else by
+ * walking its headers (an entry that does not fit counts in
+ * s->nfiles_mismatched); *maxlabel grows to the largest label. */
 struct rf_manifest;
 int rf__source_tar_shard(rf_source *s, uint32_t shard_id, const char *path, const char *shard,
                          const rf_source_opts *o, const struct rf_manifest *man,
@@ -168,9 +169,10 @@ int rf__source_tar_shard_fd(rf_source *s, uint32_t shard_id, int fd, const char 
 /* source_tar.c: the same from man's entry ms alone, the shard not read (a
  * remote shard not fetched yet): its samples appended, s->nfiles_manifest
  * counted. 0; nonzero (no sample, a member the entry cannot say enough
- * about, no memory): s is as before, and the shard must be walked. The
- * shard's first and last member headers are then unchecked: the caller
- * checks them (rf__tar_ends_ok) before any of its bytes are used. */
+ * about, no memory): s is as before, and the shard must be walked. Nothing
+ * of the shard is then checked: the caller checks its ends (rf__tar_ends_ok)
+ * and its digest (rf__tar_shard_digest against rf__tar_entry_digest) before
+ * any of its bytes are used. */
 struct rf_manifest_shard;
 int rf__source_tar_from_manifest(rf_source *s, uint32_t shard_id, const char *shard,
                                  const rf_source_opts *o, const struct rf_manifest *man,
@@ -184,12 +186,29 @@ typedef struct rf_tar_ends {
     const char *key[2], *ext[2];
     uint64_t off[2], len[2];
 } rf_tar_ends;
-/* source_tar.c: ms's ends (pointing into man). */
+/* source_tar_check.c: ms's ends (pointing into man). */
 void rf__tar_manifest_ends(const struct rf_manifest *man, const struct rf_manifest_shard *ms,
                            rf_tar_ends *e);
-/* source_tar.c: 1 when the shard open in fd (fsize bytes) has, in the block
- * before each end's data, a valid header of a regular member so named and
- * sized; else 0 with the failing end in *bad (when bad is not NULL). */
+/* source_tar_check.c: 1 when the shard open in fd (fsize bytes) has, in the
+ * block before each end's data, a valid header of a regular member so named
+ * and sized; else 0 with the failing end in *bad (when bad is not NULL). */
 int rf__tar_ends_ok(int fd, uint64_t fsize, const rf_tar_ends *e, int *bad);
+
+/* source_tar_check.c: SHA-256 of what index ms states (every member's name,
+ * data offset and length, in order; labeled: each .cls member's label),
+ * and the same read from the headers (and .cls texts) of the shard open in
+ * fd: equal when the index from ms is what a walk of the shard gives.
+ * 0, or nonzero (the entry cannot be read, no memory; the shard is not a
+ * tar that walks to its end) and the digest is not to be trusted. */
+int rf__tar_entry_digest(const struct rf_manifest *m, const struct rf_manifest_shard *ms,
+                         int labeled, uint8_t out[32]);
+int rf__tar_shard_digest(int fd, uint64_t fsize, int labeled, uint8_t out[32]);
+
+/* source_tar.c: calls fn for each regular member of the shard open in fd
+ * (fsize bytes) as the walk finds it (long names and pax headers
+ * honoured): its name, data offset and length. 0 at the end of the
+ * archive; fn's nonzero return, or RF_E_SOURCE when a header is bad. */
+typedef int rf_tar_member_fn(void *ctx, const char *name, size_t nlen, uint64_t off, uint64_t len);
+int rf__tar_walk_members(int fd, uint64_t fsize, rf_tar_member_fn *fn, void *ctx);
 
 #endif

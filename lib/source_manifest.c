@@ -3,13 +3,21 @@
  * (source_manifest.h has its layout) from bytes in memory.
  *
  * A small JSON reader of its own: the manifest may come from anywhere (a
- * copied folder, later the network), so every byte is bounds-checked, the
+ * copied folder, the network), so every byte is bounds-checked, the
  * nesting of skipped values is limited, and any doubt makes the whole parse
  * fail: the caller then walks the shards' headers as for any tar, so a bad
  * manifest costs time, never a wrong index. Only what the index needs is
- * kept: "format", and per shard "name", "bytes" and "index"; other keys
- * (counts, classes, options, skipped samples) are skipped. Strings go into
- * one arena and the records into flat arrays, as the source does.
+ * kept: "format", and per shard "name", "bytes" and where its "index" lies;
+ * other keys (counts, classes, options, digests, skipped samples) are
+ * skipped.
+ *
+ * Memory: the parse reads every sample (syntax, consistency, first and last
+ * member) but keeps none; the iterator reads a shard's samples from the
+ * same bytes again when the shard is indexed, decoding one key and one
+ * extension at a time into a small buffer. A manifest held in memory costs
+ * its bytes plus a few hundred bytes per shard (test_manifest_memory.c
+ * counts it: under 1.1 times its size), where flat arrays of all samples
+ * and members cost some 2 to 3 times the text again while they grew.
  */
 #define _GNU_SOURCE
 #include "source_manifest.h"
@@ -23,24 +31,25 @@
 #include <unistd.h>
 
 #include "ringfeed.h"
+#include "source.h"
 #include "source_kinds.h"
 
 #define MAN_FORMAT "ringfeed-pack 1"
 #define MAN_MAX_DEPTH 64                 /* nesting of skipped values */
 #define MAN_MAX_FILE (UINT64_C(1) << 30) /* rf__manifest_read */
-#define MAN_MAX_EXT 63                   /* as RF_SOURCE_MAX_EXT */
 
 typedef struct jp {
     const char *p, *end;
-    rf_manifest *m;
 } jp;
 
-/* Grows the array *a of *cap elements of size sz so that it holds n + 1. */
-static int grow(void **a, size_t *cap, size_t n, size_t sz)
+/* Grows the array *a of *cap elements of size sz so that it holds want. */
+static int grow(void **a, size_t *cap, size_t want, size_t sz)
 {
-    if (n < *cap)
+    if (want <= *cap)
         return 0;
-    size_t c = *cap ? *cap * 2 : 64;
+    size_t c = *cap ? *cap : 64;
+    while (c < want)
+        c = c > SIZE_MAX / 2 ? want : c * 2;
     if (c > SIZE_MAX / sz)
         return RF_E_NOMEM;
     void *p = realloc(*a, c * sz);
@@ -48,6 +57,16 @@ static int grow(void **a, size_t *cap, size_t n, size_t sz)
         return RF_E_NOMEM;
     *a = p;
     *cap = c;
+    return 0;
+}
+
+/* Appends src[0..n) to the growable string *b (*len used, *cap allocated). */
+static int append(char **b, size_t *len, size_t *cap, const char *src, size_t n)
+{
+    if (grow((void **)b, cap, *len + n, 1) != 0)
+        return RF_E_NOMEM;
+    memcpy(*b + *len, src, n);
+    *len += n;
     return 0;
 }
 
@@ -84,88 +103,51 @@ static int hex4(const char *p, unsigned *v)
     return 0;
 }
 
-/* Appends byte c to the arena. */
-static int put(jp *j, char c)
+/* One escape after its backslash, decoded into out (4 bytes of room): its
+ * length, or 0 when malformed (a NUL or a surrogate: not in a name we
+ * wrote). */
+static size_t escape(jp *j, char *out)
 {
-    rf_manifest *m = j->m;
-    if (grow((void **)&m->arena, &m->arena_cap, m->arena_len, 1) != 0)
-        return RF_E_NOMEM;
-    m->arena[m->arena_len++] = c;
-    return 0;
+    if (j->p >= j->end)
+        return 0;
+    char e = *j->p++;
+    static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+    const char *at = e ? strchr(from, e) : NULL;
+    if (at) {
+        out[0] = to[at - from];
+        return 1;
+    }
+    unsigned u;
+    if (e != 'u' || j->end - j->p < 4 || hex4(j->p, &u) != 0)
+        return 0;
+    j->p += 4;
+    return rf__utf8(u, out);
 }
 
-/* Appends code point u (not NUL, not a surrogate) as UTF-8. */
-static int put_utf8(jp *j, unsigned u)
-{
-    char b[4];
-    size_t n = rf__utf8(u, b);
-    int rc = 0;
-    for (size_t i = 0; i < n && rc == 0; i++)
-        rc = put(j, b[i]);
-    return rc;
-}
-
-/* A string; with off, decoded into the arena (NUL-terminated) at *off.
- * -1 when malformed (or, decoded, holding a NUL), or RF_E_NOMEM. */
-static int str(jp *j, uint64_t *off)
+/* A string; with b, decoded and NUL-terminated onto the end of the
+ * growable string *b. -1 when malformed (or holding a NUL), or RF_E_NOMEM. */
+static int str(jp *j, char **b, size_t *len, size_t *cap)
 {
     if (!eat(j, '"'))
         return -1;
-    if (off)
-        *off = j->m->arena_len;
-    while (j->p < j->end && *j->p != '"') {
-        unsigned char c = (unsigned char)*j->p++;
-        unsigned u;
-        if (c < 0x20)
+    for (;;) {
+        const char *s = j->p; /* a run of plain bytes, copied at once */
+        while (j->p < j->end && *j->p != '"' && *j->p != '\\' && (unsigned char)*j->p >= 0x20)
+            j->p++;
+        if (b && j->p > s && append(b, len, cap, s, (size_t)(j->p - s)) != 0)
+            return RF_E_NOMEM;
+        if (j->p >= j->end || (unsigned char)*j->p < 0x20)
             return -1;
-        if (c == '\\') {
-            if (j->p >= j->end)
-                return -1;
-            char e = *j->p++;
-            switch (e) {
-            case '"':
-            case '\\':
-            case '/':
-                c = (unsigned char)e;
-                break;
-            case 'b':
-                c = '\b';
-                break;
-            case 'f':
-                c = '\f';
-                break;
-            case 'n':
-                c = '\n';
-                break;
-            case 'r':
-                c = '\r';
-                break;
-            case 't':
-                c = '\t';
-                break;
-            case 'u':
-                if (j->end - j->p < 4 || hex4(j->p, &u) != 0)
-                    return -1;
-                j->p += 4;
-                if (u == 0 || (u >= 0xd800 && u < 0xe000))
-                    return -1; /* a NUL or a surrogate: not in a name we wrote */
-                if (off) {
-                    int rc = put_utf8(j, u);
-                    if (rc)
-                        return rc;
-                }
-                continue;
-            default:
-                return -1;
-            }
-        }
-        if (off && put(j, (char)c) != 0)
+        if (*j->p++ == '"')
+            break;
+        char u[4];
+        size_t n = escape(j, u);
+        if (n == 0)
+            return -1;
+        if (b && append(b, len, cap, u, n) != 0)
             return RF_E_NOMEM;
     }
-    if (j->p >= j->end)
-        return -1;
-    j->p++;
-    return off ? put(j, '\0') : 0;
+    return b ? append(b, len, cap, "", 1) : 0;
 }
 
 /* An integer in [lo, INT64_MAX]. -1 when malformed or out of range. */
@@ -197,14 +179,14 @@ static int skip(jp *j, int depth)
         return -1;
     char c = *j->p;
     if (c == '"')
-        return str(j, NULL);
+        return str(j, NULL, NULL, NULL);
     if (c == '{' || c == '[') {
         char close = c == '{' ? '}' : ']';
         j->p++;
         if (eat(j, close))
             return 0;
         do {
-            if (c == '{' && (str(j, NULL) != 0 || !eat(j, ':')))
+            if (c == '{' && (str(j, NULL, NULL, NULL) != 0 || !eat(j, ':')))
                 return -1;
             if (skip(j, depth + 1) != 0)
                 return -1;
@@ -235,87 +217,191 @@ static int skip(jp *j, int depth)
     return digits ? 0 : -1;
 }
 
-/* One SAMPLE array of the index: [key, label, (ext, offset, size)*]. */
-static int sample(jp *j)
+/* ---- one shard's samples, read from the bytes ------------------------------ */
+
+enum { IT_BEFORE, IT_BETWEEN, IT_SAMPLE, IT_AFTER, IT_BROKEN };
+
+void rf__manifest_iter(rf_manifest_iter *it, const rf_manifest *m, const rf_manifest_shard *ms)
 {
-    rf_manifest *m = j->m;
-    if (grow((void **)&m->samples, &m->samples_cap, m->nsamples, sizeof *m->samples) != 0)
-        return RF_E_NOMEM;
-    rf_manifest_sample *sm = &m->samples[m->nsamples];
+    memset(it, 0, sizeof *it);
+    it->p = m->text + ms->at;
+    it->end = m->text + ms->stop;
+}
+
+/* An iterator at the "index" array that starts at p (the parse's own). */
+static void iter_at(rf_manifest_iter *it, const char *p, const char *end)
+{
+    memset(it, 0, sizeof *it);
+    it->p = p;
+    it->end = end;
+}
+
+static int broken(rf_manifest_iter *it, int rc)
+{
+    it->state = IT_BROKEN;
+    return rc;
+}
+
+int rf__manifest_sample(rf_manifest_iter *it)
+{
     int rc;
-    if (!eat(j, '['))
-        return -1;
-    if ((rc = str(j, &sm->key)) != 0)
-        return rc;
-    if (!eat(j, ',') || integer(j, -1, &sm->label) != 0)
-        return -1;
-    sm->first = m->nmembers;
-    sm->n = 0;
-    while (eat(j, ',')) {
-        if (grow((void **)&m->members, &m->members_cap, m->nmembers, sizeof *m->members) != 0)
-            return RF_E_NOMEM;
-        rf_manifest_member *mm = &m->members[m->nmembers];
-        int64_t off, len;
-        if ((rc = str(j, &mm->ext)) != 0)
+    while (it->state == IT_SAMPLE) /* the rest of the sample before */
+        if ((rc = rf__manifest_member(it)) < 0)
             return rc;
-        if (!eat(j, ',') || integer(j, 0, &off) != 0 || !eat(j, ',') || integer(j, 0, &len) != 0)
-            return -1;
-        mm->off = (uint64_t)off;
-        mm->len = (uint64_t)len;
-        m->nmembers++;
-        sm->n++;
+    jp j = {it->p, it->end};
+    if (it->state == IT_AFTER)
+        return 0;
+    if (it->state == IT_BROKEN || (it->state == IT_BEFORE && !eat(&j, '[')))
+        return broken(it, -1);
+    if (eat(&j, ']')) {
+        it->state = IT_AFTER;
+        it->p = j.p;
+        return 0;
     }
-    if (!eat(j, ']'))
+    if ((it->state == IT_BETWEEN && !eat(&j, ',')) || !eat(&j, '['))
+        return broken(it, -1);
+    size_t len = 0;
+    if ((rc = str(&j, &it->buf, &len, &it->cap)) != 0)
+        return broken(it, rc);
+    it->key_len = len - 1;
+    if (!eat(&j, ',') || integer(&j, -1, &it->label) != 0)
+        return broken(it, -1);
+    it->key = it->buf;
+    it->ext = NULL;
+    it->state = IT_SAMPLE;
+    it->p = j.p;
+    return 1;
+}
+
+int rf__manifest_member(rf_manifest_iter *it)
+{
+    if (it->state == IT_BROKEN)
         return -1;
-    m->nsamples++;
+    if (it->state != IT_SAMPLE)
+        return 0;
+    jp j = {it->p, it->end};
+    if (eat(&j, ']')) {
+        it->state = IT_BETWEEN;
+        it->p = j.p;
+        return 0;
+    }
+    if (!eat(&j, ','))
+        return broken(it, -1);
+    size_t len = it->key_len + 1; /* after the key and its NUL */
+    int rc = str(&j, &it->buf, &len, &it->cap);
+    if (rc != 0)
+        return broken(it, rc);
+    int64_t off, n;
+    if (!eat(&j, ',') || integer(&j, 0, &off) != 0 || !eat(&j, ',') || integer(&j, 0, &n) != 0)
+        return broken(it, -1);
+    it->key = it->buf; /* the buffer may have moved */
+    it->ext = it->buf + it->key_len + 1;
+    it->off = (uint64_t)off;
+    it->len = (uint64_t)n;
+    it->p = j.p;
+    return 1;
+}
+
+void rf__manifest_iter_free(rf_manifest_iter *it)
+{
+    free(it->buf);
+    it->buf = NULL;
+    it->cap = 0;
+}
+
+/* ---- the parse ----------------------------------------------------------- */
+
+/* The member the iterator is at, as an end of the shard (its strings into
+ * the arena). */
+static int keep_end(rf_manifest *m, const rf_manifest_iter *it, rf_manifest_end *e)
+{
+    e->key = m->arena_len;
+    if (append(&m->arena, &m->arena_len, &m->arena_cap, it->key, strlen(it->key) + 1) != 0)
+        return RF_E_NOMEM;
+    e->ext = m->arena_len;
+    if (append(&m->arena, &m->arena_len, &m->arena_cap, it->ext, strlen(it->ext) + 1) != 0)
+        return RF_E_NOMEM;
+    e->off = it->off;
+    e->len = it->len;
     return 0;
 }
 
-/* One shard object. */
-static int shard(jp *j)
+/* The shard's "index" array at j: read through (j moves past it), where it
+ * lies and its ends kept, and whether it is consistent: samples with a key
+ * and members, labels a tar walk can give (-1 .. RF_SOURCE_MAX_LABEL), each
+ * member after the previous one's data and a header, with an extension a
+ * member name can end with. *last: where the last member's data ends (the
+ * shard's size is checked against it once known). */
+static int index_read(jp *j, rf_manifest *m, rf_manifest_shard *sh, uint64_t *last)
 {
-    rf_manifest *m = j->m;
-    if (grow((void **)&m->shards, &m->shards_cap, m->nshards, sizeof *m->shards) != 0)
+    ws(j);
+    sh->at = (size_t)(j->p - m->text);
+    rf_manifest_iter it;
+    iter_at(&it, j->p, j->end);
+    int ok = 1, rc;
+    uint64_t end = 0; /* where the previous member's data ended */
+    size_t samples = 0, members = 0;
+    while ((rc = rf__manifest_sample(&it)) == 1) {
+        samples++;
+        size_t before = members;
+        if (!it.key[0] || it.label > RF_SOURCE_MAX_LABEL)
+            ok = 0;
+        while ((rc = rf__manifest_member(&it)) == 1) {
+            size_t el = strlen(it.ext);
+            if (el == 0 || el > RF_SOURCE_MAX_EXT || strchr(it.ext, '/') || it.off < end ||
+                it.off - end < 512)
+                ok = 0;
+            if (members++ == 0 && (rc = keep_end(m, &it, &sh->ends[0])) != 0)
+                break;
+            end = it.off + it.len; /* both at most INT64_MAX: no wrap */
+        }
+        if (rc < 0)
+            break;
+        if (members == before)
+            ok = 0;
+    }
+    /* after the loop the iterator still holds the last sample's key and its
+     * last member */
+    if (rc == 0 && ok && members > 0)
+        rc = keep_end(m, &it, &sh->ends[1]);
+    rf__manifest_iter_free(&it);
+    j->p = it.p;
+    sh->stop = (size_t)(j->p - m->text);
+    sh->indexed = rc == 0 && ok && members > 0;
+    *last = end;
+    return rc;
+}
+
+/* One shard object. */
+static int shard(jp *j, rf_manifest *m, char **key, size_t *kcap)
+{
+    if (grow((void **)&m->shards, &m->shards_cap, m->nshards + 1, sizeof *m->shards) != 0)
         return RF_E_NOMEM;
     rf_manifest_shard *sh = &m->shards[m->nshards];
     memset(sh, 0, sizeof *sh);
-    int have_name = 0, have_bytes = 0, rc = 0;
-    if (!eat(j, '{'))
-        return -1;
-    if (eat(j, '}'))
+    int have_name = 0, have_bytes = 0, have_index = 0, rc = 0;
+    uint64_t last = 0;
+    if (!eat(j, '{') || eat(j, '}'))
         return -1;
     do {
-        uint64_t k;
-        size_t mark = m->arena_len;
-        if ((rc = str(j, &k)) != 0 || !eat(j, ':'))
+        size_t klen = 0;
+        if ((rc = str(j, key, &klen, kcap)) != 0 || !eat(j, ':'))
             return rc ? rc : -1;
-        const char *key = m->arena + k;
         int64_t v;
-        if (!strcmp(key, "name")) {
-            m->arena_len = mark; /* the key is not kept */
+        if (!strcmp(*key, "name")) {
             have_name = 1;
-            rc = str(j, &sh->name);
-        } else if (!strcmp(key, "bytes")) {
-            m->arena_len = mark;
+            sh->name = m->arena_len;
+            rc = str(j, &m->arena, &m->arena_len, &m->arena_cap);
+        } else if (!strcmp(*key, "bytes")) {
             have_bytes = 1;
             rc = integer(j, 0, &v);
             sh->bytes = (uint64_t)v;
-        } else if (!strcmp(key, "index")) {
-            m->arena_len = mark;
-            if (sh->indexed || !eat(j, '['))
+        } else if (!strcmp(*key, "index")) {
+            if (have_index)
                 return -1;
-            sh->first = m->nsamples;
-            sh->indexed = 1;
-            if (!eat(j, ']')) {
-                do
-                    rc = sample(j);
-                while (rc == 0 && eat(j, ','));
-                if (rc == 0 && !eat(j, ']'))
-                    rc = -1;
-            }
-            sh->n = m->nsamples - sh->first;
+            have_index = 1;
+            rc = index_read(j, m, sh, &last);
         } else {
-            m->arena_len = mark;
             rc = skip(j, 1);
         }
         if (rc != 0)
@@ -323,34 +409,11 @@ static int shard(jp *j)
     } while (eat(j, ','));
     if (!eat(j, '}') || !have_name || !have_bytes)
         return -1;
+    const char *name = m->arena + sh->name;
+    if (!*name || strchr(name, '/') || last > sh->bytes)
+        sh->indexed = 0;
     m->nshards++;
     return 0;
-}
-
-/* A shard's index is used only when it is consistent: each member after the
- * previous one's data and a header, inside the shard, with an extension a
- * member name can end with. */
-static int shard_consistent(const rf_manifest *m, const rf_manifest_shard *sh)
-{
-    const char *name = m->arena + sh->name;
-    if (!*name || strchr(name, '/') || sh->n == 0)
-        return 0;
-    uint64_t end = 0; /* where the previous member's data ended */
-    for (size_t i = sh->first; i < sh->first + sh->n; i++) {
-        const rf_manifest_sample *sm = &m->samples[i];
-        if (!m->arena[sm->key] || sm->n == 0)
-            return 0;
-        for (size_t k = sm->first; k < sm->first + sm->n; k++) {
-            const rf_manifest_member *mm = &m->members[k];
-            size_t el = strlen(m->arena + mm->ext);
-            if (el == 0 || el > MAN_MAX_EXT || strchr(m->arena + mm->ext, '/'))
-                return 0;
-            if (mm->off < end + 512 || mm->off > sh->bytes || mm->len > sh->bytes - mm->off)
-                return 0;
-            end = mm->off + mm->len;
-        }
-    }
-    return 1;
 }
 
 /* qsort_r: the arena travels as the context (no global state). */
@@ -361,46 +424,53 @@ static int cmp_name(const void *a, const void *b, void *ctx)
                   m->arena + m->shards[*(const size_t *)b].name);
 }
 
-int rf__manifest_parse(const char *bytes, size_t n, rf_manifest *m, char *err, size_t errcap)
+/* The top-level object's members: 0, -1 (malformed) or RF_E_NOMEM. */
+static int top(jp *j, rf_manifest *m, int *format_ok)
 {
-    memset(m, 0, sizeof *m);
-    jp j = {bytes, bytes + n, m};
-    int rc = 0, format_ok = 0;
-    if (!eat(&j, '{'))
-        rc = -1;
-    else if (!eat(&j, '}')) {
+    char *key = NULL;
+    size_t kcap = 0;
+    int rc = 0;
+    if (!eat(j, '{'))
+        return -1;
+    if (!eat(j, '}')) {
         do {
-            uint64_t k;
-            size_t mark = m->arena_len;
-            if ((rc = str(&j, &k)) != 0 || !eat(&j, ':')) {
+            size_t klen = 0;
+            if ((rc = str(j, &key, &klen, &kcap)) != 0 || !eat(j, ':')) {
                 rc = rc ? rc : -1;
                 break;
             }
-            int is_format = !strcmp(m->arena + k, "format");
-            int is_shards = !strcmp(m->arena + k, "shards");
-            m->arena_len = mark; /* keys are not kept */
-            if (is_format) {
-                uint64_t v;
-                if ((rc = str(&j, &v)) == 0)
-                    format_ok = !strcmp(m->arena + v, MAN_FORMAT);
-                m->arena_len = mark;
-            } else if (is_shards) {
-                if (!eat(&j, '['))
+            if (!strcmp(key, "format")) {
+                klen = 0;
+                if ((rc = str(j, &key, &klen, &kcap)) == 0)
+                    *format_ok = !strcmp(key, MAN_FORMAT);
+            } else if (!strcmp(key, "shards")) {
+                if (!eat(j, '['))
                     rc = -1;
-                else if (!eat(&j, ']')) {
+                else if (!eat(j, ']')) {
                     do
-                        rc = shard(&j);
-                    while (rc == 0 && eat(&j, ','));
-                    if (rc == 0 && !eat(&j, ']'))
+                        rc = shard(j, m, &key, &kcap);
+                    while (rc == 0 && eat(j, ','));
+                    if (rc == 0 && !eat(j, ']'))
                         rc = -1;
                 }
             } else {
-                rc = skip(&j, 1);
+                rc = skip(j, 1);
             }
-        } while (rc == 0 && eat(&j, ','));
-        if (rc == 0 && !eat(&j, '}'))
+        } while (rc == 0 && eat(j, ','));
+        if (rc == 0 && !eat(j, '}'))
             rc = -1;
     }
+    free(key);
+    return rc;
+}
+
+int rf__manifest_parse(const char *bytes, size_t n, rf_manifest *m, char *err, size_t errcap)
+{
+    memset(m, 0, sizeof *m);
+    m->text = bytes;
+    m->text_len = n;
+    jp j = {bytes, bytes + n};
+    int format_ok = 0, rc = top(&j, m, &format_ok);
     ws(&j);
     if (rc == 0 && j.p != j.end)
         rc = -1; /* bytes after the object */
@@ -421,11 +491,8 @@ int rf__manifest_parse(const char *bytes, size_t n, rf_manifest *m, char *err, s
         snprintf(err, errcap, "manifest: out of memory");
         return RF_E_NOMEM;
     }
-    for (size_t s = 0; s < m->nshards; s++) {
+    for (size_t s = 0; s < m->nshards; s++)
         m->by_name[s] = s;
-        if (m->shards[s].indexed && !shard_consistent(m, &m->shards[s]))
-            m->shards[s].indexed = 0;
-    }
     if (m->nshards > 1)
         qsort_r(m->by_name, m->nshards, sizeof *m->by_name, cmp_name, m);
     /* a name listed twice says nothing certain about either */
@@ -464,10 +531,13 @@ int rf__manifest_read(const char *path, rf_manifest *m, char *err, size_t errcap
         got += (size_t)r;
     }
     close(fd);
-    int rc = got == n ? rf__manifest_parse(buf, n, m, err, errcap) : RF_E_SOURCE;
-    if (got != n)
+    if (got != n) {
+        free(buf);
         snprintf(err, errcap, "manifest: %s: short read", path);
-    free(buf);
+        return RF_E_SOURCE;
+    }
+    int rc = rf__manifest_parse(buf, n, m, err, errcap);
+    m->owned = buf; /* the manifest reads its samples from it: freed with it */
     return rc;
 }
 
@@ -475,15 +545,14 @@ void rf__manifest_free(rf_manifest *m)
 {
     if (!m)
         return;
+    free(m->owned);
     free(m->arena);
     free(m->shards);
-    free(m->samples);
-    free(m->members);
     free(m->by_name);
     memset(m, 0, sizeof *m);
 }
 
-const rf_manifest_shard *rf__manifest_find(const rf_manifest *m, const char *name, uint64_t bytes)
+const rf_manifest_shard *rf__manifest_named(const rf_manifest *m, const char *name)
 {
     size_t lo = 0, hi = m->nshards;
     while (lo < hi) {
@@ -491,11 +560,17 @@ const rf_manifest_shard *rf__manifest_find(const rf_manifest *m, const char *nam
         const rf_manifest_shard *sh = &m->shards[m->by_name[mid]];
         int c = strcmp(m->arena + sh->name, name);
         if (c == 0)
-            return sh->indexed && sh->bytes == bytes ? sh : NULL;
+            return sh;
         if (c < 0)
             lo = mid + 1;
         else
             hi = mid;
     }
     return NULL;
+}
+
+const rf_manifest_shard *rf__manifest_find(const rf_manifest *m, const char *name, uint64_t bytes)
+{
+    const rf_manifest_shard *sh = rf__manifest_named(m, name);
+    return sh && sh->indexed && sh->bytes == bytes ? sh : NULL;
 }

@@ -6,7 +6,9 @@
  * Last-Modified date where a server sends no ETag), then per shard, in
  * order, its index: the one kept in the cache beside the shard (BASE.idx,
  * written when the shard was first walked, for the same URL, size,
- * validator and member options); or its entry in the ringfeed-pack
+ * validator and member options; none is kept or read for a shard whose
+ * server gives no validator, as new bytes of the same size could not be
+ * told from the old); or its entry in the ringfeed-pack
  * manifest.json of its folder, the shard not fetched (remote_manifest.c:
  * fetched only when some shard has no kept index; the shard's headers are
  * checked when it lands in the cache; such an index is not kept); or else
@@ -35,12 +37,17 @@
 #include "remote.h"
 #include "remote_manifest.h"
 #include "ringfeed.h"
+#include "sha256.h"
 #include "source_kinds.h"
 #include "trace.h"
 
 /* ---- the kept index --------------------------------------------------------- */
 
-#define IDX_MAGIC "ringfeed-index 1\n"
+/* BASE.idx: the magic, the SHA-256 of the shard's URL (never the URL: it
+ * may hold a secret, user:password@ or a signed query; the file's name is
+ * a hash of it already), the size, the validator and the member options
+ * the index was taken for, then the samples. Version 2: 1 held the URL. */
+#define IDX_MAGIC "ringfeed-index 2\n"
 
 /* What the index depends on besides the shard: the member options. */
 static void options_key(const rf_source_opts *o, char *out, size_t cap)
@@ -82,21 +89,26 @@ static void put_str(blob *b, const char *s)
     put(b, s, strlen(s) + 1);
 }
 
-/* The header both the writer and the reader make: magic, URL, size,
- * validator, options. */
+/* The header both the writer and the reader make: magic, the URL's digest,
+ * size, validator, options. */
 static void header(blob *b, const char *url, uint64_t size, const char *etag, const char *okey)
 {
+    uint8_t d[32];
+    rf__sha256(url, strlen(url), d);
     put(b, IDX_MAGIC, strlen(IDX_MAGIC));
-    put_str(b, url);
+    put(b, d, sizeof d);
     put(b, &size, sizeof size);
     put_str(b, etag);
     put_str(b, okey);
 }
 
-/* Samples [from, s->n) of shard k, kept beside it. */
+/* Samples [from, s->n) of shard k, kept beside it; nothing without a
+ * validator (the next start could not tell new bytes from these). */
 static void keep_index(rf_remote *r, uint32_t k, const rf_source *s, int64_t from,
                        const char *url, uint64_t size, const char *etag, const char *okey)
 {
+    if (!etag[0])
+        return;
     blob b = {0};
     header(&b, url, size, etag, okey);
     uint64_t n = (uint64_t)(s->n - from);
@@ -138,11 +150,11 @@ static int take(const char *p, size_t len, size_t *at, void *out, size_t n)
  * each extra within the span (one absent: length RF_SOURCE_ABSENT, place
  * 0); its label one a walk gives. The index is a file anyone could have
  * written: nothing it says may make a read leave the shard or a slice
- * leave the bytes of its read. */
+ * leave the bytes of its read, nor a label overflow the class count. */
 static int sample_sane(const rf_source *s, int64_t j, uint64_t size)
 {
     uint64_t off = s->data_off[j], len = s->data_len[j];
-    if (off > size || len > size - off || s->labels[j] < -1)
+    if (off > size || len > size - off || s->labels[j] < -1 || s->labels[j] > RF_SOURCE_MAX_LABEL)
         return 0;
     if (s->nextras == 0)
         return 1;
@@ -169,7 +181,7 @@ static int load_index(rf_remote *r, uint32_t k, rf_source *s, const char *url, u
     rf__remote_base(r, k, base);
     void *vp;
     size_t len;
-    if (rf__cache_get_index(base, &vp, &len) != 1)
+    if (!etag[0] || rf__cache_get_index(base, &vp, &len) != 1)
         return 0;
     const char *p = vp;
     blob want = {0};
@@ -227,13 +239,14 @@ static int load_index(rf_remote *r, uint32_t k, rf_source *s, const char *url, u
     return 1;
 }
 
-/* 1 when shard k's kept index is for this version and these options. */
+/* 1 when shard k's kept index is for this version and these options (never
+ * without a validator: see keep_index). */
 static int index_matches(const char *base, const char *url, uint64_t size, const char *etag,
                          const char *okey)
 {
     void *vp;
     size_t len;
-    if (rf__cache_get_index(base, &vp, &len) != 1)
+    if (!etag[0] || rf__cache_get_index(base, &vp, &len) != 1)
         return 0;
     blob want = {0};
     header(&want, url, size, etag, okey);

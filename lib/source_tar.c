@@ -30,15 +30,18 @@
  * little more than what is wanted).
  *
  * A shard that the manifest.json beside it (written by ringfeed-pack;
- * source_manifest.c) describes - same file name, same byte size, and its
- * first and last member headers where and as the manifest says - is not
- * walked: the manifest's members are fed to the same code, labels from .cls
- * members included, so the index is the walk's. Any mismatch, a malformed
- * manifest or an error on the way falls back to the walk; stats count the
- * shards indexed from a manifest (s->nfiles_manifest). A remote shard not
- * fetched yet is indexed from its entry alone (rf__source_tar_from_manifest:
- * the same feed, without the file), its header check left to the moment it
- * lands in the cache (remote_manifest.c). The header fields are read in
+ * source_manifest.c) describes - same file name, same byte size, its first
+ * and last member headers where and as the manifest says, and each label
+ * member's header and text as its entry says, read as the entry is fed
+ * (source_tar_check.c) - is not walked: the manifest's members are fed to
+ * the same code, labels from .cls members included, so the index is the
+ * walk's. A shard the manifest names but does not describe (rewritten
+ * since) is walked and counted (s->nfiles_mismatched); a malformed manifest
+ * or an error on the way falls back to the walk too; stats count the shards
+ * indexed from a manifest (s->nfiles_manifest). A remote shard not fetched
+ * yet is indexed from its entry alone (rf__source_tar_from_manifest: the
+ * same feed, without the file), its checks left to the moment it lands in
+ * the cache (remote_manifest.c). The header fields are read in
  * source_tar_fields.c.
  */
 #define _GNU_SOURCE
@@ -59,7 +62,8 @@
 
 #define TAR_MAX_NAME 65536    /* GNU long name / pax path */
 #define TAR_MAX_PAX (1 << 20) /* pax extended header */
-#define TAR_MAX_CLS 256       /* text of a .cls member */
+/* manifest_index: the shard is not the one its manifest entry describes */
+#define TAR_NOT_AS_SAID 2
 
 /* ---- the walk over one shard --------------------------------------------- */
 
@@ -103,6 +107,8 @@ typedef struct tar_walk {
     int64_t *maxlabel;
     char *err;
     size_t errcap;
+    rf_tar_member_fn *each; /* rf__tar_walk_members: each member to it, not indexed */
+    void *each_ctx;
 } tar_walk;
 
 /* Reads exactly n bytes at off; RF_E_SOURCE with the reason in w->err (EIO
@@ -412,82 +418,32 @@ static const char *tar_name(const tar_walk *w, const uint8_t *h, char name[TAR_B
         *mlen = w->lname_len;
         return w->lname;
     }
-    size_t nlen = strnlen((const char *)h, 100), plen = 0;
-    if (!memcmp(h + 257, "ustar", 5))
-        plen = strnlen((const char *)h + 345, 155);
-    *mlen = 0;
-    if (plen) {
-        memcpy(name, h + 345, plen);
-        name[plen] = '/';
-        *mlen = plen + 1;
-    }
-    memcpy(name + *mlen, h, nlen);
-    *mlen += nlen;
-    name[*mlen] = '\0';
+    rf__tar_ustar_name(h, name, mlen);
     return name;
-}
-
-/* 1 when the member header before data offset off names key.ext and gives
- * len bytes: the shard is the one the manifest describes there. */
-static int manifest_header_ok(tar_walk *w, const char *key, const char *ext, uint64_t off,
-                              uint64_t len)
-{
-    uint8_t h[TAR_BLOCK];
-    char name[TAR_BLOCK + 2], type;
-    uint64_t size, next;
-    size_t mlen, kl = strlen(key);
-    if (off < TAR_BLOCK || tar_header(w, off - TAR_BLOCK, h, &type, &size, &next) != 0 ||
-        (type != '0' && type != '\0') || size != len)
-        return 0;
-    const char *n = tar_name(w, h, name, &mlen);
-    return mlen == kl + 1 + strlen(ext) && !memcmp(n, key, kl) && n[kl] == '.' &&
-           !strcmp(n + kl + 1, ext);
-}
-
-void rf__tar_manifest_ends(const rf_manifest *m, const rf_manifest_shard *ms, rf_tar_ends *e)
-{
-    const rf_manifest_sample *first = &m->samples[ms->first], *last = first + ms->n - 1;
-    const rf_manifest_member *m0 = &m->members[first->first];
-    const rf_manifest_member *m1 = &m->members[last->first + last->n - 1];
-    *e = (rf_tar_ends){.key = {m->arena + first->key, m->arena + last->key},
-                       .ext = {m->arena + m0->ext, m->arena + m1->ext},
-                       .off = {m0->off, m1->off},
-                       .len = {m0->len, m1->len}};
-}
-
-int rf__tar_ends_ok(int fd, uint64_t fsize, const rf_tar_ends *e, int *bad)
-{
-    char err[256];
-    tar_walk w = {.fd = fd, .shard = "", .fsize = fsize, .err = err, .errcap = sizeof err};
-    for (int i = 0; i < 2; i++)
-        if (!manifest_header_ok(&w, e->key[i], e->ext[i], e->off[i], e->len[i])) {
-            if (bad)
-                *bad = i;
-            return 0;
-        }
-    return 1;
 }
 
 /* Feeds the manifest entry's members to tar_member as the walk would, each
  * named key.ext, its header the block before its data. The shard itself is
- * read only for a label member the manifest did not read (another label
- * extension), which fails when there is no shard (w->fd < 0). 0: the shard
- * counts as indexed from a manifest; nonzero (an error, or no sample): s is
- * as before, and the caller indexes the shard by its walk. */
+ * read for each label member whose text the entry states, to check it
+ * (rf__tar_label_ok: TAR_NOT_AS_SAID when it is not as stated), and for a
+ * label member the manifest did not read (another label extension), which
+ * fails when there is no shard (w->fd < 0: nothing checked, nothing read).
+ * 0: the shard counts as indexed from a manifest; nonzero (an error, no
+ * sample, a label not as stated): s is as before, and the caller indexes
+ * the shard by its walk. */
 static int manifest_index(rf_source *s, tar_walk *w, const rf_manifest *m,
                           const rf_manifest_shard *ms)
 {
     int64_t before = s->n, maxlabel_before = *w->maxlabel;
     size_t arena_before = s->arena_len;
-    int rc = 0;
-    for (size_t i = ms->first; rc == 0 && i < ms->first + ms->n; i++) {
-        const rf_manifest_sample *sm = &m->samples[i];
-        const char *key = m->arena + sm->key;
-        size_t kl = strlen(key);
-        for (size_t k = sm->first; rc == 0 && k < sm->first + sm->n; k++) {
-            const rf_manifest_member *mm = &m->members[k];
-            const char *ext = m->arena + mm->ext;
-            size_t need = kl + strlen(ext) + 2;
+    int check = w->fd >= 0 && w->label_ext && !strcasecmp(w->label_ext, "cls");
+    rf_tar_window win = {.fd = w->fd, .fsize = w->fsize};
+    rf_manifest_iter it;
+    rf__manifest_iter(&it, m, ms);
+    int rc;
+    while ((rc = rf__manifest_sample(&it)) == 1) {
+        while ((rc = rf__manifest_member(&it)) == 1) {
+            size_t need = it.key_len + strlen(it.ext) + 2;
             if (need > w->lname_cap) {
                 char *p = realloc(w->lname, need);
                 if (!p) {
@@ -497,13 +453,25 @@ static int manifest_index(rf_source *s, tar_walk *w, const rf_manifest *m,
                 w->lname = p;
                 w->lname_cap = need;
             }
-            memcpy(w->lname, key, kl);
-            w->lname[kl] = '.';
-            strcpy(w->lname + kl + 1, ext);
-            rc = tar_member(s, w, w->lname, need - 1, mm->off - TAR_BLOCK, mm->off, mm->len,
-                            sm->label >= 0 ? &sm->label : NULL);
+            memcpy(w->lname, it.key, it.key_len);
+            w->lname[it.key_len] = '.';
+            strcpy(w->lname + it.key_len + 1, it.ext);
+            /* the label tar_member takes from the entry: checked first */
+            int stated = it.label >= 0 && !strcasecmp(it.ext, "cls");
+            if (check && stated &&
+                !rf__tar_label_ok(&win, it.key, it.ext, it.off, it.len, it.label))
+                rc = TAR_NOT_AS_SAID;
+            else
+                rc = tar_member(s, w, w->lname, need - 1, it.off - TAR_BLOCK, it.off, it.len,
+                                it.label >= 0 ? &it.label : NULL);
+            if (rc != 0)
+                break;
         }
+        if (rc != 0)
+            break;
     }
+    rf__manifest_iter_free(&it);
+    rf__tar_window_free(&win);
     if (rc == 0)
         rc = group_finish(s, w);
     if (rc == 0 && s->n == before)
@@ -543,12 +511,14 @@ static int header_walk(rf_source *s, tar_walk *w)
         size_t mlen;
         const char *mname = tar_name(w, h, name, &mlen);
         w->have_lname = w->have_pax_size = 0;
-        if (type == '0' || type == '\0' || type == '7') /* not directories, links, ... */
-            rc = tar_member(s, w, mname, mlen, hdr, data, size, NULL);
+        if (type != '0' && type != '\0' && type != '7') /* not directories, links, ... */
+            continue;
+        rc = w->each ? w->each(w->each_ctx, mname, mlen, data, size)
+                     : tar_member(s, w, mname, mlen, hdr, data, size, NULL);
     }
     if (rc == 1) /* end of archive */
         rc = 0;
-    return rc == 0 ? group_finish(s, w) : rc;
+    return rc == 0 && !w->each ? group_finish(s, w) : rc;
 }
 
 static tar_walk walk_init(int fd, const char *shard, uint32_t shard_id, uint64_t fsize,
@@ -610,12 +580,18 @@ int rf__source_tar_shard_fd(rf_source *s, uint32_t shard_id, int fd, const char 
     tar_walk w = walk_init(fd, shard, shard_id, (uint64_t)st.st_size, o, maxlabel, err, errcap);
     int64_t before = s->n;
     const char *base = strrchr(shard, '/');
-    const rf_manifest_shard *ms =
-        man ? rf__manifest_find(man, base ? base + 1 : shard, w.fsize) : NULL;
-    rf_tar_ends ends;
-    if (ms)
-        rf__tar_manifest_ends(man, ms, &ends);
-    int rc = ms && rf__tar_ends_ok(fd, w.fsize, &ends, NULL) ? manifest_index(s, &w, man, ms) : -1;
+    const rf_manifest_shard *named = man ? rf__manifest_named(man, base ? base + 1 : shard) : NULL;
+    int rc = -1;
+    if (named && named->indexed && named->bytes == w.fsize) {
+        rf_tar_ends ends;
+        rf__tar_manifest_ends(man, named, &ends);
+        rc = rf__tar_ends_ok(fd, w.fsize, &ends, NULL) ? manifest_index(s, &w, man, named)
+                                                       : TAR_NOT_AS_SAID;
+    }
+    /* named and indexed, but another size, other ends or other labels: the
+     * shard was rewritten since the manifest was written */
+    if (named && named->indexed && (named->bytes != w.fsize || rc == TAR_NOT_AS_SAID))
+        s->nfiles_mismatched++;
     if (rc != 0)
         rc = header_walk(s, &w);
     if (rc == 0 && s->n == before) {
@@ -624,6 +600,19 @@ int rf__source_tar_shard_fd(rf_source *s, uint32_t shard_id, int fd, const char 
                  rf__image_exts_text);
         rc = RF_E_SOURCE;
     }
+    walk_free(&w);
+    return rc;
+}
+
+int rf__tar_walk_members(int fd, uint64_t fsize, rf_tar_member_fn *fn, void *ctx)
+{
+    char err[256];
+    rf_source_opts o = {0};
+    int64_t maxlabel = -1;
+    tar_walk w = walk_init(fd, "", 0, fsize, &o, &maxlabel, err, sizeof err);
+    w.each = fn;
+    w.each_ctx = ctx;
+    int rc = header_walk(NULL, &w);
     walk_free(&w);
     return rc;
 }

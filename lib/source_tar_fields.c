@@ -53,14 +53,20 @@ int rf__tar_checksum_ok(const uint8_t *h)
     uint64_t want;
     if (rf__tar_number(h + 148, 8, &want) != 0)
         return 0;
-    uint64_t usum = 0;
-    int64_t ssum = 0;
+    /* every byte summed (a loop the compiler vectorizes: a header is checked
+     * per member, and per label member on the manifest's path), then the
+     * checksum field counted as eight spaces instead */
+    uint32_t usum = 0;
+    int32_t ssum = 0;
     for (int i = 0; i < TAR_BLOCK; i++) {
-        int c = i >= 148 && i < 156 ? ' ' : h[i];
-        usum += (uint64_t)c;
-        ssum += i >= 148 && i < 156 ? ' ' : (int8_t)h[i]; /* old tars summed signed chars */
+        usum += h[i];
+        ssum += (int8_t)h[i]; /* old tars summed signed chars */
     }
-    return usum == want || (uint64_t)ssum == want;
+    for (int i = 148; i < 156; i++) {
+        usum += (uint32_t)' ' - h[i];
+        ssum += ' ' - (int8_t)h[i];
+    }
+    return usum == want || (uint64_t)(int64_t)ssum == want;
 }
 
 int rf__tar_all_zero(const uint8_t *b, size_t n)
@@ -132,7 +138,27 @@ int rf__tar_pax_parse(const char *p, size_t n, char **path, size_t *path_cap, si
     return 0;
 }
 
-/* Parses the text of a .cls member: an integer >= 0, blanks around it allowed. */
+/* The member name a ustar header h gives: its prefix (155 bytes at 345), a
+ * '/', its name (100 bytes), into name; its length in *len. */
+void rf__tar_ustar_name(const uint8_t *h, char name[TAR_BLOCK + 2], size_t *len)
+{
+    size_t nlen = strnlen((const char *)h, 100), plen = 0;
+    if (!memcmp(h + 257, "ustar", 5))
+        plen = strnlen((const char *)h + 345, 155);
+    *len = 0;
+    if (plen) {
+        memcpy(name, h + 345, plen);
+        name[plen] = '/';
+        *len = plen + 1;
+    }
+    memcpy(name + *len, h, nlen);
+    *len += nlen;
+    name[*len] = '\0';
+}
+
+/* Parses the text of a .cls member: an integer >= 0, blanks around it
+ * allowed; at most 18 digits, so at most RF_SOURCE_MAX_LABEL (source.h),
+ * the bound every other place a label comes from is held to. */
 int rf__tar_parse_label(const char *t, size_t n, int64_t *out)
 {
     size_t i = 0;

@@ -166,6 +166,7 @@ void rf__stats_render(const rf_stats_snapshot *v, rf_json *j)
                  (long long)v->batch_size);
     rf__json_fmt(j, "\"shards\": %lld, \"shards_from_manifest\": %lld, ",
                  (long long)v->shards, (long long)v->shards_from_manifest);
+    rf__json_fmt(j, "\"shards_manifest_mismatched\": %lld, ", (long long)v->shards_mismatched);
     rf__json_raw(j, "\"io_backend\": ");
     rf__json_str(j, v->io_backend);
     rf__json_raw(j, ", \"io_note\": ");

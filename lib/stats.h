@@ -70,6 +70,9 @@ typedef struct rf_stats_snapshot {
     int64_t shards, shards_from_manifest; /* tar sources, local or remote: shards, and
                                            * those indexed from a manifest.json (no
                                            * header walk; remote: no fetch to index) */
+    /* local tar shards a manifest.json named but did not describe (rewritten
+     * since): walked instead */
+    int64_t shards_mismatched;
     const char *io_backend; /* "none", "io_uring", "pread" */
     const char *io_note;
     int pinned;

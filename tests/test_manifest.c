@@ -27,6 +27,7 @@
 
 #include <cmocka.h>
 
+#include "manifestset.h"
 #include "ringfeed.h"
 #include "source.h"
 #include "source_kinds.h"
@@ -54,23 +55,48 @@ static void test_parse_good(void **state)
     char err[256];
     assert_int_equal(rf__manifest_parse(GOOD, strlen(GOOD), &m, err, sizeof err), 0);
     assert_int_equal(m.nshards, 2);
-    assert_int_equal(m.nsamples, 2);
-    assert_int_equal(m.nmembers, 4);
     const rf_manifest_shard *s = rf__manifest_find(&m, "s-1.tar", 6144);
     assert_non_null(s);
     assert_null(rf__manifest_find(&m, "s-1.tar", 6145)); /* another size */
     assert_null(rf__manifest_find(&m, "s-0.tar", 100));  /* no index */
     assert_null(rf__manifest_find(&m, "s-2.tar", 6144));
-    assert_int_equal(s->n, 2);
-    const rf_manifest_sample *a = &m.samples[s->first], *b = a + 1;
-    assert_string_equal(m.arena + a->key, "000000");
-    assert_int_equal(a->label, 3);
-    assert_int_equal(b->label, -1);
-    assert_int_equal(b->n, 2);
-    const rf_manifest_member *mm = &m.members[b->first + 1];
-    assert_string_equal(m.arena + mm->ext, "txt");
-    assert_int_equal(mm->off, 4096);
-    assert_int_equal(mm->len, 5);
+    assert_ptr_equal(rf__manifest_named(&m, "s-1.tar"), s);
+    assert_non_null(rf__manifest_named(&m, "s-0.tar"));
+    assert_null(rf__manifest_named(&m, "s-2.tar"));
+    /* the ends kept by the parse */
+    rf_tar_ends e;
+    rf__tar_manifest_ends(&m, s, &e);
+    assert_string_equal(e.key[0], "000000");
+    assert_string_equal(e.ext[0], "jpg");
+    assert_int_equal(e.off[0], 512);
+    assert_string_equal(e.key[1], "000001");
+    assert_string_equal(e.ext[1], "txt");
+    assert_int_equal(e.off[1], 4096);
+    assert_int_equal(e.len[1], 5);
+    /* the samples, read again from the bytes */
+    rf_manifest_iter it;
+    rf__manifest_iter(&it, &m, s);
+    assert_int_equal(rf__manifest_sample(&it), 1);
+    assert_string_equal(it.key, "000000");
+    assert_int_equal(it.label, 3);
+    assert_int_equal(rf__manifest_member(&it), 1);
+    assert_string_equal(it.ext, "jpg");
+    assert_int_equal(it.off, 512);
+    assert_int_equal(it.len, 100);
+    /* the rest of the sample is skipped by the next one */
+    assert_int_equal(rf__manifest_sample(&it), 1);
+    assert_string_equal(it.key, "000001");
+    assert_int_equal(it.label, -1);
+    int members = 0;
+    while (rf__manifest_member(&it) == 1)
+        members++;
+    assert_int_equal(members, 2);
+    assert_string_equal(it.ext, "txt");
+    assert_int_equal(it.off, 4096);
+    assert_int_equal(it.len, 5);
+    assert_int_equal(rf__manifest_sample(&it), 0);
+    assert_int_equal(rf__manifest_sample(&it), 0);
+    rf__manifest_iter_free(&it);
     rf__manifest_free(&m);
     rf__manifest_free(&m); /* twice: a no-op */
 }
@@ -82,6 +108,20 @@ static int parses(const char *text, size_t n)
     int rc = rf__manifest_parse(text, n, &m, err, sizeof err);
     if (rc != 0)
         assert_true(err[0] != '\0');
+    /* what parsed reads again, to its end, as an index does */
+    for (size_t i = 0; rc == 0 && i < m.nshards; i++) {
+        if (!m.shards[i].indexed)
+            continue;
+        rf_manifest_iter it;
+        rf__manifest_iter(&it, &m, &m.shards[i]);
+        int r, members = 0;
+        while ((r = rf__manifest_sample(&it)) == 1)
+            while ((r = rf__manifest_member(&it)) == 1)
+                members++;
+        assert_int_equal(r, 0);
+        assert_true(members > 0);
+        rf__manifest_iter_free(&it);
+    }
     rf__manifest_free(&m);
     return rc;
 }
@@ -172,103 +212,6 @@ static void test_inconsistent_index_unused(void **state)
 }
 
 /* ---- through the tar source ---------------------------------------------- */
-
-enum { SHARDS = 3, PER_SHARD = 7 };
-
-/* Writes dir/s-K.tar (K < SHARDS), samples with a JPEG, a .cls label and
- * (most) a .txt caption, and with manifest, dir/manifest.json describing
- * them as ringfeed-pack does. */
-static void write_set(const char *dir, int manifest)
-{
-    assert_int_equal(tu_mkdir_p(dir), 0);
-    char *man = NULL;
-    size_t mlen = 0;
-    FILE *mf = open_memstream(&man, &mlen);
-    fprintf(mf, "{\"format\": \"ringfeed-pack 1\", \"shards\": [");
-    for (int k = 0; k < SHARDS; k++) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/s-%d.tar", dir, k);
-        tw t;
-        assert_int_equal(tw_open(&t, path, TW_USTAR), 0);
-        fprintf(mf, "%s{\"name\": \"s-%d.tar\", \"index\": [", k ? ", " : "", k);
-        for (int i = 0; i < PER_SHARD; i++) {
-            int id = k * PER_SHARD + i, label = (id * 7) % 5;
-            tu_jpeg_opts o = {
-                .width = 24 + id % 5, .height = 20, .quality = 80, .seed = (uint32_t)id};
-            uint8_t *jpg;
-            size_t jl;
-            assert_int_equal(tu_make_jpeg(&o, &jpg, &jl), 0);
-            char name[64], text[64];
-            int tl = snprintf(text, sizeof text, "caption %d", id);
-            int ll = snprintf(text + 32, 32, "%d", label);
-            fprintf(mf, "%s[\"%06d\", %d", i ? ", " : "", id, label);
-            snprintf(name, sizeof name, "%06d.jpg", id);
-            fprintf(mf, ", \"jpg\", %llu, %zu", (unsigned long long)t.pos + 512, jl);
-            assert_int_equal(tw_file(&t, name, jpg, jl), 0);
-            snprintf(name, sizeof name, "%06d.cls", id);
-            fprintf(mf, ", \"cls\", %llu, %d", (unsigned long long)t.pos + 512, ll);
-            assert_int_equal(tw_file(&t, name, text + 32, (size_t)ll), 0);
-            if (id % 4 != 3) {
-                snprintf(name, sizeof name, "%06d.txt", id);
-                fprintf(mf, ", \"txt\", %llu, %d", (unsigned long long)t.pos + 512, tl);
-                assert_int_equal(tw_file(&t, name, text, (size_t)tl), 0);
-            }
-            fprintf(mf, "]");
-            free(jpg);
-        }
-        assert_int_equal(tw_close(&t), 0);
-        fprintf(mf, "], \"bytes\": %llu}", (unsigned long long)t.pos);
-    }
-    fprintf(mf, "]}\n");
-    fclose(mf);
-    if (manifest) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/manifest.json", dir);
-        assert_int_equal(tu_write_file(path, man, mlen), 0);
-    }
-    free(man);
-}
-
-static void open_set(rf_source *s, const char *dir, const rf_source_opts *o)
-{
-    char spec[4096], err[512];
-    snprintf(spec, sizeof spec, "%s/s-{0..%d}.tar", dir, SHARDS - 1);
-    int rc = rf__source_open_ex(s, spec, o, err, sizeof err);
-    if (rc != 0)
-        fail_msg("%s", err);
-}
-
-/* The two indexes describe the same samples at the same places. */
-static void assert_same_index(const rf_source *a, const rf_source *b)
-{
-    assert_int_equal(a->n, b->n);
-    assert_int_equal(a->nclasses, b->nclasses);
-    assert_int_equal(a->nextras, b->nextras);
-    for (int64_t i = 0; i < a->n; i++) {
-        char na[256], nb[256];
-        rf__source_name(a, i, na, sizeof na);
-        rf__source_name(b, i, nb, sizeof nb);
-        /* same shard file name, same member */
-        assert_string_equal(strrchr(na, '/'), strrchr(nb, '/'));
-        assert_int_equal(rf__source_label(a, i), rf__source_label(b, i));
-        int ra, rb;
-        uint64_t oa, ob, la, lb;
-        rf__source_extent(a, i, &ra, &oa, &la);
-        rf__source_extent(b, i, &rb, &ob, &lb);
-        assert_int_equal(oa, ob);
-        assert_int_equal(la, lb);
-        assert_int_equal(a->data_off[i], b->data_off[i]);
-        assert_int_equal(a->data_len[i], b->data_len[i]);
-        for (int e = 0; e < a->nextras; e++) {
-            uint64_t ea = 0, eb = 0;
-            uint32_t xa = 0, xb = 0;
-            assert_int_equal(rf__source_extra_in_span(a, i, e, &ea, &xa),
-                             rf__source_extra_in_span(b, i, e, &eb, &xb));
-            assert_int_equal(ea, eb);
-            assert_int_equal(xa, xb);
-        }
-    }
-}
 
 static void test_source_same_index(void **state)
 {

@@ -1,9 +1,13 @@
 /*
  * pack_manifest.c - OUT/manifest.json of ringfeed-pack: what was packed
  * (counts, classes, options, skipped samples) and, per shard, its name, byte
- * size and index: each sample's key, label and members (extension, data
- * offset, size), the layout lib/source_manifest.h reads. The loader uses the
- * index instead of walking the headers of a shard of that name and size.
+ * size, the SHA-256 of its bytes and its index: each sample's key, label and
+ * members (extension, data offset, size), the layout lib/source_manifest.h
+ * reads. The loader uses the index instead of walking the headers of a
+ * shard of that name and size whose headers and labels are as stated
+ * (lib/source_tar_check.c); the digest is for anyone checking a copy of the
+ * shards (sha256sum), read by no loader: hashing every byte at each start
+ * would cost what the index saves.
  *
  * The index is read back from each finished shard (pack_tar_walk), not
  * remembered while writing: shards kept from an earlier run (resume) and
@@ -16,6 +20,7 @@
 
 #include "pack.h"
 #include "ringfeed.h"
+#include "sha256.h"
 #include "source_tar.h"
 
 static void json_str(FILE *f, const char *s, size_t n)
@@ -113,6 +118,29 @@ static int idx_member(void *ctx, FILE *f, const char *name, uint64_t off, uint64
     return 0;
 }
 
+/* Writes ", \"sha256\": \"<hex>\"" for the shard at path, or nothing when it
+ * cannot be read. */
+static void write_digest(FILE *f, const char *path)
+{
+    FILE *in = fopen(path, "rb");
+    if (!in)
+        return;
+    rf_sha256 s;
+    rf__sha256_init(&s);
+    char buf[16384];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        rf__sha256_update(&s, buf, n);
+    int bad = ferror(in);
+    fclose(in);
+    uint8_t d[32];
+    char hex[65];
+    rf__sha256_final(&s, d);
+    rf__sha256_hex(d, 32, hex);
+    if (!bad)
+        fprintf(f, ", \"sha256\": \"%s\"", hex);
+}
+
 /* Writes ", \"index\": [...]" for the shard at path, or nothing when it
  * cannot be described (then the loader walks it). */
 static void write_index(FILE *f, const char *path)
@@ -178,6 +206,7 @@ int pack_write_manifest(const pack_opts *o, const rf_source *s, const int64_t *o
         json_cstr(f, name);
         fprintf(f, ", \"samples\": %lld, \"bytes\": %llu", (long long)si[k].samples,
                 (unsigned long long)si[k].bytes);
+        write_digest(f, full);
         write_index(f, full);
         fprintf(f, "}%s\n", k + 1 < nshards ? "," : "");
     }

@@ -2,7 +2,10 @@
 
 ringfeed-pack (tools/pack.c) writes any source the loader reads (an image
 folder, a list file, tar shards) as WebDataset tar shards of bounded-size
-JPEGs; `python -m ringfeed.pack --help` lists its options. The program is
+JPEGs, and OUT/manifest.json: per shard its size, the SHA-256 of its bytes
+("sha256", for checking copies) and the index the loader uses instead of
+walking the shard (docs/remote.md says what it checks first);
+`python -m ringfeed.pack --help` lists its options. The program is
 looked for, in order: $RINGFEED_PACK; beside the libringfeed the package
 loads (a build folder), or in the bin/ folder next to its lib/ folder (an
 installed copy); the repository's build/; then $PATH.

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fetch.h"
 #include "ringfeed.h"
 #include "source_kinds.h"
 
@@ -34,9 +35,13 @@ typedef struct expand_ctx {
     size_t errcap;
 } expand_ctx;
 
+/* An http(s) URL's query ("?X-Amz-Signature=...", "?token=") is part of
+ * the object's name, never a pattern: only what comes before it is looked
+ * at. */
 static int has_glob_chars(const char *p)
 {
-    return strpbrk(p, "*?[") != NULL;
+    size_t n = rf__fetch_url_name_len(p);
+    return strcspn(p, "*?[") < n;
 }
 
 static int cmp_str(const void *a, const void *b)

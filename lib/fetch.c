@@ -213,6 +213,10 @@ static void *fetch_main(void *arg)
             now = rf__now_ns();
             next_tick = now + (int64_t)f->tick_ms * 1000000;
         }
+        /* the retries queued meanwhile are due too */
+        for (rf_fetch_req *r = f->waiting; r; r = r->next)
+            if (r->due_ns < next_due)
+                next_due = r->due_ns;
         int64_t until = next_tick < next_due ? next_tick : next_due;
         if (next_check < until)
             until = next_check;

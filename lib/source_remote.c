@@ -291,9 +291,10 @@ int rf__source_index_remote(rf_source *s, const rf_strlist *paths, const rf_sour
         const char *url = s->arena + s->file_off[k];
         char shown[RF__URL_SHOWN];
         s->shown_off[k] = s->file_off[k];
-        if (rf__url_has_secret(url))
-            rc = rf__source_put(s, rf__redact_url(url, shown, sizeof shown), strlen(shown),
-                                &s->shown_off[k]);
+        if (rf__url_has_secret(url)) {
+            rf__redact_url(url, shown, sizeof shown);
+            rc = rf__source_put(s, shown, strlen(shown), &s->shown_off[k]);
+        }
     }
     /* the packer's manifest.json beside the shards indexes those it
      * describes without a fetch (remote_manifest.c). With no kept index in

@@ -96,7 +96,8 @@ static void try_ended(rf_fetch *f, rf_fetch_req *r, CURLcode res)
         finish(f, r);
         return;
     }
-    atomic_fetch_add_explicit(&f->retries, 1, memory_order_relaxed);
+    if (next != RF__TRY_PROBE)
+        atomic_fetch_add_explicit(&f->retries, 1, memory_order_relaxed);
     r->due_ns = rf__now_ns() + (next == RF__TRY_RETRY ? backoff_ns(f, r->tries) : 0);
     r->next = f->waiting;
     f->waiting = r;
@@ -342,6 +343,7 @@ void rf__fetch_submit(rf_fetch *f, rf_fetch_req *req)
     req->rc = 0;
     req->tries = 0;
     req->over = 0;
+    req->probe = req->refreshed = 0;
     req->drawn = 0;
     req->finished = 0;
     req->next = NULL;

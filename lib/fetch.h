@@ -31,7 +31,9 @@
  * (ExpiredToken, InvalidToken, TokenRefreshRequired, InvalidAccessKeyId,
  * SignatureDoesNotMatch, ...) reads them again (fetch_creds.c) and, when
  * they changed, tries once more at once with them (a try not counted
- * against `retries`).
+ * against `retries`). A HEAD's error has no body to hold S3's code: a HEAD
+ * of s3:// failing with 400, 401 or 403 is followed by a GET of the
+ * object's first byte, whose error says it (neither counts as a retry).
  *
  * TLS: the CA bundle is AWS_CA_BUNDLE, else CURL_CA_BUNDLE, else
  * SSL_CERT_FILE, and SSL_CERT_DIR a folder of hashed certificates (each
@@ -138,6 +140,12 @@ struct rf_fetch_req {
     int refreshed;            /* a try was made again with credentials read again */
     uint64_t creds_gen;       /* the credentials' generation this try was signed with */
     int stalled;              /* this try timed out on its bytes (above): err says how */
+    /* HEAD of s3://: a 400, 401 or 403 has no body, so no S3 code; a GET of
+     * its first byte asks for it (1: this try is that GET, 2: it was made),
+     * the HEAD's own status kept meanwhile */
+    int probe;
+    long head_http;
+    char head_reason[64];
     /* this try's bytes (headers and body) and their count at checkpoints a
      * sixteenth of timeout_ms apart from its start (a ring: above) */
     int64_t try_ns, step_ns;

@@ -56,7 +56,7 @@ struct rf_fetch {
 };
 
 /* What became of a try (rf__fetch_try_ended). */
-enum { RF__TRY_DONE = 0, RF__TRY_RETRY = 1, RF__TRY_AGAIN_NOW = 2 };
+enum { RF__TRY_DONE = 0, RF__TRY_RETRY = 1, RF__TRY_AGAIN_NOW = 2, RF__TRY_PROBE = 3 };
 
 /* Starts a try of r: a new easy handle in f->multi, r in f->run. 0, or a
  * negative RF_E_* with r->err set (rf__fetch_end_try then cleans up). */
@@ -67,7 +67,8 @@ void rf__fetch_end_try(rf_fetch *f, rf_fetch_req *r);
  * r->stalled when the rate check ended it): ends the try, counts it, and
  * says what comes next. RF__TRY_DONE: r->rc (and r->err) are final;
  * RF__TRY_RETRY: after a backoff, `retries` allowing; RF__TRY_AGAIN_NOW:
- * at once, with credentials read again. */
+ * at once, with credentials read again; RF__TRY_PROBE: at once, the GET
+ * that learns a failed HEAD's S3 code (fetch.h), no retry. */
 int rf__fetch_try_ended(rf_fetch *f, rf_fetch_req *r, CURLcode res);
 /* The rate check of a running try at now (ns): 1 when it must end as timed
  * out (r->stalled and r->err then say why); else 0, with *next lowered to

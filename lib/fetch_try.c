@@ -4,8 +4,9 @@
  * and body, the check of its byte rate, and how it ended - done, tried
  * again, or failed with the message a user sees.
  *
- * The rate check (fetch.h): every byte a try receives, headers included,
- * is counted; at checkpoints a sixteenth of timeout_ms apart from the
+ * The rate check (fetch.h): every byte a try receives is counted, the
+ * headers' as libcurl hands them over (a line at a time: a status line
+ * trickled byte by byte counts once it is whole); at checkpoints a sixteenth of timeout_ms apart from the
  * try's start, the count is kept in a ring of 17; the bytes since the
  * checkpoint 16 back are those of the last timeout_ms (a little more: the
  * window is never shorter), and a try with fewer than the floor's share
@@ -80,7 +81,7 @@ int rf__fetch_try_stalled(const rf_fetch *f, rf_fetch_req *r, int64_t now, int64
         if (in < (need ? need : 1)) {
             r->stalled = 1;
             if (r->got == 0)
-                snprintf(r->err, sizeof r->err, "no byte in %lld ms (fetch_timeout_ms)",
+                snprintf(r->err, sizeof r->err, "no answer in %lld ms (fetch_timeout_ms)",
                          (long long)f->o.timeout_ms);
             else
                 snprintf(r->err, sizeof r->err,
@@ -222,6 +223,8 @@ static size_t on_body(char *p, size_t sz, size_t nmemb, void *ud)
     }
     if (r->op == RF__FETCH_MEM)
         return to_memory(r, p, n);
+    if (r->op == RF__FETCH_HEAD)
+        return n; /* a probe's byte (fetch.h): not the object's business here */
     if (r->size == 0)
         RF_TRACE("GET first bytes: %s", r->url);
     if (r->want_size && r->size + n > r->want_size) {
@@ -303,7 +306,9 @@ int rf__fetch_start_try(rf_fetch *f, rf_fetch_req *r)
     curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
-    curl_easy_setopt(e, CURLOPT_NOBODY, r->op == RF__FETCH_HEAD ? 1L : 0L);
+    curl_easy_setopt(e, CURLOPT_NOBODY, r->op == RF__FETCH_HEAD && r->probe != 1 ? 1L : 0L);
+    if (r->probe == 1)
+        curl_easy_setopt(e, CURLOPT_RANGE, "0-0");
     if (r->op == RF__FETCH_GET) /* fewer, larger writes into the cache */
         curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 256L * 1024);
     /* the rate check (above) bounds the whole try; curl's connect timeout
@@ -422,10 +427,27 @@ static int reread_creds(rf_fetch *f, rf_fetch_req *r)
     return f->creds_gen != r->creds_gen;
 }
 
+/* The end of a failed s3:// HEAD's probe (fetch.h): its S3 code and
+ * message, if it got them, with the HEAD's own status; else the HEAD's
+ * status alone. The probe is no try of the request. */
+static void probe_ended(rf_fetch_req *r, CURLcode *res)
+{
+    r->probe = 2;
+    if (*res != CURLE_OK || r->http / 100 == 2 || !strstr(r->errbody, "<Code>"))
+        r->errbody[0] = '\0';
+    r->http = r->head_http;
+    snprintf(r->reason, sizeof r->reason, "%s", r->head_reason);
+    r->curlerr[0] = '\0';
+    *res = CURLE_OK;
+}
+
 int rf__fetch_try_ended(rf_fetch *f, rf_fetch_req *r, CURLcode res)
 {
     rf__fetch_end_try(f, r);
-    r->tries++;
+    if (r->probe == 1)
+        probe_ended(r, &res);
+    else
+        r->tries++;
     char shown[RF__URL_SHOWN], why[900];
     rf__redact_url(r->url, shown, sizeof shown);
     int retry = 0;
@@ -476,6 +498,13 @@ int rf__fetch_try_ended(rf_fetch *f, rf_fetch_req *r, CURLcode res)
     } else if (res == CURLE_OK) {
         char code[100], reason[RF__REDACT_ROOM(64)], detail[700];
         s3_field(r, "Code", code, sizeof code);
+        if (r->op == RF__FETCH_HEAD && !r->probe && !code[0] && !strncmp(r->url, "s3://", 5) &&
+            (r->http == 400 || r->http == 401 || r->http == 403)) {
+            r->probe = 1;
+            r->head_http = r->http;
+            snprintf(r->head_reason, sizeof r->head_reason, "%s", r->reason);
+            return RF__TRY_PROBE;
+        }
         int reread = 0;
         if (r->is_signed && (r->http == 400 || r->http == 403) && rf__fetch_creds_error(code) &&
             !r->refreshed) {

@@ -6,7 +6,8 @@ What is checked: shards named by URLs with user:password and a query
 (?token=..., as a presigned URL has) are accepted in an explicit list and
 read as the same shards on local disk, and the password and the query appear
 nowhere the library shows a URL - errors, stats, sample paths and names,
-RINGFEED_TRACE's lines (a second process, its stderr read); a server that
+the Loader's repr, RINGFEED_TRACE's lines (a second process, its stderr
+read); a server that
 trickles its answer fails within the retry window fetch_timeout_ms promises;
 a 403 from S3 names S3's code and message and whether and with what key the
 request was signed; credentials come from the shared credentials file
@@ -83,6 +84,9 @@ def test_userinfo_and_query_never_shown(shards, tmp_path):
         assert names[0] == "http://***@%s/train-0000.tar?***:k0-000" % host
         _no_secret(json.dumps(st))
         _no_secret("\n".join(names))
+        with ringfeed.Loader(urls, cache_dir=str(tmp_path / "c"), **OPTS) as ld:
+            _no_secret(repr(ld))
+            assert "http://***@%s/train-0001.tar?***" % host in repr(ld)
         # a missing shard: the error shows the URL without its secrets
         with pytest.raises(ringfeed.RingfeedError) as e:
             _epoch(urls[:1] + ["http://reader:hunter2@%s/gone.tar?token=SECRET9" % host],

@@ -166,14 +166,14 @@ static size_t put_escaped(out *o, const char *p)
 {
     unsigned long c;
     size_t n = utf8_char((const unsigned char *)p, &c);
-    char esc[8];
+    char esc[16];
     if (n == 0 || c < 0x20 || c == 0x7F) {
         snprintf(esc, sizeof esc, "\\x%02x", (unsigned char)*p);
         put(o, esc, 4);
         return 1;
     }
     if (shown_as_escape(c)) {
-        snprintf(esc, sizeof esc, "\\u%04lx", c);
+        snprintf(esc, sizeof esc, "\\u%04x", (unsigned)(c & 0xFFFF)); /* all below U+FFFF */
         put(o, esc, 6);
         return n;
     }

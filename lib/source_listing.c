@@ -26,8 +26,35 @@
 /* ---- one page ------------------------------------------------------------------ */
 
 /* The first needle in [p, end), or NULL; the bytes searched count in
- * *scanned. */
+ * *scanned. A plain loop (a needle is a few bytes, its first byte a '<'):
+ * memmem's whole-range check under ASan would make the loop over a page's
+ * entries quadratic there, and memchr at every '<' is slow under TSan,
+ * which intercepts each call. */
 static const char *find(const char *p, const char *end, const char *needle, uint64_t *scanned)
+{
+    if (!p || p >= end)
+        return NULL;
+    size_t n = strlen(needle);
+    for (const char *at = p; (size_t)(end - at) >= n; at++) {
+        if (*at != needle[0])
+            continue;
+        size_t i = 1;
+        while (i < n && at[i] == needle[i])
+            i++;
+        if (i == n) {
+            *scanned += (uint64_t)(at - p) + n;
+            return at;
+        }
+    }
+    *scanned += (uint64_t)(end - p);
+    return NULL;
+}
+
+/* find for a search made once per page: memmem (whose check under ASan
+ * covers the whole range, once), faster than find's stop at each '<'
+ * (slow under TSan, where each memchr is intercepted). */
+static const char *find_once(const char *p, const char *end, const char *needle,
+                             uint64_t *scanned)
 {
     if (!p || p >= end)
         return NULL;
@@ -38,18 +65,19 @@ static const char *find(const char *p, const char *end, const char *needle, uint
 }
 
 /* The text of the first <tag>...</tag> in [p, end): *a its start, the
- * return its end ("</tag>"), or NULL. */
+ * return its end ("</tag>"), or NULL. once: a search made once per page
+ * (find_once), else one of many over a small range (find). */
 static const char *span(const char *p, const char *end, const char *tag, const char **a,
-                        uint64_t *scanned)
+                        int once, uint64_t *scanned)
 {
     char open[64], close[64];
     snprintf(open, sizeof open, "<%s>", tag);
     snprintf(close, sizeof close, "</%s>", tag);
-    const char *o = find(p, end, open, scanned);
+    const char *o = once ? find_once(p, end, open, scanned) : find(p, end, open, scanned);
     if (!o)
         return NULL;
     *a = o + strlen(open);
-    return find(*a, end, close, scanned);
+    return once ? find_once(*a, end, close, scanned) : find(*a, end, close, scanned);
 }
 
 /* The length of the numeric character reference at a ("&#13;", "&#x1F;")
@@ -101,7 +129,7 @@ const char *rf__source_xml_text(const char *p, const char *end, const char *tag,
                                 size_t cap)
 {
     uint64_t scanned = 0;
-    const char *a, *b = span(p, end, tag, &a, &scanned);
+    const char *a, *b = span(p, end, tag, &a, 1, &scanned);
     if (!b)
         return NULL;
     xml_decode(a, b, out, cap);
@@ -141,15 +169,15 @@ int rf__source_list_page(const char *body, size_t len, rf_list_page *pg,
     /* key: room for a key of 1024 bytes (S3's most) with every byte as %XX */
     char enc[16] = "", trunc[16] = "", k[4096];
     pg->scanned = 0;
-    if ((b = span(p, end, "EncodingType", &a, &pg->scanned)) != NULL)
+    if ((b = span(p, end, "EncodingType", &a, 1, &pg->scanned)) != NULL)
         xml_decode(a, b, enc, sizeof enc);
     pg->url_encoded = !strcmp(enc, "url");
-    if ((b = span(p, end, "IsTruncated", &a, &pg->scanned)) != NULL)
+    if ((b = span(p, end, "IsTruncated", &a, 1, &pg->scanned)) != NULL)
         xml_decode(a, b, trunc, sizeof trunc);
     pg->truncated = !strcmp(trunc, "true");
     pg->token[0] = '\0';
     pg->token_long = 0;
-    if ((b = span(p, end, "NextContinuationToken", &a, &pg->scanned)) != NULL) {
+    if ((b = span(p, end, "NextContinuationToken", &a, 1, &pg->scanned)) != NULL) {
         pg->token_long = (size_t)(b - a) >= sizeof pg->token - 4;
         xml_decode(a, b, pg->token, sizeof pg->token);
     }
@@ -160,7 +188,7 @@ int rf__source_list_page(const char *body, size_t len, rf_list_page *pg,
         if (!ce)
             break;
         /* the key's search ends with its entry */
-        if ((b = span(c, ce, "Key", &a, &pg->scanned)) != NULL) {
+        if ((b = span(c, ce, "Key", &a, 0, &pg->scanned)) != NULL) {
             xml_decode(a, b, k, sizeof k);
             if (pg->url_encoded && url_decode(k) != 0) {
                 snprintf(err, errcap, "key %.300s is not URL-encoded right", k);

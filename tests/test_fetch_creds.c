@@ -37,13 +37,7 @@ static char g_file[512];
 
 static void clean_env(void)
 {
-    unsetenv("AWS_ACCESS_KEY_ID");
-    unsetenv("AWS_SECRET_ACCESS_KEY");
-    unsetenv("AWS_SESSION_TOKEN");
-    unsetenv("AWS_PROFILE");
-    unsetenv("AWS_ENDPOINT_URL_S3");
-    setenv("AWS_SHARED_CREDENTIALS_FILE", g_file, 1);
-    setenv("AWS_REGION", "us-east-1", 1);
+    th_aws_env(g_file, NULL);
 }
 
 static void write_text(const char *path, const char *text)

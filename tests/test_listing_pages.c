@@ -118,9 +118,7 @@ static void serve(int mode, int matching)
     g_how.mode = mode;
     g_how.matching = matching;
     assert_int_equal(th_start(&g_srv, answer, &g_how), 0);
-    char ep[64];
-    snprintf(ep, sizeof ep, "http://127.0.0.1:%d", g_srv.port);
-    setenv("AWS_ENDPOINT_URL", ep, 1);
+    th_aws_env("/nonexistent/ringfeed-test-credentials", &g_srv);
 }
 
 static double now_s(void)
@@ -239,12 +237,6 @@ static void test_key_cap(void **state)
 static int setup(void **state)
 {
     (void)state;
-    unsetenv("AWS_ACCESS_KEY_ID");
-    unsetenv("AWS_SECRET_ACCESS_KEY");
-    unsetenv("AWS_SESSION_TOKEN");
-    unsetenv("AWS_ENDPOINT_URL_S3");
-    setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/ringfeed-test-credentials", 1);
-    setenv("AWS_REGION", "us-east-1", 1);
     g_cache = tu_tempdir("listing-pages");
     return g_cache ? 0 : -1;
 }

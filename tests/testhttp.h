@@ -216,6 +216,27 @@ static inline int th_start(th_server *s, th_handler *fn, void *ctx)
     return pthread_create(&s->thread, NULL, th_accept_main, s) == 0 ? 0 : -1;
 }
 
+/* The environment a test of S3 requests starts from: no credentials, CA
+ * bundle or endpoint of the machine that runs it; the credentials file is
+ * creds_file (one that need not exist), the region us-east-1, and the
+ * endpoint s (NULL: none). */
+static inline void th_aws_env(const char *creds_file, const th_server *s)
+{
+    static const char *const unset[] = {
+        "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+        "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_CA_BUNDLE", "CURL_CA_BUNDLE",
+        "SSL_CERT_FILE", "SSL_CERT_DIR"};
+    for (size_t i = 0; i < sizeof unset / sizeof unset[0]; i++)
+        unsetenv(unset[i]);
+    setenv("AWS_SHARED_CREDENTIALS_FILE", creds_file, 1);
+    setenv("AWS_REGION", "us-east-1", 1);
+    if (s) {
+        char ep[64];
+        snprintf(ep, sizeof ep, "http://127.0.0.1:%d", s->port);
+        setenv("AWS_ENDPOINT_URL", ep, 1);
+    }
+}
+
 /* Stops s: no more connections; the running handlers are told and waited
  * for (at most 15 s). */
 static inline void th_stop(th_server *s)

@@ -14,12 +14,9 @@ request was signed; credentials come from the shared credentials file
 (AWS_SHARED_CREDENTIALS_FILE, AWS_PROFILE) when the environment has none.
 """
 
-import io
 import json
-import os
 import subprocess
 import sys
-import tarfile
 import time
 
 import pytest
@@ -33,26 +30,13 @@ SECRETS = ("hunter2", "SECRET", "reader:")
 OPTS = dict(batch_size=6, image_size=24, transform="center", num_workers=1)
 
 
-def _shard(path, s, tmp):
-    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tf:
-        for i in range(PER_SHARD):
-            jp = os.path.join(tmp, "x.jpg")
-            rfhelpers.write_jpeg(jp, 32, 28, seed=s * 100 + i)
-            tf.add(jp, arcname="k%d-%03d.jpg" % (s, i))
-            info = tarfile.TarInfo("k%d-%03d.cls" % (s, i))
-            info.size = 1
-            tf.addfile(info, io.BytesIO(b"%d" % (i % 3)))
-    os.remove(os.path.join(tmp, "x.jpg"))
-
-
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory):
     d = tmp_path_factory.mktemp("secret_shards")
-    paths = []
-    for s in range(NSHARDS):
-        p = str(d / ("train-%04d.tar" % s))
-        _shard(p, s, str(d))
-        paths.append(p)
+    paths = [rfhelpers.write_cls_shard(str(d / ("train-%04d.tar" % s)),
+                                       ["k%d-%03d" % (s, i) for i in range(PER_SHARD)], 32, 28,
+                                       s * 100, [i % 3 for i in range(PER_SHARD)])
+             for s in range(NSHARDS)]
     return str(d), paths
 
 
@@ -97,7 +81,7 @@ def test_userinfo_and_query_never_shown(shards, tmp_path):
         code = ("import ringfeed, sys; l = ringfeed.Loader(sys.argv[1:], cache_dir=%r, "
                 "batch_size=6, image_size=24, num_workers=1); next(iter(l)); l.close()"
                 % str(tmp_path / "c2"))
-        env = dict(os.environ, RINGFEED_TRACE="1")
+        env = rfhelpers.child_env({"RINGFEED_TRACE": "1"})
         p = subprocess.run([sys.executable, "-c", code] + urls, env=env, capture_output=True,
                            text=True, errors="replace", timeout=120)
         assert p.returncode == 0, p.stderr

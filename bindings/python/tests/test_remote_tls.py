@@ -11,13 +11,11 @@ works too; a bundle that cannot be read is an error that names its variable.
 """
 
 import datetime
-import io
 import ipaddress
 import os
 import shutil
 import subprocess
 import sys
-import tarfile
 
 import pytest
 
@@ -80,15 +78,8 @@ def _self_signed(folder, name):
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     d = tmp_path_factory.mktemp("tls")
-    with tarfile.open(str(d / "train-0000.tar"), "w", format=tarfile.USTAR_FORMAT) as tf:
-        for i in range(8):
-            jp = str(d / "x.jpg")
-            rfhelpers.write_jpeg(jp, 30, 26, seed=900 + i)
-            tf.add(jp, arcname="t%03d.jpg" % i)
-            info = tarfile.TarInfo("t%03d.cls" % i)
-            info.size = 1
-            tf.addfile(info, io.BytesIO(b"%d" % (i % 2)))
-    os.remove(str(d / "x.jpg"))
+    rfhelpers.write_cls_shard(str(d / "train-0000.tar"), ["t%03d" % i for i in range(8)], 30, 26,
+                              900, [i % 2 for i in range(8)])
     cert, key = _self_signed(str(d), "server")
     other, _ = _self_signed(str(d), "other")
     port = rfservers.free_port()

@@ -64,10 +64,10 @@ void rf__fetch_creds_key_shown(const rf_fetch_creds *c, char *out, size_t cap)
 
 int rf__fetch_creds_error(const char *code)
 {
-    static const char *const codes[] = {
-        "ExpiredToken",     "ExpiredTokenException", "InvalidToken",
-        "TokenRefreshRequired", "InvalidAccessKeyId", "InvalidClientTokenId",
-        "SignatureDoesNotMatch", "InvalidSecurity"};
+    static const char *const codes[] = {"ExpiredToken",          "ExpiredTokenException",
+                                        "InvalidToken",          "TokenRefreshRequired",
+                                        "InvalidAccessKeyId",    "InvalidClientTokenId",
+                                        "SignatureDoesNotMatch", "InvalidSecurity"};
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
         if (!strcmp(code, codes[i]))
             return 1;
@@ -102,7 +102,8 @@ static char *read_file(const char *path, size_t *len, char *why, size_t whycap)
         return NULL;
     }
     if (!S_ISREG(st.st_mode) || (size_t)st.st_size > CREDS_FILE_MAX) {
-        snprintf(why, whycap, "%s", S_ISREG(st.st_mode) ? "larger than 1 MiB" : "not a regular file");
+        snprintf(why, whycap, "%s",
+                 S_ISREG(st.st_mode) ? "larger than 1 MiB" : "not a regular file");
         close(fd);
         return NULL;
     }
@@ -152,7 +153,8 @@ static int parse_profile(const char *text, const char *profile, rf_fetch_creds *
                     na++;
                 while (ne > na && blank(ne[-1]))
                     ne--;
-                in = strlen(profile) == (size_t)(ne - na) && !strncmp(na, profile, (size_t)(ne - na));
+                in = strlen(profile) == (size_t)(ne - na) &&
+                     !strncmp(na, profile, (size_t)(ne - na));
                 found |= in;
             }
         } else if (in && !indented && a < e && *a != '#' && *a != ';') {

@@ -46,8 +46,8 @@ struct rf_fetch {
     int tick_asked; /* rf__fetch_wake since the last tick (with curl_multi_wakeup) */
 
     /* the fetch thread's alone */
-    rf_fetch_req *waiting; /* retries not yet due */
-    rf_fetch_req **run;    /* the `active` requests with a transfer in curl */
+    rf_fetch_req *waiting;  /* retries not yet due */
+    rf_fetch_req **run;     /* the `active` requests with a transfer in curl */
     int active, active_get; /* of which GETs */
     uint64_t rng;
 

@@ -6,11 +6,11 @@
  *
  * The rate check (fetch.h): every byte a try receives is counted, the
  * headers' as libcurl hands them over (a line at a time: a status line
- * trickled byte by byte counts once it is whole); at checkpoints a sixteenth of timeout_ms apart from the
- * try's start, the count is kept in a ring of 17; the bytes since the
- * checkpoint 16 back are those of the last timeout_ms (a little more: the
- * window is never shorter), and a try with fewer than the floor's share
- * in them has stalled. The callbacks take the checkpoints due before they
+ * trickled byte by byte counts once it is whole); at checkpoints a
+ * sixteenth of timeout_ms apart from the try's start, the count is kept in
+ * a ring of 17; the bytes since the checkpoint 16 back are those of the
+ * last timeout_ms (a little more: the window is never shorter), and a try
+ * with fewer than the floor's share in them has stalled. The callbacks take the checkpoints due before they
  * count new bytes, so a checkpoint holds exactly the bytes that arrived
  * before its time; the fetch thread calls rf__fetch_try_stalled at each
  * checkpoint (its poll's timeout ends there).
@@ -87,8 +87,7 @@ int rf__fetch_try_stalled(const rf_fetch *f, rf_fetch_req *r, int64_t now, int64
                 snprintf(r->err, sizeof r->err,
                          "%llu bytes in the last %lld ms, under the floor of %d bytes/s "
                          "(fetch_timeout_ms)",
-                         (unsigned long long)in, (long long)f->o.timeout_ms,
-                         RF__FETCH_MIN_RATE);
+                         (unsigned long long)in, (long long)f->o.timeout_ms, RF__FETCH_MIN_RATE);
             return 1;
         }
     }
@@ -516,8 +515,8 @@ int rf__fetch_try_ended(rf_fetch *f, rf_fetch_req *r, CURLcode res)
         }
         rf__redact_text(r->reason, reason, sizeof reason);
         http_detail(f, r, code, reread, detail, sizeof detail);
-        snprintf(why, sizeof why, "HTTP status %ld%s%.100s%.600s", r->http, reason[0] ? " " : "", reason,
-                 detail);
+        snprintf(why, sizeof why, "HTTP status %ld%s%.100s%.600s", r->http, reason[0] ? " " : "",
+                 reason, detail);
         retry = r->http >= 500 || r->http == 408 || r->http == 429;
     } else {
         /* curl's words, then its own detail (a certificate's problem, the
@@ -527,10 +526,9 @@ int rf__fetch_try_ended(rf_fetch *f, rf_fetch_req *r, CURLcode res)
         snprintf(why, sizeof why, "%.150s%s%.300s%s%.300s", curl_easy_strerror(res),
                  detail[0] ? ": " : "", detail, r->err[0] ? ": " : "", r->err);
         retry = res == CURLE_COULDNT_CONNECT || res == CURLE_OPERATION_TIMEDOUT ||
-                res == CURLE_RECV_ERROR || res == CURLE_SEND_ERROR ||
-                res == CURLE_PARTIAL_FILE || res == CURLE_GOT_NOTHING ||
-                res == CURLE_COULDNT_RESOLVE_HOST || res == CURLE_SSL_CONNECT_ERROR ||
-                res == CURLE_HTTP2 || res == CURLE_HTTP2_STREAM;
+                res == CURLE_RECV_ERROR || res == CURLE_SEND_ERROR || res == CURLE_PARTIAL_FILE ||
+                res == CURLE_GOT_NOTHING || res == CURLE_COULDNT_RESOLVE_HOST ||
+                res == CURLE_SSL_CONNECT_ERROR || res == CURLE_HTTP2 || res == CURLE_HTTP2_STREAM;
     }
     if (retry && r->tries - r->refreshed <= f->o.retries)
         return RF__TRY_RETRY;

@@ -49,8 +49,8 @@ static void put_cut(out *o, const char *s, size_t n)
 
 static int scheme_char(char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '+' || c == '-' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '+' ||
+           c == '-' || c == '.';
 }
 
 /* The scheme ending at end (the "://" after it) in [start, end), and

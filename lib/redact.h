@@ -37,6 +37,6 @@ size_t rf__redact_text(const char *text, char *out, size_t cap);
 
 /* The most bytes rf__redact_text may write for n bytes of text (each may
  * become a 6-byte escape), with the NUL. */
-#define RF__REDACT_ROOM(n) ((n) * 6 + 1)
+#define RF__REDACT_ROOM(n) ((n)*6 + 1)
 
 #endif

@@ -53,8 +53,7 @@ static const char *find(const char *p, const char *end, const char *needle, uint
 /* find for a search made once per page: memmem (whose check under ASan
  * covers the whole range, once), faster than find's stop at each '<'
  * (slow under TSan, where each memchr is intercepted). */
-static const char *find_once(const char *p, const char *end, const char *needle,
-                             uint64_t *scanned)
+static const char *find_once(const char *p, const char *end, const char *needle, uint64_t *scanned)
 {
     if (!p || p >= end)
         return NULL;
@@ -67,8 +66,8 @@ static const char *find_once(const char *p, const char *end, const char *needle,
 /* The text of the first <tag>...</tag> in [p, end): *a its start, the
  * return its end ("</tag>"), or NULL. once: a search made once per page
  * (find_once), else one of many over a small range (find). */
-static const char *span(const char *p, const char *end, const char *tag, const char **a,
-                        int once, uint64_t *scanned)
+static const char *span(const char *p, const char *end, const char *tag, const char **a, int once,
+                        uint64_t *scanned)
 {
     char open[64], close[64];
     snprintf(open, sizeof open, "<%s>", tag);
@@ -110,8 +109,8 @@ static void xml_decode(const char *a, const char *b, char *out, size_t cap)
         return;
     while (a < b && n + 4 < cap) { /* room for one UTF-8 character and the NUL */
         size_t e = 0, k;
-        while (e < 5 && ((size_t)(b - a) < strlen(ent[e][0]) ||
-                         strncmp(a, ent[e][0], strlen(ent[e][0]))))
+        while (e < 5 &&
+               ((size_t)(b - a) < strlen(ent[e][0]) || strncmp(a, ent[e][0], strlen(ent[e][0]))))
             e++;
         if (e < 5) {
             out[n++] = ent[e][1][0];
@@ -150,8 +149,7 @@ static int url_decode(char *s)
         } else {
             char hx[3] = {s[1], s[1] ? s[2] : 0, 0}, *e;
             unsigned long c = strtoul(hx, &e, 16);
-            if (!isxdigit((unsigned char)hx[0]) || !isxdigit((unsigned char)hx[1]) || *e ||
-                c == 0)
+            if (!isxdigit((unsigned char)hx[0]) || !isxdigit((unsigned char)hx[1]) || *e || c == 0)
                 return -1;
             *o++ = (char)c;
             s += 2;
@@ -162,8 +160,7 @@ static int url_decode(char *s)
 }
 
 int rf__source_list_page(const char *body, size_t len, rf_list_page *pg,
-                         int (*key)(const char *k, void *ctx), void *ctx, char *err,
-                         size_t errcap)
+                         int (*key)(const char *k, void *ctx), void *ctx, char *err, size_t errcap)
 {
     const char *p = body, *end = body + len, *a, *b;
     /* key: room for a key of 1024 bytes (S3's most) with every byte as %XX */

@@ -31,11 +31,11 @@ typedef struct rf_list_caps {
 
 /* What one page says besides its keys. */
 typedef struct rf_list_page {
-    int truncated;                /* <IsTruncated>true</IsTruncated> */
-    int url_encoded;              /* <EncodingType>url</EncodingType>: keys are %XX-encoded */
-    char token[RF__LIST_TOKEN];   /* <NextContinuationToken>, or "" */
-    int token_long;               /* the token did not fit in token */
-    uint64_t scanned;             /* bytes the parse searched through: at most a few times the
+    int truncated;              /* <IsTruncated>true</IsTruncated> */
+    int url_encoded;            /* <EncodingType>url</EncodingType>: keys are %XX-encoded */
+    char token[RF__LIST_TOKEN]; /* <NextContinuationToken>, or "" */
+    int token_long;             /* the token did not fit in token */
+    uint64_t scanned;           /* bytes the parse searched through: at most a few times the
                                    * page's, whatever it holds (the tests check it) */
 } rf_list_page;
 
@@ -45,8 +45,7 @@ typedef struct rf_list_page {
  * when nonzero, or RF_E_SOURCE (err) for a key that is not URL-encoded
  * right. */
 int rf__source_list_page(const char *body, size_t len, rf_list_page *pg,
-                         int (*key)(const char *k, void *ctx), void *ctx, char *err,
-                         size_t errcap);
+                         int (*key)(const char *k, void *ctx), void *ctx, char *err, size_t errcap);
 
 /* The keys of the listing of s3://BUCKET/PATTERN (word) that fnmatch
  * accepts ('/' matched only by '/'), as s3:// URLs appended to out, in the

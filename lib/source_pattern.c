@@ -5,7 +5,8 @@
  * Patterns expand as bash does, left to right: "{0000..0099}" (zero-padded
  * when an end is, optional "..STEP"), "{a,b}" (nested braces allowed; "{a}"
  * and unbalanced braces stay literal); then each result holding '*', '?' or
- * '[' is globbed, its matches sorted by byte value whatever the locale. One
+ * '[' (before an http(s) URL's query, which is no pattern) is globbed, its
+ * matches sorted by byte value whatever the locale. One
  * pattern may name at most RF_MAX_EXPANSION paths, so that a typo such as
  * "{0..999999999}" fails instead of filling memory.
  */

@@ -159,10 +159,10 @@ static void test_credential_errors(void **state)
 /* ---- renewal, against a server ----------------------------------------------------- */
 
 typedef struct expiring {
-    char *good;         /* the one session token the server takes */
-    int status;         /* what it answers to any other: 400 or 403 */
-    _Atomic int asked;  /* requests */
-    _Atomic int longest;/* the longest token it was sent */
+    char *good;          /* the one session token the server takes */
+    int status;          /* what it answers to any other: 400 or 403 */
+    _Atomic int asked;   /* requests */
+    _Atomic int longest; /* the longest token it was sent */
 } expiring;
 
 static void answer(th_req *q, void *ctx)
@@ -217,8 +217,9 @@ static void creds_file(const char *token)
 {
     char *text = malloc(strlen(token) + 200);
     assert_non_null(text);
-    sprintf(text, "[default]\naws_access_key_id = AKIAROTATED01\naws_secret_access_key = s\n"
-                  "aws_session_token = %s\n",
+    sprintf(text,
+            "[default]\naws_access_key_id = AKIAROTATED01\naws_secret_access_key = s\n"
+            "aws_session_token = %s\n",
             token);
     write_text(g_file, text);
     free(text);

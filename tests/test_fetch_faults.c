@@ -43,10 +43,10 @@ static double now_s(void)
 /* ---- the servers ------------------------------------------------------------ */
 
 typedef struct site {
-    char location[256];       /* where /redirect sends */
-    _Atomic int slowdowns;    /* /slowdown answers so far */
-    _Atomic int token_seen;   /* a request came with x-amz-security-token */
-    _Atomic int auth_seen;    /* ... with Authorization */
+    char location[256];     /* where /redirect sends */
+    _Atomic int slowdowns;  /* /slowdown answers so far */
+    _Atomic int token_seen; /* a request came with x-amz-security-token */
+    _Atomic int auth_seen;  /* ... with Authorization */
 } site;
 
 static th_server g_srv, g_other;
@@ -84,8 +84,8 @@ static void answer(th_req *q, void *ctx)
         if (!strcmp(q->method, "HEAD")) /* as S3 answers a HEAD: no body, no code */
             th_sendf(q->fd, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n");
         else
-            th_sendf(q->fd, "HTTP/1.1 403 Forbidden\r\nContent-Length: %zu\r\n\r\n%s",
-                     strlen(body), body);
+            th_sendf(q->fd, "HTTP/1.1 403 Forbidden\r\nContent-Length: %zu\r\n\r\n%s", strlen(body),
+                     body);
     } else if (strstr(p, "/slowdown")) { /* a code, then none */
         const char *body = atomic_fetch_add(&s->slowdowns, 1) == 0
                                ? "<Error><Code>SlowDown</Code><Message>Reduce</Message></Error>"
@@ -170,8 +170,7 @@ static void timed_get(const char *path, int retries, int64_t timeout_ms, rf_fetc
     get(f, q, url, secs);
     q->url = NULL; /* url was ours */
     rf__fetch_destroy(f, 0);
-    print_message("%s: %d %s in %.2f s\n", path, q->tries, q->tries == 1 ? "try" : "tries",
-                  *secs);
+    print_message("%s: %d %s in %.2f s\n", path, q->tries, q->tries == 1 ? "try" : "tries", *secs);
 }
 
 static void has(const char *msg, const char *want)
@@ -240,8 +239,7 @@ static void test_signed_request_follows_no_redirect(void **state)
     (void)state;
     clean_env();
     signed_env();
-    snprintf(g_site.location, sizeof g_site.location, "http://127.0.0.1:%d/stolen",
-             g_other.port);
+    snprintf(g_site.location, sizeof g_site.location, "http://127.0.0.1:%d/stolen", g_other.port);
     atomic_store(&g_other_site.token_seen, 0);
     int before = atomic_load(&g_other.requests);
     rf_fetch *f = fetcher(0, 5000);

@@ -54,8 +54,8 @@ static void page(th_req *q, int keys, int matching, const char *token)
         n += (size_t)snprintf(body + n, cap - n, "<Contents><Key>ds/k-%d-%d.%s</Key></Contents>",
                               q->n, i, i < matching ? "tar" : "txt");
     if (token)
-        n += (size_t)snprintf(body + n, cap - n, "<NextContinuationToken>%s</NextContinuationToken>",
-                              token);
+        n += (size_t)snprintf(body + n, cap - n,
+                              "<NextContinuationToken>%s</NextContinuationToken>", token);
     n += (size_t)snprintf(body + n, cap - n, "</ListBucketResult>");
     th_sendf(q->fd, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", n);
     th_send(q->fd, body, n);

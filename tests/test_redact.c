@@ -107,8 +107,7 @@ static void answer(th_req *q, void *ctx)
         th_sendf(q->fd, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
         return;
     }
-    th_sendf(q->fd, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nETag: \"v1\"\r\n\r\n",
-             g_shard_len);
+    th_sendf(q->fd, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nETag: \"v1\"\r\n\r\n", g_shard_len);
     if (strcmp(q->method, "HEAD") != 0)
         th_send(q->fd, g_shard, g_shard_len);
 }

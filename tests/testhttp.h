@@ -36,11 +36,11 @@ typedef struct th_server th_server;
 
 typedef struct th_req {
     th_server *srv;
-    int fd;          /* the connection: write the response here */
-    int n;           /* this request's number, from 0, in order of arrival */
+    int fd; /* the connection: write the response here */
+    int n;  /* this request's number, from 0, in order of arrival */
     char method[16];
-    char path[4096]; /* with its query */
-    char head[16384];/* the request head, NUL-terminated */
+    char path[4096];  /* with its query */
+    char head[16384]; /* the request head, NUL-terminated */
 } th_req;
 
 typedef void th_handler(th_req *q, void *ctx);
@@ -223,9 +223,9 @@ static inline int th_start(th_server *s, th_handler *fn, void *ctx)
 static inline void th_aws_env(const char *creds_file, const th_server *s)
 {
     static const char *const unset[] = {
-        "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
-        "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_CA_BUNDLE", "CURL_CA_BUNDLE",
-        "SSL_CERT_FILE", "SSL_CERT_DIR"};
+        "AWS_ACCESS_KEY_ID",   "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+        "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL",      "AWS_CA_BUNDLE",     "CURL_CA_BUNDLE",
+        "SSL_CERT_FILE",       "SSL_CERT_DIR"};
     for (size_t i = 0; i < sizeof unset / sizeof unset[0]; i++)
         unsetenv(unset[i]);
     setenv("AWS_SHARED_CREDENTIALS_FILE", creds_file, 1);

@@ -192,18 +192,31 @@ enum rf_param {
                                   start; default 0. Fixed. */
     /* 38, 39: not used. */
     RF_P_FETCH_RETRIES = 40,   /* remote shards: tries after the first on a connection error, a
-                                  timeout, HTTP 408, 429 or 5xx (exponential backoff from 0.1 s,
-                                  with jitter); then the shard's samples fail naming the URL and
-                                  the HTTP status. Other HTTP errors fail at once, an object whose
-                                  size or ETag changed since indexing without a retry. Under
+                                  timeout (RF_P_FETCH_TIMEOUT_MS), HTTP 408, 429 or 5xx
+                                  (exponential backoff: 0.1 s doubling to 3.2 s at most, each
+                                  x [0.5, 1.5) at random); then the shard's samples fail naming
+                                  the URL (without user:password or query), the HTTP status,
+                                  S3's error code and message, and for s3:// whether and with
+                                  which key the request was signed. Other HTTP errors fail at
+                                  once, an object whose size or ETag changed since indexing
+                                  without a retry; an S3 credential error (ExpiredToken, ...)
+                                  reads the credentials again and, when they changed, tries
+                                  once more at once (not counted here). Under
                                   RF_ON_ERROR_SKIP a bad sample of a remote shard is replaced by
                                   a sample of the same shard (the one sure to be in the cache),
                                   drawn from (seed, epoch, sample); the samples of a shard that
                                   cannot be fetched have no readable substitute and fail.
                                   Default 5. Fixed. */
-    RF_P_FETCH_TIMEOUT_MS = 41,/* remote shards: connect timeout, and a transfer that receives no
-                                  byte for this long (whole seconds, rounded up) fails and is
-                                  retried; default 30000. Fixed. */
+    RF_P_FETCH_TIMEOUT_MS = 41,/* remote shards: a try (connect, TLS, answer and transfer) that
+                                  receives fewer than max(1, 1024 x this / 1000) bytes in any
+                                  span of this long from its start times out and is retried: a
+                                  server that does not answer fails the try after this long, one
+                                  that stalls or trickles under 1 KiB/s within this long and a
+                                  sixteenth. A request that keeps timing out thus gives up after
+                                  at most (RF_P_FETCH_RETRIES + 1) x 17/16 x this, plus the
+                                  backoffs (the k-th at most 0.15 x 2^(k-1) s, 4.8 s from the
+                                  sixth on): with the defaults 196 s; with 2000 and 2 retries,
+                                  6.4 s and at most 0.45 s of backoff. Default 30000. Fixed. */
     RF_P_FETCH_PARALLEL = 42,  /* remote shards: transfers in flight at most; default 4. Fixed. */
 };
 
@@ -264,9 +277,18 @@ RF_API int rf_param_bounds(int param, int64_t *lo, int64_t *hi);
  * remote, every entry then an s3:// or http(s):// URL or brace pattern (a
  * glob lists s3://; http(s):// cannot be listed): they are fetched whole
  * into a local cache (rf_loader_set_cache_dir, RF_P_CACHE_LIMIT) and read
- * there; S3 credentials, region and endpoint come from AWS_ACCESS_KEY_ID,
- * AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION and AWS_ENDPOINT_URL
- * (requests signed with SigV4). The string is
+ * there; S3 credentials come from AWS_ACCESS_KEY_ID,
+ * AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, else from the profile
+ * AWS_PROFILE (else "default") of the shared credentials file
+ * (AWS_SHARED_CREDENTIALS_FILE, else ~/.aws/credentials), and are read
+ * again when S3 says they expired; region and endpoint from AWS_REGION and
+ * AWS_ENDPOINT_URL (http:// or https:// only; requests signed with SigV4
+ * follow no redirect); the CA bundle from AWS_CA_BUNDLE, else
+ * CURL_CA_BUNDLE, else SSL_CERT_FILE, and SSL_CERT_DIR (docs/remote.md).
+ * An http(s) URL may hold a query (a presigned URL, "?token="): it is part
+ * of the object's name, never a glob, and like a URL's user:password never
+ * shown (messages, stats, sample paths and names, RINGFEED_TRACE show it as
+ * ***). The string is
  * copied. Nothing is read until rf_loader_start. Returns NULL only when
  * memory is exhausted or source is NULL.
  * Thread-safety: any thread. */
@@ -568,6 +590,8 @@ RF_API int rf_batch_copy_to(rf_batch *b, void *dst_images, void *dst_labels, voi
 
 /* Detail of the last error on this loader ("" if none): component, path and
  * cause, e.g. "decode: cls1/x.jpg (sample 12): Premature end of JPEG file".
+ * URLs in it are shown without user:password or query (***), and control
+ * bytes and invalid UTF-8 (from servers, shard member names) as \xNN.
  * Who writes it: every failing call records its message, with one rule for
  * the two calls that may run on any thread, rf_batch_release and
  * rf_batch_copy_to: their message does not replace an error of the consumer's
@@ -591,7 +615,9 @@ RF_API int64_t rf_loader_errmsg_copy(const rf_loader *l, char *buf, size_t cap);
 
 /* Writes the loader's statistics as one JSON object into buf (at most cap
  * bytes, NUL-terminated) and returns the length the full text needs, not
- * counting the NUL (as snprintf). Fields: images, batches, images_per_sec,
+ * counting the NUL (as snprintf). Its strings are shown as messages are:
+ * URLs without user:password or query, and control bytes and invalid UTF-8
+ * (from servers, shard member names) as the text \xNN. Fields: images, batches, images_per_sec,
  * stall_seconds, num_workers, shards and shards_from_manifest (tar sources,
  * local or remote: the shards, and those indexed from the ringfeed-pack
  * manifest.json beside them instead of a header walk; a remote one so
@@ -618,7 +644,8 @@ RF_API int64_t rf_loader_errmsg_copy(const rf_loader *l, char *buf, size_t cap);
 RF_API int64_t rf_loader_stats_json(rf_loader *l, char *buf, size_t cap);
 
 /* The file holding the sample with global index `sample` (its path; for tar
- * shards and record files, the shard or record file), or NULL.
+ * shards and record files, the shard or record file; a remote shard's URL
+ * without user:password or query, which show as ***), or NULL.
  * Valid while the loader exists.
  * Thread-safety: any thread after rf_loader_start. */
 RF_API const char *rf_loader_sample_path(const rf_loader *l, int64_t sample);

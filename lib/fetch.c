@@ -18,11 +18,12 @@
  * and every tick_ms, never merely because a socket had data: a transfer's
  * thousands of reads would otherwise each pay for a walk of the want list.
  *
- * A GET's bytes are pushed towards the disk while it runs (writeback started
- * every WRITEBACK_BYTES with sync_file_range), so that the sync before the
- * rename (cache.c) waits for little more than the last part.
+ * Each running try's byte rate is checked at its checkpoints (fetch_try.c),
+ * whose times bound the sleep too, so that a stalled try ends on time.
  *
- * Where a URL is asked for and how an S3 request is signed: fetch_s3.c.
+ * One try (its handle, callbacks, rate check and end): fetch_try.c. Where
+ * a URL is asked for and how an S3 request is signed: fetch_s3.c; the
+ * credentials: fetch_creds.c.
  */
 #define _GNU_SOURCE
 #include "fetch.h"
@@ -38,7 +39,6 @@
 
 #include "clock.h"
 #include "ringfeed.h"
-#include "trace.h"
 
 #ifndef RF_HAVE_CURL
 
@@ -62,259 +62,11 @@ void rf__fetch_totals(rf_fetch *f, rf_fetch_totals *t)
 
 #else
 
-#include <curl/curl.h>
-
-struct rf_fetch {
-    rf_fetch_opts o;
-    CURLM *multi;
-    pthread_t thread;
-    int running; /* (mu) the thread was started (by the first submit) */
-    pid_t pid;
-    rf_fetch_s3 s3; /* where and how S3 requests go (fetch_s3.c); read-only after create */
-    /* set once at create by rf__fetch_set_tick, before any submit starts the
-     * thread (pthread_create orders them before its reads); then read-only */
-    rf_fetch_tick_fn *tick;
-    void *tick_ctx;
-    int tick_ms;
-
-    pthread_mutex_t mu; /* protects queue, stop, running, tick_asked and every request's
-                         * `finished` */
-    pthread_cond_t cv;  /* a request finished (rf__fetch_wait) */
-    rf_fetch_req *queue, *queue_tail;
-    int stop;
-    int tick_asked; /* rf__fetch_wake since the last tick (with curl_multi_wakeup) */
-
-    /* the fetch thread's alone */
-    rf_fetch_req *waiting; /* retries not yet due */
-    rf_fetch_req **run;    /* the `active` requests with a transfer in curl */
-    int active, active_get; /* of which GETs */
-    uint64_t rng;
-
-    /* totals: written by the fetch thread, read anywhere (relaxed) */
-    _Atomic int64_t requests, retries, bytes;
-};
-
-static const char *op_name(int op)
-{
-    return op == RF__FETCH_HEAD ? "HEAD" : "GET";
-}
+#include "fetch_int.h"
+#include "redact.h"
 
 /* small requests (HEAD, MEM) that may run beside `parallel` transfers */
 #define SMALL_MAX 16
-/* a GET's bytes between two starts of writeback (see above) */
-#define WRITEBACK_BYTES ((uint64_t)2 << 20)
-
-/* ---- curl callbacks (fetch thread) ---------------------------------------- */
-
-/* Draws from r's budget what writing its file up to byte upto needs beyond
- * what its tries drew already: 1, or 0 when too few bytes are left. */
-static int draw(rf_fetch_req *r, uint64_t upto)
-{
-    if (!r->budget || upto <= r->drawn)
-        return 1;
-    uint64_t need = upto - r->drawn;
-    /* relaxed: the budget is a count shared with the other GETs' draws (and
-     * the owner's returns); it orders no other memory */
-    uint64_t left = atomic_load_explicit(r->budget, memory_order_relaxed);
-    do {
-        if (need > left)
-            return 0;
-    } while (!atomic_compare_exchange_weak_explicit(r->budget, &left, left - need,
-                                                    memory_order_relaxed, memory_order_relaxed));
-    r->drawn = upto;
-    return 1;
-}
-
-/* The cap that writing r's file up to byte upto would pass (drawing from
- * its budget otherwise): RF__FETCH_OVER_MAX, RF__FETCH_OVER_BUDGET, or 0. */
-static int cap_passed(rf_fetch_req *r, uint64_t upto)
-{
-    if (r->max_size && upto > r->max_size)
-        return RF__FETCH_OVER_MAX;
-    return draw(r, upto) ? 0 : RF__FETCH_OVER_BUDGET;
-}
-
-static void trim(char *v)
-{
-    size_t n = strlen(v);
-    while (n > 0 && (v[n - 1] == '\r' || v[n - 1] == '\n' || v[n - 1] == ' '))
-        v[--n] = '\0';
-}
-
-static size_t on_header(char *p, size_t sz, size_t nmemb, void *ud)
-{
-    rf_fetch_req *r = ud;
-    size_t n = sz * nmemb;
-    char line[512];
-    snprintf(line, sizeof line, "%.*s", (int)(n < sizeof line - 1 ? n : sizeof line - 1), p);
-    trim(line);
-    if (!strncmp(line, "HTTP/", 5)) { /* a new response (after 100 Continue, say) */
-        const char *sp = strchr(line, ' ');
-        r->http = sp ? strtol(sp + 1, NULL, 10) : 0;
-        const char *rs = sp ? strchr(sp + 1, ' ') : NULL;
-        snprintf(r->reason, sizeof r->reason, "%s", rs ? rs + 1 : "");
-        r->have_size = 0;
-        r->etag[0] = '\0';
-    } else if (!strncasecmp(line, "content-length:", 15)) {
-        r->hdr_size = strtoull(line + 15, NULL, 10);
-        r->have_size = 1;
-    } else if (!strncasecmp(line, "etag:", 5)) {
-        const char *v = line + 5;
-        while (*v == ' ')
-            v++;
-        snprintf(r->etag, sizeof r->etag, "%.150s", v);
-    } else if (!strncasecmp(line, "last-modified:", 14) && !r->etag[0]) {
-        const char *v = line + 14;
-        while (*v == ' ')
-            v++;
-        snprintf(r->etag, sizeof r->etag, "lm:%.150s", v);
-    } else if (line[0] == '\0' && r->op == RF__FETCH_GET && r->http / 100 == 2) {
-        /* the headers are complete: is this still the object the index knows? */
-        /* without a Content-Length (a chunked body) the size is checked at
-         * the end, by the bytes written (try_ended) */
-        int size_differs = r->want_size && r->have_size && r->hdr_size != r->want_size;
-        int etag_differs = r->want_etag && r->want_etag[0] && strcmp(r->etag, r->want_etag);
-        if (size_differs || etag_differs) {
-            r->changed = 1;
-            return 0; /* abort: CURLE_WRITE_ERROR */
-        }
-        /* a capped GET: no byte of a body that cannot fit (see fetch.h) */
-        if (r->have_size && (r->over = cap_passed(r, r->hdr_size)) != 0)
-            return 0;
-    }
-    return n;
-}
-
-static size_t on_body(char *p, size_t sz, size_t nmemb, void *ud)
-{
-    rf_fetch_req *r = ud;
-    size_t n = sz * nmemb;
-    if (r->http / 100 != 2) { /* an error's body: keep its start for the message */
-        size_t k = n < sizeof r->errbody - 1 - r->errlen ? n : sizeof r->errbody - 1 - r->errlen;
-        memcpy(r->errbody + r->errlen, p, k);
-        r->errlen += k;
-        r->errbody[r->errlen] = '\0';
-        return n;
-    }
-    if (r->op == RF__FETCH_MEM) {
-        if (r->body_len + n + 1 > r->body_cap) {
-            size_t cap = r->body_cap ? r->body_cap * 2 : 65536;
-            while (cap < r->body_len + n + 1)
-                cap *= 2;
-            char *nb = cap <= RF__FETCH_MEM_MAX ? realloc(r->body, cap) : NULL;
-            if (!nb)
-                return 0;
-            r->body = nb;
-            r->body_cap = cap;
-        }
-        memcpy(r->body + r->body_len, p, n);
-        r->body_len += n;
-        r->body[r->body_len] = '\0';
-        return n;
-    }
-    if (r->size == 0)
-        RF_TRACE("GET first bytes: %s", r->url);
-    if (r->want_size && r->size + n > r->want_size) {
-        r->changed = 1; /* longer than its Content-Length said: never from a sane server */
-        return 0;
-    }
-    if ((r->over = cap_passed(r, r->size + n)) != 0)
-        return 0;
-    size_t done = 0;
-    while (done < n) {
-        ssize_t w = pwrite(r->fd, p + done, n - done, (off_t)(r->size + done));
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            snprintf(r->err, sizeof r->err, "write to the cache: %s", strerror(errno));
-            return 0;
-        }
-        done += (size_t)w;
-    }
-    r->size += n;
-#ifdef SYNC_FILE_RANGE_WRITE
-    if (r->size - r->kicked >= WRITEBACK_BYTES) { /* see above; an error shows at the sync */
-        sync_file_range(r->fd, (off_t)r->kicked, (off_t)(r->size - r->kicked),
-                        SYNC_FILE_RANGE_WRITE);
-        r->kicked = r->size;
-    }
-#endif
-    return n;
-}
-
-/* ---- one try ---------------------------------------------------------------- */
-
-static int start_try(rf_fetch *f, rf_fetch_req *r)
-{
-    char url[8192];
-    CURL *e = curl_easy_init();
-    if (!e || rf__fetch_http_url(&f->s3, r->url, r->query, url, sizeof url) != 0) {
-        if (e)
-            curl_easy_cleanup(e);
-        snprintf(r->err, sizeof r->err, "fetch: %s: %s", r->url,
-                 e ? "URL too long or without a bucket" : "cannot make a curl handle");
-        return e ? RF_E_SOURCE : RF_E_NOMEM;
-    }
-    r->http = 0;
-    r->reason[0] = r->etag[0] = '\0';
-    r->have_size = r->changed = r->over = 0;
-    r->hdr_size = r->size = r->kicked = 0;
-    r->errlen = 0;
-    r->body_len = 0;
-    r->err[0] = '\0';
-    curl_easy_setopt(e, CURLOPT_URL, url);
-    /* a key's dot segments ("a/../b") are part of its name, not a path to
-     * simplify */
-    curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
-    curl_easy_setopt(e, CURLOPT_PRIVATE, r);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
-    curl_easy_setopt(e, CURLOPT_NOBODY, r->op == RF__FETCH_HEAD ? 1L : 0L);
-    if (r->op == RF__FETCH_GET) /* fewer, larger writes into the cache */
-        curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 256L * 1024);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)f->o.timeout_ms);
-    /* no byte for timeout_ms (whole seconds: libcurl's granularity) */
-    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (long)((f->o.timeout_ms + 999) / 1000));
-    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
-    struct curl_slist *h = rf__fetch_s3_sign(&f->s3, r->url, e);
-    if (h)
-        curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
-    r->easy = e;
-    r->hdrs = h;
-    if (curl_multi_add_handle(f->multi, e) != CURLM_OK) {
-        curl_easy_cleanup(e);
-        curl_slist_free_all(h);
-        r->easy = r->hdrs = NULL;
-        snprintf(r->err, sizeof r->err, "fetch: %s: curl_multi_add_handle failed", r->url);
-        return RF_E_SYSTEM;
-    }
-    f->run[f->active++] = r;
-    f->active_get += r->op == RF__FETCH_GET;
-    atomic_fetch_add_explicit(&f->requests, 1, memory_order_relaxed);
-    return 0;
-}
-
-static void end_try(rf_fetch *f, rf_fetch_req *r)
-{
-    if (r->easy) {
-        curl_multi_remove_handle(f->multi, r->easy);
-        curl_easy_cleanup(r->easy);
-        for (int i = 0; i < f->active; i++)
-            if (f->run[i] == r) {
-                f->run[i] = f->run[--f->active];
-                f->active_get -= r->op == RF__FETCH_GET;
-                break;
-            }
-    }
-    curl_slist_free_all(r->hdrs);
-    r->easy = r->hdrs = NULL;
-}
 
 static void finish(rf_fetch *f, rf_fetch_req *r)
 {
@@ -326,16 +78,6 @@ static void finish(rf_fetch *f, rf_fetch_req *r)
     pthread_mutex_unlock(&f->mu);
 }
 
-/* S3's <Code>...</Code> of an error body, or "". */
-static void s3_code(const rf_fetch_req *r, char *out, size_t cap)
-{
-    const char *a = strstr(r->errbody, "<Code>"), *b = a ? strstr(a, "</Code>") : NULL;
-    if (a && b)
-        snprintf(out, cap, " %.*s", (int)(b - a - 6), a + 6);
-    else
-        out[0] = '\0';
-}
-
 static int64_t backoff_ns(rf_fetch *f, int tries)
 {
     int64_t base = (int64_t)100000000 << (tries < 6 ? tries - 1 : 5); /* 0.1 s doubling, 3.2 s */
@@ -345,88 +87,29 @@ static int64_t backoff_ns(rf_fetch *f, int tries)
     return base / 2 + (int64_t)(f->rng % (uint64_t)base); /* jitter: [0.5, 1.5) x base */
 }
 
-/* A try ended with curl's result res: success, a retry later, or failure. */
+/* A try ended with curl's result res: success, a retry (now or later), or
+ * failure. */
 static void try_ended(rf_fetch *f, rf_fetch_req *r, CURLcode res)
 {
-    end_try(f, r);
-    r->tries++;
-    char why[400];
-    int retry = 0;
-    if (res == CURLE_OK && r->http / 100 == 2) {
-        if (r->op != RF__FETCH_GET || !r->want_size || r->size == r->want_size) {
-            if (r->op == RF__FETCH_HEAD)
-                r->size = r->have_size ? r->hdr_size : 0;
-            if (r->op == RF__FETCH_GET) {
-                atomic_fetch_add_explicit(&f->bytes, (int64_t)r->size, memory_order_relaxed);
-                RF_TRACE("GET done: %s", r->url);
-            }
-            r->rc = 0;
-            finish(f, r);
-            return;
-        }
-        snprintf(why, sizeof why, "short body (%llu of %llu bytes)", (unsigned long long)r->size,
-                 (unsigned long long)r->want_size);
-        retry = 1;
-    } else if (r->over) {
-        char got[80] = "more arrived";
-        if (r->have_size)
-            snprintf(got, sizeof got, "Content-Length %llu", (unsigned long long)r->hdr_size);
-        if (r->over == RF__FETCH_OVER_MAX)
-            snprintf(r->err, sizeof r->err, "fetch: %s %s: over the limit of %llu bytes (%s)",
-                     op_name(r->op), r->url, (unsigned long long)r->max_size, got);
-        else
-            snprintf(r->err, sizeof r->err,
-                     "fetch: %s %s: over the bytes left of a limit shared with other requests "
-                     "(%s; %llu drawn by this one)",
-                     op_name(r->op), r->url, got, (unsigned long long)r->drawn);
-        r->rc = RF_E_SOURCE;
+    int next = rf__fetch_try_ended(f, r, res);
+    if (next == RF__TRY_DONE) {
         finish(f, r);
         return;
-    } else if (r->changed) {
-        snprintf(r->err, sizeof r->err,
-                 "fetch: %s %s: the object changed since it was indexed (size %llu, validator "
-                 "%s; now size %llu, validator %s)",
-                 op_name(r->op), r->url, (unsigned long long)r->want_size,
-                 r->want_etag && r->want_etag[0] ? r->want_etag : "none",
-                 (unsigned long long)r->hdr_size, r->etag[0] ? r->etag : "none");
-        r->rc = RF_E_SOURCE;
-        finish(f, r);
-        return;
-    } else if (res == CURLE_OK) {
-        char code[80];
-        s3_code(r, code, sizeof code);
-        snprintf(why, sizeof why, "HTTP status %ld%s%s%s", r->http, r->reason[0] ? " " : "",
-                 r->reason, code);
-        retry = r->http >= 500 || r->http == 408 || r->http == 429;
-    } else {
-        snprintf(why, sizeof why, "%.150s%s%.200s", curl_easy_strerror(res), r->err[0] ? ": " : "",
-                 r->err);
-        retry = res == CURLE_COULDNT_CONNECT || res == CURLE_OPERATION_TIMEDOUT ||
-                res == CURLE_RECV_ERROR || res == CURLE_SEND_ERROR ||
-                res == CURLE_PARTIAL_FILE || res == CURLE_GOT_NOTHING ||
-                res == CURLE_COULDNT_RESOLVE_HOST || res == CURLE_SSL_CONNECT_ERROR ||
-                res == CURLE_HTTP2 || res == CURLE_HTTP2_STREAM;
     }
-    if (retry && r->tries <= f->o.retries) {
+    if (next != RF__TRY_PROBE)
         atomic_fetch_add_explicit(&f->retries, 1, memory_order_relaxed);
-        r->due_ns = rf__now_ns() + backoff_ns(f, r->tries);
-        r->next = f->waiting;
-        f->waiting = r;
-        return;
-    }
-    snprintf(r->err, sizeof r->err, "fetch: %s %s: %s (%d %s)", op_name(r->op), r->url, why,
-             r->tries, r->tries == 1 ? "try" : "tries");
-    r->rc = RF_E_SOURCE;
-    finish(f, r);
+    r->due_ns = rf__now_ns() + (next == RF__TRY_RETRY ? backoff_ns(f, r->tries) : 0);
+    r->next = f->waiting;
+    f->waiting = r;
 }
 
 /* Starts a try of r; 1 when it could not start (r is finished then, and
  * may be gone). */
 static int begin(rf_fetch *f, rf_fetch_req *r)
 {
-    int rc = start_try(f, r);
+    int rc = rf__fetch_start_try(f, r);
     if (rc != 0) {
-        end_try(f, r);
+        rf__fetch_end_try(f, r);
         r->rc = rc;
         finish(f, r);
     }
@@ -464,7 +147,7 @@ static rf_fetch_req *startable(const rf_fetch *f, rf_fetch_req **prev)
 static void *fetch_main(void *arg)
 {
     rf_fetch *f = arg;
-    int64_t next_tick = 0; /* the periodic tick's time */
+    int64_t next_tick = f->tick ? 0 : INT64_MAX; /* the periodic tick's time */
     int ended = 0;         /* a request ended since the last tick */
     for (;;) {
         pthread_mutex_lock(&f->mu);
@@ -511,6 +194,15 @@ static void *fetch_main(void *arg)
             try_ended(f, r, m->data.result);
             ended = 1;
         }
+        /* the rate check of the tries running (fetch_try.c), downwards: an
+         * ended try's place in run is taken by the last, already checked */
+        now = rf__now_ns();
+        int64_t next_check = INT64_MAX;
+        for (int i = f->active - 1; i >= 0; i--)
+            if (rf__fetch_try_stalled(f, f->run[i], now, &next_check)) {
+                try_ended(f, f->run[i], CURLE_OPERATION_TIMEDOUT);
+                ended = 1;
+            }
         pthread_mutex_lock(&f->mu);
         int asked = f->tick_asked;
         f->tick_asked = 0;
@@ -522,7 +214,13 @@ static void *fetch_main(void *arg)
             now = rf__now_ns();
             next_tick = now + (int64_t)f->tick_ms * 1000000;
         }
+        /* the retries queued meanwhile are due too */
+        for (rf_fetch_req *r = f->waiting; r; r = r->next)
+            if (r->due_ns < next_due)
+                next_due = r->due_ns;
         int64_t until = next_tick < next_due ? next_tick : next_due;
+        if (next_check < until)
+            until = next_check;
         int64_t ms = (until - now + 999999) / 1000000;
         int wait_ms = ms < 0 ? 0 : ms > f->tick_ms ? f->tick_ms : (int)ms;
         pthread_mutex_lock(&f->mu);
@@ -532,6 +230,45 @@ static void *fetch_main(void *arg)
         curl_multi_poll(f->multi, NULL, 0, wait_ms, NULL);
     }
     return NULL;
+}
+
+/* The CA bundle and folder from the environment (fetch.h): 0, or
+ * RF_E_SOURCE (err) when one named cannot be read, RF_E_NOMEM. */
+static int ca_env(rf_fetch *f, char *err, size_t errcap)
+{
+    static const char *const files[] = {"AWS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE"};
+    const char *v;
+    for (size_t i = 0; i < sizeof files / sizeof files[0] && !f->ca_file_var; i++)
+        if ((v = getenv(files[i])) != NULL && *v) {
+            f->ca_file_var = files[i];
+            if (access(v, R_OK) != 0) {
+                snprintf(err, errcap, "fetch: the CA bundle %s=%.300s cannot be read: %s",
+                         files[i], v, strerror(errno));
+                return RF_E_SOURCE;
+            }
+            if ((f->ca_file = strdup(v)) == NULL)
+                return RF_E_NOMEM;
+        }
+    if ((v = getenv("SSL_CERT_DIR")) != NULL && *v) {
+        if (access(v, R_OK | X_OK) != 0) {
+            snprintf(err, errcap, "fetch: the CA folder SSL_CERT_DIR=%.300s cannot be read: %s", v,
+                     strerror(errno));
+            return RF_E_SOURCE;
+        }
+        if ((f->ca_dir = strdup(v)) == NULL)
+            return RF_E_NOMEM;
+    }
+    return 0;
+}
+
+/* Frees what create read and allocated besides the thread's state. */
+static void free_config(rf_fetch *f)
+{
+    rf__fetch_s3_free(&f->s3);
+    free(f->ca_file);
+    free(f->ca_dir);
+    free(f->run);
+    free(f);
 }
 
 /* curl_global_init is not thread-safe: once per process, before any handle. */
@@ -563,13 +300,18 @@ int rf__fetch_create(rf_fetch **out, const rf_fetch_opts *o, char *err, size_t e
     f->rng = (uint64_t)rf__now_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)f;
     if (!f->rng)
         f->rng = 1;
-    rf__fetch_s3_env(&f->s3);
-    f->multi = curl_multi_init();
-    if (!f->multi) {
-        free(f->run);
-        free(f);
+    int rc = rf__fetch_s3_env(&f->s3, err, errcap);
+    if (rc == 0)
+        rc = ca_env(f, err, errcap);
+    if (rc == RF_E_NOMEM)
+        snprintf(err, errcap, "fetch: out of memory");
+    if (rc == 0 && (f->multi = curl_multi_init()) == NULL) {
         snprintf(err, errcap, "fetch: cannot make a curl multi handle");
-        return RF_E_NOMEM;
+        rc = RF_E_NOMEM;
+    }
+    if (rc != 0) {
+        free_config(f);
+        return rc;
     }
     curl_multi_setopt(f->multi, CURLMOPT_MAXCONNECTS, (long)f->o.parallel * 2 + SMALL_MAX);
     pthread_mutex_init(&f->mu, NULL);
@@ -601,6 +343,7 @@ void rf__fetch_submit(rf_fetch *f, rf_fetch_req *req)
     req->rc = 0;
     req->tries = 0;
     req->over = 0;
+    req->probe = req->refreshed = 0;
     req->drawn = 0;
     req->finished = 0;
     req->next = NULL;
@@ -660,13 +403,12 @@ void rf__fetch_destroy(rf_fetch *f, int forked)
             pthread_join(f->thread, NULL);
         }
         while (f->active > 0) /* abandoned transfers */
-            end_try(f, f->run[f->active - 1]);
+            rf__fetch_end_try(f, f->run[f->active - 1]);
         curl_multi_cleanup(f->multi);
         pthread_mutex_destroy(&f->mu);
         pthread_cond_destroy(&f->cv);
     }
-    free(f->run);
-    free(f);
+    free_config(f);
 }
 
 void rf__fetch_totals(rf_fetch *f, rf_fetch_totals *t)

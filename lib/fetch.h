@@ -6,11 +6,39 @@
  * object into a file descriptor, at offsets from 0; MEM: a small body into
  * memory, for S3 listings), submits it, and learns of its end through its
  * done callback (on the fetch thread) or rf__fetch_wait. The fetch thread
- * retries connection errors, timeouts (no byte for timeout_ms), HTTP 408,
- * 429 and 5xx with exponential backoff and jitter, up to `retries` more
- * tries; other HTTP errors end the request at once. Every failure leaves a
- * message naming the method, the URL and the HTTP status (and S3's error
- * code when the body has one).
+ * retries connection errors, timeouts, HTTP 408, 429 and 5xx with
+ * exponential backoff and jitter, up to `retries` more tries; other HTTP
+ * errors end the request at once. Every failure leaves a message naming
+ * the method, the URL as it may be shown (redact.h), the HTTP status with
+ * S3's error code and message when the body has them, whether an s3://
+ * request was signed, and curl's own detail (a certificate's problem, say);
+ * bytes from the server in it are escaped.
+ *
+ * A try times out when fewer than max(1, RF__FETCH_MIN_RATE x timeout_ms /
+ * 1000) bytes (headers and body) arrived in the last timeout_ms: so a
+ * server that never answers fails the try timeout_ms after it began
+ * (connect included), one that stalls or trickles below the floor within
+ * timeout_ms and a sixteenth of it (the window advances in sixteenths).
+ * The whole of a request that keeps timing out lasts at most
+ * (retries + 1) x 17/16 x timeout_ms plus the backoffs (0.1 s doubling to
+ * 3.2 s at most, each x [0.5, 1.5)).
+ *
+ * Only http and https are spoken, redirects included. A request signed
+ * for S3 follows no redirect (its signature and session token would go to
+ * wherever the Location said); others follow up to 5, and libcurl sends a
+ * URL's user:password to its own host only. A 400 or 403 of a signed
+ * request whose S3 code says the credentials expired or are not known
+ * (ExpiredToken, InvalidToken, TokenRefreshRequired, InvalidAccessKeyId,
+ * SignatureDoesNotMatch, ...) reads them again (fetch_creds.c) and, when
+ * they changed, tries once more at once with them (a try not counted
+ * against `retries`). A HEAD's error has no body to hold S3's code: a HEAD
+ * of s3:// failing with 400, 401 or 403 is followed by a GET of the
+ * object's first byte, whose error says it (neither counts as a retry).
+ *
+ * TLS: the CA bundle is AWS_CA_BUNDLE, else CURL_CA_BUNDLE, else
+ * SSL_CERT_FILE, and SSL_CERT_DIR a folder of hashed certificates (each
+ * read at create; one that cannot be read fails it), else libcurl's
+ * defaults.
  *
  * A GET that names the size and validator it expects (what the index was
  * built from) fails, without a retry, when the server's differ: the object
@@ -28,13 +56,16 @@
  * Built without libcurl (RF_WITH_CURL=OFF or libcurl4-openssl-dev absent),
  * rf__fetch_create fails with a message saying so.
  *
- * Credentials and endpoint come from the environment at create:
- * AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION (or
+ * Endpoint and region come from the environment at create: AWS_REGION (or
  * AWS_DEFAULT_REGION; default us-east-1), AWS_ENDPOINT_URL_S3 or
- * AWS_ENDPOINT_URL (path-style requests there; else virtual-host requests to
+ * AWS_ENDPOINT_URL (an http:// or https:// URL, else create fails;
+ * path-style requests there; else virtual-host requests to
  * https://BUCKET.s3.REGION.amazonaws.com, or path-style ones to
  * https://s3.REGION.amazonaws.com/BUCKET for a bucket name with dots or
- * other characters a host name label cannot hold: fetch_s3.c).
+ * other characters a host name label cannot hold: fetch_s3.c). Credentials
+ * too, and again after a credential error (above): AWS_ACCESS_KEY_ID,
+ * AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, else the shared credentials
+ * file (fetch_creds.c).
  */
 #ifndef RF_FETCH_H
 #define RF_FETCH_H
@@ -47,9 +78,17 @@ typedef struct rf_fetch rf_fetch;
 
 typedef struct rf_fetch_opts {
     int retries;        /* tries after the first for a retryable failure */
-    int64_t timeout_ms; /* connect timeout; a transfer with no byte for this long fails */
+    int64_t timeout_ms; /* a try with too few bytes in this long times out (above) */
     int parallel;       /* transfers in flight at most */
 } rf_fetch_opts;
+
+/* The floor of a transfer's rate, in bytes per second, over each
+ * timeout_ms (above). */
+#define RF__FETCH_MIN_RATE 1024
+/* Checkpoints of a try's byte count in one timeout_ms (above). */
+#define RF__FETCH_CHECKS 16
+/* Room for curl's own error detail (CURL_ERROR_SIZE). */
+#define RF__FETCH_CURLERR 256
 
 enum { RF__FETCH_HEAD = 1, RF__FETCH_GET = 2, RF__FETCH_MEM = 3 };
 /* rf_fetch_req.over: the cap a GET failed on */
@@ -80,7 +119,8 @@ struct rf_fetch_req {
     char *body;               /* MEM: the body (malloc, NUL-terminated; the caller frees) */
     size_t body_len;
     int tries;
-    int over;                 /* GET: RF__FETCH_OVER_* when a cap failed it, else 0 */
+    int over;                 /* GET: RF__FETCH_OVER_* when a cap failed it (MEM: the size
+                               * of a body in memory passed RF__FETCH_MEM_MAX), else 0 */
     uint64_t drawn;           /* GET: bytes drawn from budget, all tries together */
     char err[1024];
     /* the fetch thread's */
@@ -93,8 +133,24 @@ struct rf_fetch_req {
     uint64_t kicked;          /* GET: bytes whose writeback was started */
     int have_size, changed, finished;
     char reason[64];          /* status line's reason phrase */
-    char errbody[512];        /* the start of an error response's body */
+    char errbody[1024];       /* the start of an error response's body */
     size_t errlen;
+    char curlerr[RF__FETCH_CURLERR]; /* curl's detail of this try's failure */
+    int is_signed;            /* this try was signed for S3 */
+    int refreshed;            /* a try was made again with credentials read again */
+    uint64_t creds_gen;       /* the credentials' generation this try was signed with */
+    int stalled;              /* this try timed out on its bytes (above): err says how */
+    /* HEAD of s3://: a 400, 401 or 403 has no body, so no S3 code; a GET of
+     * its first byte asks for it (1: this try is that GET, 2: it was made),
+     * the HEAD's own status kept meanwhile */
+    int probe;
+    long head_http;
+    char head_reason[64];
+    /* this try's bytes (headers and body) and their count at checkpoints a
+     * sixteenth of timeout_ms apart from its start (a ring: above) */
+    int64_t try_ns, step_ns;
+    uint64_t got, ncp;
+    uint64_t cp[RF__FETCH_CHECKS + 1];
 };
 
 /* The tick: called on the fetch thread after a wake (rf__fetch_wake), after
@@ -133,13 +189,48 @@ int rf__fetch_uri_encode(char *dst, size_t cap, const char *s, int keep_slash);
 /* 1 when the URL is remote (s3://, http://, https://). */
 int rf__fetch_is_url(const char *s);
 
-/* Where S3 requests go and their credentials (the environment's, above). */
+/* The length of url's name: before the query or fragment of an http(s)
+ * URL (a presigned URL's signature, "?token="), which is part of the
+ * object's address but no pattern and no part of a file name; the whole
+ * string otherwise. */
+size_t rf__fetch_url_name_len(const char *url);
+
+/* S3 credentials (fetch_creds.c): any length; wiped before they are freed. */
+typedef struct rf_fetch_creds {
+    char *key_id, *secret, *token; /* malloc'd; NULL: none (no key: requests go unsigned) */
+    char from[600];                /* where they were read, or why there are none (messages) */
+} rf_fetch_creds;
+
+/* Reads the credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (with
+ * AWS_SESSION_TOKEN) when both are set, else the profile AWS_PROFILE (else
+ * "default") of the shared credentials file AWS_SHARED_CREDENTIALS_FILE
+ * (else $HOME/.aws/credentials): aws_access_key_id, aws_secret_access_key,
+ * aws_session_token. None found is no error. 0, or RF_E_NOMEM (c is then
+ * empty). */
+int rf__fetch_creds_read(rf_fetch_creds *c);
+/* Wipes and frees what c holds (c may be all zero). */
+void rf__fetch_creds_free(rf_fetch_creds *c);
+/* 1 when a and b hold the same key, secret and token. */
+int rf__fetch_creds_same(const rf_fetch_creds *a, const rf_fetch_creds *b);
+/* "****" and the key's last four characters (all of it hidden when it is
+ * shorter than 8), into out. */
+void rf__fetch_creds_key_shown(const rf_fetch_creds *c, char *out, size_t cap);
+/* 1 for an S3 error code that says the credentials have expired or are
+ * not known (a reason to read them again). */
+int rf__fetch_creds_error(const char *code);
+
+/* Where S3 requests go and their credentials (above). */
 typedef struct rf_fetch_s3 {
-    char region[64], endpoint[512], key_id[256], secret[256], token[2048];
+    char region[64], endpoint[512];
+    rf_fetch_creds creds;
 } rf_fetch_s3;
 
-/* Fills c from the environment. */
-void rf__fetch_s3_env(rf_fetch_s3 *c);
+/* Fills c from the environment (and the credentials file). 0, RF_E_SOURCE
+ * (err: an endpoint that is not http(s), shown redacted) or RF_E_NOMEM;
+ * then c holds nothing to free. */
+int rf__fetch_s3_env(rf_fetch_s3 *c, char *err, size_t errcap);
+/* Wipes and frees c's credentials. */
+void rf__fetch_s3_free(rf_fetch_s3 *c);
 /* The http(s) URL that url (s3://, http://, https://) is asked at, with
  * query (already encoded; NULL or "": none) after a '?'. 0, or -1 when it
  * does not fit in cap or an s3:// URL has no bucket. */
@@ -147,7 +238,10 @@ int rf__fetch_http_url(const rf_fetch_s3 *c, const char *url, const char *query,
                        size_t cap);
 /* With libcurl: sets SigV4 signing on the easy handle for an s3:// url
  * when c has credentials; returns the headers it needs (a curl_slist the
- * caller passes as CURLOPT_HTTPHEADER and frees), or NULL. */
+ * caller passes as CURLOPT_HTTPHEADER and frees with rf__fetch_headers_free),
+ * or NULL (not signed). */
 void *rf__fetch_s3_sign(const rf_fetch_s3 *c, const char *url, void *easy);
+/* Wipes (the session token is one) and frees headers from rf__fetch_s3_sign. */
+void rf__fetch_headers_free(void *headers);
 
 #endif

@@ -11,8 +11,9 @@
  * make no valid host name at all, so those go path style to
  * https://s3.REGION.amazonaws.com/BUCKET/KEY. The key is URI-encoded as
  * SigV4 wants it ('/' kept). Requests are signed by libcurl
- * (CURLOPT_AWS_SIGV4, "aws:amz:REGION:s3") when credentials are set; a
- * session token travels as x-amz-security-token (signed with it).
+ * (CURLOPT_AWS_SIGV4, "aws:amz:REGION:s3") when credentials are set
+ * (fetch_creds.c); a session token travels as x-amz-security-token (signed
+ * with it), in a header that is wiped before it is freed.
  *
  * Everything here but the signing is plain string work, built with or
  * without libcurl, so that the tests can check it directly.
@@ -23,10 +24,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+
+#include "redact.h"
+#include "ringfeed.h"
 
 int rf__fetch_is_url(const char *s)
 {
     return !strncmp(s, "s3://", 5) || !strncmp(s, "http://", 7) || !strncmp(s, "https://", 8);
+}
+
+size_t rf__fetch_url_name_len(const char *url)
+{
+    if (strncasecmp(url, "http://", 7) != 0 && strncasecmp(url, "https://", 8) != 0)
+        return strlen(url);
+    return strcspn(url, "?#");
 }
 
 int rf__fetch_uri_encode(char *dst, size_t cap, const char *s, int keep_slash)
@@ -55,13 +67,29 @@ static void env_copy(char *dst, size_t cap, const char *a, const char *b, const 
     snprintf(dst, cap, "%s", v && *v ? v : def);
 }
 
-void rf__fetch_s3_env(rf_fetch_s3 *c)
+int rf__fetch_s3_env(rf_fetch_s3 *c, char *err, size_t errcap)
 {
+    memset(c, 0, sizeof *c);
     env_copy(c->region, sizeof c->region, "AWS_REGION", "AWS_DEFAULT_REGION", "us-east-1");
     env_copy(c->endpoint, sizeof c->endpoint, "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "");
-    env_copy(c->key_id, sizeof c->key_id, "AWS_ACCESS_KEY_ID", NULL, "");
-    env_copy(c->secret, sizeof c->secret, "AWS_SECRET_ACCESS_KEY", NULL, "");
-    env_copy(c->token, sizeof c->token, "AWS_SESSION_TOKEN", NULL, "");
+    /* the signature and the session token go where the endpoint says: only
+     * to a server spoken to in http(s) (a file:// or ftp:// endpoint is a
+     * mistake, or worse) */
+    if (c->endpoint[0] && strncasecmp(c->endpoint, "http://", 7) != 0 &&
+        strncasecmp(c->endpoint, "https://", 8) != 0) {
+        char shown[RF__URL_SHOWN];
+        snprintf(err, errcap,
+                 "fetch: the S3 endpoint %s (AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL) is not an "
+                 "http:// or https:// URL",
+                 rf__redact_url(c->endpoint, shown, sizeof shown));
+        return RF_E_SOURCE;
+    }
+    return rf__fetch_creds_read(&c->creds);
+}
+
+void rf__fetch_s3_free(rf_fetch_s3 *c)
+{
+    rf__fetch_creds_free(&c->creds);
 }
 
 int rf__fetch_http_url(const rf_fetch_s3 *c, const char *url, const char *query, char *out,
@@ -98,22 +126,43 @@ int rf__fetch_http_url(const rf_fetch_s3 *c, const char *url, const char *query,
 
 void *rf__fetch_s3_sign(const rf_fetch_s3 *c, const char *url, void *easy)
 {
-    struct curl_slist *h = NULL;
-    if (strncmp(url, "s3://", 5) != 0 || !c->key_id[0])
+    const rf_fetch_creds *k = &c->creds;
+    if (strncmp(url, "s3://", 5) != 0 || !k->key_id || !k->secret)
         return NULL;
     char sig[128];
     snprintf(sig, sizeof sig, "aws:amz:%s:s3", c->region);
-    curl_easy_setopt(easy, CURLOPT_AWS_SIGV4, sig);
-    curl_easy_setopt(easy, CURLOPT_USERNAME, c->key_id);
-    curl_easy_setopt(easy, CURLOPT_PASSWORD, c->secret);
     /* S3 wants the payload's hash signed; a GET or HEAD has none to hash
      * (libcurl then signs this value as it is) */
-    h = curl_slist_append(h, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
-    if (c->token[0]) {
-        char th[2100];
-        snprintf(th, sizeof th, "x-amz-security-token: %s", c->token);
-        h = curl_slist_append(h, th);
+    struct curl_slist *h = curl_slist_append(NULL, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+    if (h && k->token) {
+        static const char name[] = "x-amz-security-token: ";
+        size_t n = strlen(name) + strlen(k->token) + 1;
+        char *th = malloc(n);
+        struct curl_slist *h2 = NULL;
+        if (th) {
+            snprintf(th, n, "%s%s", name, k->token);
+            h2 = curl_slist_append(h, th);
+            explicit_bzero(th, n);
+            free(th);
+        }
+        if (!h2) { /* no header: better no request than one without the token */
+            rf__fetch_headers_free(h);
+            return NULL;
+        }
+        h = h2;
+    }
+    if (h) {
+        curl_easy_setopt(easy, CURLOPT_AWS_SIGV4, sig);
+        curl_easy_setopt(easy, CURLOPT_USERNAME, k->key_id);
+        curl_easy_setopt(easy, CURLOPT_PASSWORD, k->secret);
     }
     return h;
+}
+
+void rf__fetch_headers_free(void *headers)
+{
+    for (struct curl_slist *h = headers; h; h = h->next)
+        explicit_bzero(h->data, strlen(h->data));
+    curl_slist_free_all(headers);
 }
 #endif

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "redact.h"
 #include "trace.h"
 
 /* Formats into errmsg, under err_mu but in a forked child: there the lock may
@@ -33,7 +34,11 @@ static void record(rf_loader *l, int consumer, const char *fmt, va_list ap)
     if (locked)
         pthread_mutex_lock(&l->err_mu);
     if (consumer || !l->err_unread) {
-        vsnprintf(l->errmsg, sizeof l->errmsg, fmt, ap);
+        /* shown as every message is: URLs' secrets hidden, bytes from
+         * servers and shards escaped (redact.h) */
+        char raw[sizeof l->errmsg];
+        vsnprintf(raw, sizeof raw, fmt, ap);
+        rf__redact_text(raw, l->errmsg, sizeof l->errmsg);
         l->err_unread = consumer;
     }
     if (locked)

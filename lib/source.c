@@ -48,6 +48,7 @@ void rf__source_close(rf_source *s)
     free(s->ext_len);
     free(s->first);
     free(s->local_off);
+    free(s->shown_off);
     rf__remote_destroy(s->remote);
     memset(s, 0, sizeof *s);
 }
@@ -193,6 +194,7 @@ size_t rf__source_bytes(const rf_source *s)
     b += (size_t)s->nfiles * sizeof(uint64_t) + (s->first ? ((size_t)s->nfiles + 1) * 8 : 0);
     b += (size_t)(s->class_off ? s->nclasses : 0) * sizeof(uint64_t);
     b += s->local_off ? (size_t)s->nfiles * sizeof(uint64_t) : 0;
+    b += s->shown_off ? (size_t)s->nfiles * sizeof(uint64_t) : 0;
     return b;
 }
 
@@ -250,14 +252,18 @@ int rf__source_open_ex(rf_source *s, const char *spec, const rf_source_opts *opt
             rc = rf__source_files_with(spec, &paths, rf__source_glob_remote, s->remote, err,
                                        errcap);
         for (size_t f = 0; rc == 0 && f < paths.n; f++) {
+            /* an http(s) URL's query (a presigned URL's signature, a
+             * token) is no part of the file's name */
             const char *p = rf__strlist_at(&paths, f);
-            if ((how = rf__compressed_name(p)) != NULL) {
-                rc = rf__compressed_error(p, how, err, errcap);
-            } else if (!rf__fetch_is_url(p) || !has_tar_ext(p)) {
+            char file[4096];
+            snprintf(file, sizeof file, "%.*s", (int)rf__fetch_url_name_len(p), p);
+            if ((how = rf__compressed_name(file)) != NULL) {
+                rc = rf__compressed_error(file, how, err, errcap);
+            } else if (!rf__fetch_is_url(p) || !has_tar_ext(file)) {
                 snprintf(err, errcap,
                          "source: %s: a remote source must name .tar shards, all remote "
                          "(s3://, http://, https://)",
-                         p);
+                         file);
                 rc = RF_E_SOURCE;
             }
         }

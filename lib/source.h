@@ -99,6 +99,9 @@ typedef struct rf_source {
     /* remote tar shards: file_off holds their URLs, local_off the paths of
      * their copies in the cache (read only while pinned: remote.h) */
     uint64_t *local_off;
+    /* remote tar shards: the URLs as they may be shown (redact.h: no
+     * userinfo, no query), which rf__source_path gives */
+    uint64_t *shown_off;
     struct rf_remote *remote; /* owned: the fetcher, the cache, the pins */
 } rf_source;
 
@@ -146,9 +149,12 @@ static inline uint32_t rf__source_shard(const rf_source *s, int64_t i)
 }
 
 /* The file holding sample i's bytes: its own path (folder, list) or its
- * shard / record file. Valid while the source lives. */
+ * shard / record file (a remote shard's URL as it may be shown). Valid
+ * while the source lives. */
 static inline const char *rf__source_path(const rf_source *s, int64_t i)
 {
+    if (s->shown_off)
+        return s->arena + s->shown_off[s->shard[i]];
     if (rf__source_nshards(s) > 0)
         return s->arena + s->file_off[rf__source_shard(s, i)];
     return s->arena + s->path_off[i];

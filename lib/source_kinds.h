@@ -141,9 +141,9 @@ rf_source_index_fn rf__source_index_records; /* source_records.c: o->record_size
 /* source_remote.c: paths are s3:// or http(s):// URLs of tar shards; it
  * makes s->remote (the fetcher and the cache, from o) */
 rf_source_index_fn rf__source_index_remote;
-/* source_remote.c: globs over s3:// (a listing); gctx is the rf_remote */
+/* source_listing.c: globs over s3:// (a listing); gctx is the rf_remote */
 rf_source_glob_fn rf__source_glob_remote;
-/* source_remote.c: the text of the first <tag>...</tag> in [p, end) into out
+/* source_listing.c: the text of the first <tag>...</tag> in [p, end) into out
  * (cap bytes, NUL-terminated, cut short if need be), XML's five named
  * entities and its numeric character references (&#13;, &#x1F;, as UTF-8)
  * decoded; the position after it, or NULL when there is none. */

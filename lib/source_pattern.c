@@ -5,7 +5,8 @@
  * Patterns expand as bash does, left to right: "{0000..0099}" (zero-padded
  * when an end is, optional "..STEP"), "{a,b}" (nested braces allowed; "{a}"
  * and unbalanced braces stay literal); then each result holding '*', '?' or
- * '[' is globbed, its matches sorted by byte value whatever the locale. One
+ * '[' (before an http(s) URL's query, which is no pattern) is globbed, its
+ * matches sorted by byte value whatever the locale. One
  * pattern may name at most RF_MAX_EXPANSION paths, so that a typo such as
  * "{0..999999999}" fails instead of filling memory.
  */
@@ -18,6 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fetch.h"
 #include "ringfeed.h"
 #include "source_kinds.h"
 
@@ -34,9 +36,13 @@ typedef struct expand_ctx {
     size_t errcap;
 } expand_ctx;
 
+/* An http(s) URL's query ("?X-Amz-Signature=...", "?token=") is part of
+ * the object's name, never a pattern: only what comes before it is looked
+ * at. */
 static int has_glob_chars(const char *p)
 {
-    return strpbrk(p, "*?[") != NULL;
+    size_t n = rf__fetch_url_name_len(p);
+    return strcspn(p, "*?[") < n;
 }
 
 static int cmp_str(const void *a, const void *b)

@@ -19,21 +19,17 @@
  * shard, so once the shard is back in the cache the reader reads it as a
  * local one: same bytes, same decode, same order.
  *
- * Globs over s3:// list the bucket (ListObjectsV2 from the prefix before
- * the first glob character, every page, keys asked URL-encoded so that any
- * byte comes through; XML's entities and numeric references are decoded
- * too, for a server that sends keys as XML text) and keep the keys fnmatch
- * accepts ('/' matched only by '/'), sorted; http(s):// cannot be listed, so
- * a glob there is an error that says to use a brace pattern.
+ * Globs over s3:// list the bucket: source_listing.c. A shard's URL is
+ * shown (sample names and paths, messages) without its userinfo and query
+ * (redact.h): s->shown_off.
  */
 #define _GNU_SOURCE
-#include <ctype.h>
-#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fetch.h"
+#include "redact.h"
 #include "remote.h"
 #include "remote_manifest.h"
 #include "ringfeed.h"
@@ -256,180 +252,6 @@ static int index_matches(const char *base, const char *url, uint64_t size, const
     return ok;
 }
 
-/* ---- globs over s3:// ------------------------------------------------------------ */
-
-/* The length of the numeric character reference at a ("&#13;", "&#x1F;")
- * with its code point put as UTF-8 at out + *n; 0 when a holds none. */
-static size_t numeric_ref(const char *a, const char *b, char *out, size_t *n)
-{
-    if (b - a < 4 || a[0] != '&' || a[1] != '#')
-        return 0;
-    int hex = a[2] == 'x' || a[2] == 'X';
-    const char *d = a + 2 + hex, *e = d;
-    unsigned long c = 0;
-    while (e < b && e - d < 8 && (hex ? isxdigit((unsigned char)*e) : isdigit((unsigned char)*e))) {
-        c = c * (hex ? 16 : 10) + (unsigned long)(*e <= '9' ? *e - '0' : (*e | 0x20) - 'a' + 10);
-        e++;
-    }
-    size_t k;
-    if (e == d || e >= b || *e != ';' || (k = rf__utf8(c, out + *n)) == 0)
-        return 0;
-    *n += k;
-    return (size_t)(e + 1 - a);
-}
-
-const char *rf__source_xml_text(const char *p, const char *end, const char *tag, char *out,
-                                size_t cap)
-{
-    char open[64], close[64];
-    snprintf(open, sizeof open, "<%s>", tag);
-    snprintf(close, sizeof close, "</%s>", tag);
-    const char *a = strstr(p, open);
-    if (!a || a >= end)
-        return NULL;
-    a += strlen(open);
-    const char *b = strstr(a, close);
-    if (!b || b > end)
-        return NULL;
-    static const char *const ent[][2] = {
-        {"&amp;", "&"}, {"&lt;", "<"}, {"&gt;", ">"}, {"&quot;", "\""}, {"&apos;", "'"}};
-    size_t n = 0;
-    while (a < b && n + 4 < cap) { /* room for one UTF-8 character and the NUL */
-        size_t e = 0, k;
-        while (e < 5 && strncmp(a, ent[e][0], strlen(ent[e][0])))
-            e++;
-        if (e < 5) {
-            out[n++] = ent[e][1][0];
-            a += strlen(ent[e][0]);
-        } else if ((k = numeric_ref(a, b, out, &n)) > 0) {
-            a += k;
-        } else {
-            out[n++] = *a++;
-        }
-    }
-    out[n] = '\0';
-    return b + strlen(close);
-}
-
-/* A key of a listing asked with encoding-type=url (%XX, and '+' for a
- * space, as S3 writes them) decoded in place; 0, or -1 when malformed or
- * holding a NUL. */
-static int url_decode(char *s)
-{
-    char *o = s;
-    for (; *s; s++) {
-        if (*s == '+') {
-            *o++ = ' ';
-        } else if (*s != '%') {
-            *o++ = *s;
-        } else {
-            char hx[3] = {s[1], s[1] ? s[2] : 0, 0}, *e;
-            unsigned long c = strtoul(hx, &e, 16);
-            if (!isxdigit((unsigned char)hx[0]) || !isxdigit((unsigned char)hx[1]) || *e ||
-                c == 0)
-                return -1;
-            *o++ = (char)c;
-            s += 2;
-        }
-    }
-    *o = '\0';
-    return 0;
-}
-
-int rf__source_glob_remote(void *gctx, const char *word, int (*emit)(const char *, void *),
-                           void *ectx, char *err, size_t errcap)
-{
-    if (strncmp(word, "s3://", 5) != 0) {
-        snprintf(err, errcap,
-                 "source: %s: a glob needs a listing, which an http(s) server does not give; "
-                 "name the shards with a brace pattern (train-{0000..0099}.tar) or a list",
-                 word);
-        return RF_E_SOURCE;
-    }
-    const char *bucket = word + 5, *slash = strchr(bucket, '/');
-    if (!slash) {
-        snprintf(err, errcap, "source: %s: no key after the bucket", word);
-        return RF_E_SOURCE;
-    }
-    const char *keypat = slash + 1;
-    size_t plen = strcspn(keypat, "*?[");
-    /* key: room for a key of 1024 bytes (S3's most) with every byte as %XX */
-    char prefix[2048], eprefix[6200], token[2048], etoken[6200], query[12600], key[4096];
-    char burl[600];
-    snprintf(prefix, sizeof prefix, "%.*s", (int)plen, keypat);
-    snprintf(burl, sizeof burl, "s3://%.*s", (int)(slash - bucket), bucket);
-    if (rf__fetch_uri_encode(eprefix, sizeof eprefix, prefix, 0) != 0) {
-        snprintf(err, errcap, "source: %s: pattern too long", word);
-        return RF_E_SOURCE;
-    }
-    rf_strlist keys = {0};
-    rf_fetch *f = rf__remote_fetcher(gctx);
-    token[0] = '\0';
-    int rc = 0;
-    do {
-        rf__fetch_uri_encode(etoken, sizeof etoken, token, 0);
-        /* the parameters in sorted order: the canonical query SigV4 signs.
-         * encoding-type=url: keys come URL-encoded, so that any byte, even
-         * one XML 1.0 cannot hold, comes through (a server that ignores it
-         * says no <EncodingType>: its keys are taken as XML text) */
-        snprintf(query, sizeof query, "%s%s%sencoding-type=url&list-type=2&prefix=%s",
-                 token[0] ? "continuation-token=" : "", token[0] ? etoken : "",
-                 token[0] ? "&" : "", eprefix);
-        rf_fetch_req q = {.op = RF__FETCH_MEM, .url = burl, .query = query};
-        rf__fetch_submit(f, &q);
-        rf__fetch_wait(f, &q);
-        if (q.rc != 0) {
-            snprintf(err, errcap, "source: listing %s: %s", word, q.err);
-            free(q.body);
-            rc = q.rc;
-            break;
-        }
-        const char *p = q.body ? q.body : "", *end = p + q.body_len;
-        const char *c;
-        char enc[16] = "";
-        rf__source_xml_text(p, end, "EncodingType", enc, sizeof enc);
-        while (rc == 0 && (c = strstr(p, "<Contents>")) != NULL) {
-            const char *ce = strstr(c, "</Contents>");
-            if (!ce)
-                break;
-            if (!rf__source_xml_text(c, ce, "Key", key, sizeof key)) {
-                p = ce;
-                continue;
-            }
-            if (!strcmp(enc, "url") && url_decode(key) != 0) {
-                snprintf(err, errcap, "source: listing %s: key %.300s is not URL-encoded right",
-                         word, key);
-                rc = RF_E_SOURCE;
-            } else if (!fnmatch(keypat, key, FNM_PATHNAME)) {
-                rc = rf__strlist_add(&keys, burl, key);
-            }
-            p = ce;
-        }
-        char trunc[16] = "";
-        rf__source_xml_text(q.body ? q.body : "", end, "IsTruncated", trunc, sizeof trunc);
-        token[0] = '\0';
-        if (!strcmp(trunc, "true") && rc == 0 &&
-            (!rf__source_xml_text(q.body, end, "NextContinuationToken", token, sizeof token) ||
-             !token[0])) {
-            snprintf(err, errcap,
-                     "source: listing %s: a truncated page without a continuation token (the "
-                     "listing cannot go on)",
-                     word);
-            rc = RF_E_SOURCE;
-        }
-        free(q.body);
-    } while (rc == 0 && token[0]);
-    if (rc == 0 && keys.n == 0) {
-        snprintf(err, errcap, "source: pattern %s matches no objects", word);
-        rc = RF_E_SOURCE;
-    }
-    rf__strlist_sort(&keys);
-    for (size_t i = 0; rc == 0 && i < keys.n; i++)
-        rc = emit(rf__strlist_at(&keys, i), ectx);
-    rf__strlist_free(&keys);
-    return rc;
-}
-
 /* ---- indexing ------------------------------------------------------------------ */
 
 /* HEAD of every shard, in parallel: sizes and validators. */
@@ -451,8 +273,9 @@ static int head_all(rf_remote *r, const rf_source *s, char *err, size_t errcap)
             snprintf(err, errcap, "source: %s", q[k].err);
             rc = q[k].rc;
         } else if (rc == 0 && q[k].size == 0) {
+            char shown[RF__URL_SHOWN];
             snprintf(err, errcap, "source: HEAD %s: no Content-Length (or an empty shard)",
-                     q[k].url);
+                     rf__redact_url(q[k].url, shown, sizeof shown));
             rc = RF_E_SOURCE;
         }
         if (rc == 0)
@@ -470,10 +293,22 @@ int rf__source_index_remote(rf_source *s, const rf_strlist *paths, const rf_sour
     s->kind = RF_SOURCE_TAR;
     s->nextras = o->nextras;
     int rc = rf__source_put_files(s, paths);
-    if (rc == 0)
+    if (rc == 0) {
         s->local_off = calloc(s->nfiles, sizeof *s->local_off);
-    if (rc == 0 && !s->local_off)
+        s->shown_off = calloc(s->nfiles, sizeof *s->shown_off);
+    }
+    if (rc == 0 && (!s->local_off || !s->shown_off))
         rc = RF_E_NOMEM;
+    /* the URLs as shown: the same string unless it holds a secret */
+    for (uint32_t k = 0; rc == 0 && k < s->nfiles; k++) {
+        const char *url = s->arena + s->file_off[k];
+        char shown[RF__URL_SHOWN];
+        s->shown_off[k] = s->file_off[k];
+        if (rf__url_has_secret(url)) {
+            rf__redact_url(url, shown, sizeof shown);
+            rc = rf__source_put(s, shown, strlen(shown), &s->shown_off[k]);
+        }
+    }
     /* the packer's manifest.json beside the shards indexes those it
      * describes without a fetch (remote_manifest.c). With no kept index in
      * the cache folder no shard has one, so every folder's manifest is
@@ -543,11 +378,13 @@ int rf__source_index_remote(rf_source *s, const rf_strlist *paths, const rf_sour
         if ((rc = rf__remote_wait(r, k, err, errcap)) != 0)
             break;
         int64_t from = s->n;
-        /* the arena may move while the walk adds names: copy the URL */
-        char name[RF__CACHE_PATH + 8];
+        /* the arena may move while the walk adds names: copy the URL and the
+         * name shown for it */
+        char name[RF__CACHE_PATH + 8], shown[RF__URL_SHOWN];
         snprintf(name, sizeof name, "%s", url);
+        snprintf(shown, sizeof shown, "%s", s->arena + s->shown_off[k]);
         /* through the pin, never the name again (cache.h) */
-        rc = rf__source_tar_shard_fd(s, k, rf__remote_shard_fd(r, k), name, o, NULL, &maxlabel,
+        rc = rf__source_tar_shard_fd(s, k, rf__remote_shard_fd(r, k), shown, o, NULL, &maxlabel,
                                      err, errcap);
         if (rc == 0)
             keep_index(r, k, s, from, name, size, etag, okey);

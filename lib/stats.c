@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "stats.h"
 
+#include "redact.h"
 #include "remote.h"
 
 #include <stdarg.h>
@@ -92,9 +93,20 @@ void rf__json_fmt(rf_json *j, const char *fmt, ...)
 
 void rf__json_str(rf_json *j, const char *s)
 {
+    /* shown as messages are (redact.h): URLs' secrets hidden, control
+     * bytes and invalid UTF-8 from servers and shards as \xNN text, so that
+     * the JSON is valid UTF-8 and a reader that prints a string prints no
+     * byte a terminal acts on */
+    size_t n = strlen(s), room = RF__REDACT_ROOM(n);
+    char small[1024], *shown = room <= sizeof small ? small : malloc(room);
+    if (!shown) {
+        j->oom = 1;
+        return;
+    }
+    rf__redact_text(s, shown, room);
     rf__json_raw(j, "\"");
     char esc[8];
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    for (const unsigned char *p = (const unsigned char *)shown; *p; p++) {
         if (*p == '"' || *p == '\\') {
             esc[0] = '\\';
             esc[1] = (char)*p;
@@ -108,6 +120,8 @@ void rf__json_str(rf_json *j, const char *s)
         rf__json_raw(j, esc);
     }
     rf__json_raw(j, "\"");
+    if (shown != small)
+        free(shown);
 }
 
 void rf__stats_json(const rf_stats *s, int64_t now_ns, rf_json *j)

@@ -1,6 +1,7 @@
 /*
  * trace.c - RINGFEED_TRACE's marks (see trace.h): the switch read once from
- * the environment, the time origin set by the first mark.
+ * the environment, the time origin set by the first mark. A line is shown
+ * as messages are (redact.h): URLs' secrets hidden, outside bytes escaped.
  */
 #include "trace.h"
 
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "redact.h"
 
 /* -1 not read yet, 0 off, 1 on: a racing first read reads the same value */
 static _Atomic int trace_state = -1;
@@ -39,5 +41,7 @@ void rf__trace(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "ringfeed-trace +%.3f %s\n", (double)(now - t0) / 1e6, line);
+    char shown[RF__REDACT_ROOM(sizeof line)];
+    rf__redact_text(line, shown, sizeof shown);
+    fprintf(stderr, "ringfeed-trace +%.3f %s\n", (double)(now - t0) / 1e6, shown);
 }

@@ -13,6 +13,7 @@ their default, so the binding still runs on a library that predates them.
 """
 
 import os
+import re
 
 import numpy as np
 
@@ -95,6 +96,25 @@ def _env_int(var, default):
         return int(v)
     except ValueError:
         raise ValueError("ringfeed: environment %s=%r is not an integer" % (var, v)) from None
+
+
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)([^/?#]*)(.*)$", re.S)
+
+
+def _shown(path):
+    """A source entry as the library shows it (lib/redact.h): a URL's
+    user:password and an http(s) query or fragment become ***."""
+    m = _URL.match(path)
+    if not m:
+        return path
+    scheme, auth, rest = m.groups()
+    if "@" in auth:
+        auth = "***@" + auth.rsplit("@", 1)[1]
+    if scheme.lower() in ("http://", "https://"):
+        cut = min([i for i in (rest.find("?"), rest.find("#")) if i >= 0], default=-1)
+        if cut >= 0:
+            rest = rest[:cut + 1] + "***"
+    return scheme + auth + rest
 
 
 def _source_spec(source):
@@ -197,7 +217,7 @@ class Options:
                  drop_last, num_workers, device, pin_memory, prefetch, on_error, rank,
                  world_size, local_world_size, max_file_bytes, extra):
         self.source = _source_spec(source)
-        self.source_str = os.fsdecode(self.source).replace("\n", ", ")
+        self.source_str = ", ".join(_shown(p) for p in os.fsdecode(self.source).split("\n"))
 
         extra = dict(extra)
         record_size = _int("record_size", extra.pop("record_size", 0))

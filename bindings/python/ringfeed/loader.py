@@ -81,9 +81,18 @@ class Loader:
     folder"). Data larger than the cache
     want shuffle_block: the global shuffle then refetches shards
     (stats()["remote"]["refetches"]). fetch_retries (5), fetch_timeout_ms
-    (30000) and fetch_parallel (4) tune the transfers; stats()["remote"]
-    counts them. S3 credentials, region and endpoint come from the AWS_*
-    environment variables.
+    (30000: a try with under 1 KiB/s over that long, or no answer in it,
+    times out; a request that keeps timing out gives up after at most
+    (fetch_retries + 1) x 17/16 x fetch_timeout_ms plus backoffs of 0.15 s
+    doubling to 4.8 s) and fetch_parallel (4) tune the transfers;
+    stats()["remote"] counts them. S3 credentials come from AWS_ACCESS_KEY_ID,
+    AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, else the shared credentials
+    file (AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials, profile
+    AWS_PROFILE), read again when S3 says they expired; region and endpoint
+    from AWS_REGION and AWS_ENDPOINT_URL; a CA bundle from AWS_CA_BUNDLE,
+    CURL_CA_BUNDLE or SSL_CERT_FILE. A URL's user:password and an http(s)
+    query (a presigned URL) are never shown: *** in errors, stats,
+    sample_path and repr. See docs/remote.md.
 
     See DESIGN.md, "Python surface". Options map one to one to the C API's
     RF_P_* parameters; rank/world_size default to torchrun's RANK/WORLD_SIZE

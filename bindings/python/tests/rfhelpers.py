@@ -248,3 +248,22 @@ def epoch_under_raise(ld):
             if state["epoch"] != 0:
                 return ok, errors, state
             ld.load_state_dict(state)
+
+
+def write_cls_shard(path, keys, width, height, seed, labels):
+    """A WebDataset shard at path: for each key a JPEG member KEY.jpg
+    (width x height, content seed + i) and KEY.cls holding labels[i]."""
+    import io
+    import tarfile
+    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tf:
+        for i, key in enumerate(keys):
+            jp = path + ".member.jpg"
+            write_jpeg(jp, width, height, seed=seed + i)
+            tf.add(jp, arcname=key + ".jpg")
+            os.remove(jp)
+            info = tarfile.TarInfo(key + ".cls")
+            data = b"%d" % labels[i]
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return path
+

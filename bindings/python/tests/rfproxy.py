@@ -6,6 +6,8 @@ FAULT" to --log, and with probability --rate injects one of --faults:
   503       answer 503 Service Unavailable
   stall     say nothing for --stall seconds, then close (past the client's timeout)
   truncate  forward, then cut the response body in half and close
+  trickle   forward, then send the response 2 bytes a second, for --stall
+            seconds at most (a server too slow to be waited for)
 A request whose "METHOD PATH" matches --hold-match waits --hold seconds
 before it goes on (a slow round trip, to see what runs beside it); with
 --times, each request's arrival is also logged there as "SECONDS METHOD
@@ -99,6 +101,17 @@ def main():
             if fault == "truncate" and b"\r\n\r\n" in resp:
                 h, body = resp.split(b"\r\n\r\n", 1)
                 resp = h + b"\r\n\r\n" + body[:len(body) // 2]
+            if fault == "trickle":
+                end = time.monotonic() + a.stall
+                for i in range(len(resp)):
+                    if time.monotonic() >= end:
+                        return
+                    try:
+                        c.sendall(resp[i:i + 1])
+                    except OSError:
+                        return
+                    time.sleep(0.5)
+                return
             c.sendall(resp)
 
     class Server(socketserver.ThreadingTCPServer):

@@ -7,7 +7,7 @@ subprocess on a free port, always stopped (context managers):
   http_files()   Python's http.server over a folder (plain HTTP).
   fault_proxy()  tests/rfproxy.py in front of either: counts requests and, at
                  a given rate, drops connections, answers 503, stalls past the
-                 client's timeout or cuts the body short.
+                 client's timeout, cuts the body short or trickles it.
 
 moto and boto3 come from the test virtualenv (`make deps`: .venv-test); the
 tests skip when they cannot be imported.

@@ -112,6 +112,7 @@ const char *rf_strerror(int status)
     case RF_E_RELEASED: return "batch already released";
     case RF_E_NOT_STARTED: return "loader not started";
     case RF_E_RING_FULL: return "every ring slot is lent";
+    case RF_E_CALLBACK: return "the per-sample callback failed";
     default: return "unknown status";
     }
 }

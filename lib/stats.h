@@ -31,6 +31,7 @@ typedef struct rf_stats {
     int64_t stall_ns;               /* consumer waiting in next */
     int64_t t_first_ns, t_last_ns;  /* first next() call, last lend */
     int64_t read_ns, header_ns, decode_ns, resize_ns; /* summed over samples */
+    int64_t augment_ns, sample_fn_ns, convert_ns;     /* the stages after the geometry */
     int64_t dct_scaled;             /* samples decoded with DCT scaling */
     int64_t verified;               /* files decoded to their end without fault (RF_VERIFY_ONCE) */
     int64_t errors_total;

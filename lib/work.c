@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "dispatch.h"
 #include "ring.h"
 #include "rng.h"
@@ -48,10 +49,20 @@ int rf__work_init(rf_work *k, const rf_config *cfg, const rf_source *src,
         return RF_E_NOMEM;
     }
     k->nworkers = nworkers;
+    if (cfg->post)
+        rf__convert_init(&k->cv, cfg->dtype, cfg->layout, cfg->recipe.mean, cfg->recipe.std,
+                         cfg->recipe.normalized);
+    size_t img_bytes = (size_t)cfg->image_size * (size_t)cfg->image_size * 3;
     for (int i = 0; i < nworkers; i++) {
         k->w[i].dec = rf__decoder_create();
         if (!k->w[i].dec) {
             snprintf(err, errcap, "decode: cannot create a JPEG decompressor");
+            rf__work_free(k);
+            return RF_E_NOMEM;
+        }
+        if (cfg->post && (!(k->w[i].img = malloc(img_bytes)) ||
+                          !(k->w[i].plan = malloc(sizeof *k->w[i].plan)))) {
+            snprintf(err, errcap, "loader: out of memory for the workers' pictures");
             rf__work_free(k);
             return RF_E_NOMEM;
         }
@@ -64,6 +75,9 @@ void rf__work_free(rf_work *k)
     for (int i = 0; k->w && i < k->nworkers; i++) {
         rf__decoder_destroy(k->w[i].dec);
         free(k->w[i].sub.buf);
+        free(k->w[i].img);
+        free(k->w[i].plan);
+        rf__aug_scratch_free(&k->w[i].scr);
     }
     free(k->w);
     free((void *)k->verified);
@@ -154,9 +168,66 @@ static int copy_extras(const rf_work *k, const rf_read *rd, int64_t sample, uint
     return 0;
 }
 
+/* Single writer: a relaxed load and store, no locked instruction. */
+static void counter_add(_Atomic int64_t *c, int64_t v)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+                          memory_order_relaxed);
+}
+
+/* The seed a per-sample callback gets: its own stream of (seed, epoch, sample). */
+static uint64_t sample_fn_seed(uint64_t seed, int64_t epoch, int64_t sample)
+{
+    rf_rng r = rf__rng_make(seed, (uint64_t)epoch, (uint64_t)sample ^ 0x53414d504c45ULL /* "SAMPLE" */);
+    return rf__rng_u64(&r);
+}
+
+/* After the geometry (cfg->post): the augmentations on the worker's picture,
+ * the callback, then the conversion into dst. */
+static int post_sample(rf_work *k, rf_worker_state *w, int worker, int64_t epoch, int64_t sample,
+                       uint8_t *dst, char *reason, size_t cap)
+{
+    const rf_config *cfg = k->cfg;
+    const rf_recipe *r = &cfg->recipe;
+    int s = cfg->image_size, fl = rf__convert_defers(cfg->dtype, r->normalized);
+    ptrdiff_t stride = (ptrdiff_t)s * 3;
+    int64_t t0 = rf__now_ns();
+    w->plan->n = 0;
+    if (r->aug.n > 0) {
+        rf_rng rng = rf__aug_stream(cfg->seed, epoch, sample);
+        rf__aug_draw(&r->aug, s, s, &rng, w->plan);
+        if (fl)
+            rf__aug_plan_defer(w->plan);
+        int rc = rf__aug_run(w->plan, w->img, s, s, stride, &w->scr, reason, cap);
+        if (rc != 0)
+            return rc;
+    }
+    int64_t t1 = rf__now_ns();
+    counter_add(&w->c.augment_ns, t1 - t0);
+    if (r->sample_fn) {
+        rf_sample_info info = {.sample = sample, .epoch = epoch,
+                               .label = rf__source_label(k->src, sample), .worker = worker};
+        int rc = r->sample_fn(r->sample_user, w->img, s, s, 3, stride,
+                              sample_fn_seed(cfg->seed, epoch, sample), &info);
+        int64_t t2 = rf__now_ns();
+        counter_add(&w->c.sample_fn_ns, t2 - t1);
+        t1 = t2;
+        if (rc != 0) {
+            snprintf(reason, cap, "sample_fn returned %d", rc);
+            return RF_E_CALLBACK;
+        }
+    }
+    int rc = rf__convert_run(&k->cv, w->img, s, s, stride, dst, fl ? w->plan : NULL, &w->scr);
+    counter_add(&w->c.convert_ns, rf__now_ns() - t1);
+    if (rc != 0)
+        snprintf(reason, cap, "out of memory converting the picture");
+    return rc;
+}
+
 /* Reads (if needed) and decodes one sample into dst (and its extras into
  * xdst, xlen when asked for); reason set on failure. */
-static int process_sample(rf_work *k, rf_worker_state *w, const rf_read *rd, int64_t epoch,
+static int process_sample(rf_work *k, rf_worker_state *w, int worker, const rf_read *rd,
+                          int64_t epoch,
                           int64_t sample, uint8_t *dst, uint8_t *xdst, uint32_t *xlen,
                           char *reason, size_t cap, rf_decode_times *t)
 {
@@ -212,17 +283,14 @@ static int process_sample(rf_work *k, rf_worker_state *w, const rf_read *rd, int
     o.sample = sample;
     o.check_tail = cfg->verify == RF_VERIFY_ALWAYS ||
                    (cfg->verify == RF_VERIFY_ONCE && !is_verified(k, sample));
-    int rc = rf__decode_sample(w->dec, img, img_len, &o, dst, reason, cap, t);
+    if (cfg->post)
+        o.layout = RF_LAYOUT_NHWC; /* into the worker's picture; convert.c lays it out */
+    int rc = rf__decode_sample(w->dec, img, img_len, &o, cfg->post ? w->img : dst, reason, cap, t);
     if (rc == 0 && t->whole && cfg->verify == RF_VERIFY_ONCE)
         mark_verified(k, sample);
+    if (rc == 0 && cfg->post)
+        rc = post_sample(k, w, worker, epoch, sample, dst, reason, cap);
     return rc;
-}
-
-/* Single writer: a relaxed load and store, no locked instruction. */
-static void counter_add(_Atomic int64_t *c, int64_t v)
-{
-    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
-                          memory_order_relaxed);
 }
 
 void rf__work_sample(void *ctx, int worker, rf_pool_job *pj)
@@ -247,14 +315,17 @@ void rf__work_sample(void *ctx, int worker, rf_pool_job *pj)
     char first_reason[sizeof reason];
     msg[0] = '\0';
     if (!stale)
-        rc = process_sample(k, w, &j->rd, j->epoch, sample, dst, xdst, xlen, reason,
+        rc = process_sample(k, w, worker, &j->rd, j->epoch, sample, dst, xdst, xlen, reason,
                             sizeof reason, &t);
     int skip = cfg->on_error == RF_ON_ERROR_SKIP;
     if (rc != 0) {
         char name[440]; /* the path, "shard.tar:key.jpg" or "file.bin at offset N" */
         rf__source_name(k->src, sample, name, sizeof name);
         snprintf(msg, sizeof msg, "%s: %s (sample %lld): %s",
-                 rc == RF_E_IO || j->rd.err ? "reader" : "decode", name,
+                 rc == RF_E_IO || j->rd.err ? "reader"
+                 : rc == RF_E_CALLBACK      ? "sample_fn"
+                                            : "decode",
+                 name,
                  (long long)sample, reason);
         snprintf(first_reason, sizeof first_reason, "%s", reason);
         int64_t cap = cfg->max_errors;
@@ -274,7 +345,7 @@ void rf__work_sample(void *ctx, int worker, rf_pool_job *pj)
                 rc = RF_E_IO;
                 continue;
             }
-            rc = process_sample(k, w, &w->sub, j->epoch, used, dst, xdst, xlen, reason,
+            rc = process_sample(k, w, worker, &w->sub, j->epoch, used, dst, xdst, xlen, reason,
                                 sizeof reason, &t);
         }
         if (skip && rc == 0) {
@@ -312,7 +383,7 @@ void rf__work_sample(void *ctx, int worker, rf_pool_job *pj)
 void rf__work_totals(rf_work *k, rf_stats *st)
 {
     st->samples_decoded = st->header_ns = st->decode_ns = st->resize_ns = 0;
-    st->dct_scaled = 0;
+    st->dct_scaled = st->augment_ns = st->sample_fn_ns = st->convert_ns = 0;
     for (int i = 0; k->w && i < k->nworkers; i++) {
         rf_work_counters *c = &k->w[i].c;
         st->samples_decoded += atomic_load_explicit(&c->decoded, memory_order_relaxed);
@@ -320,6 +391,9 @@ void rf__work_totals(rf_work *k, rf_stats *st)
         st->decode_ns += atomic_load_explicit(&c->decode_ns, memory_order_relaxed);
         st->resize_ns += atomic_load_explicit(&c->resize_ns, memory_order_relaxed);
         st->dct_scaled += atomic_load_explicit(&c->dct_scaled, memory_order_relaxed);
+        st->augment_ns += atomic_load_explicit(&c->augment_ns, memory_order_relaxed);
+        st->sample_fn_ns += atomic_load_explicit(&c->sample_fn_ns, memory_order_relaxed);
+        st->convert_ns += atomic_load_explicit(&c->convert_ns, memory_order_relaxed);
     }
     st->verified = atomic_load_explicit(&k->nverified, memory_order_relaxed);
 }

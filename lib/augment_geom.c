@@ -1,0 +1,121 @@
+/*
+ * augment_geom.c - the affine ops of the auto-augment policies (ShearX/Y,
+ * TranslateX/Y, Rotate) with NEAREST sampling, as torchvision 0.14 runs them
+ * on a uint8 tensor.
+ *
+ * torchvision builds the inverse matrix in double (_get_inverse_affine_matrix),
+ * rounds it to a float32 theta, makes the output grid in float32
+ * (_gen_affine_grid: pixel centres -w/2 + 0.5 ... times theta^T / (w/2, h/2)),
+ * and grid_sample(mode="nearest", align_corners=False) maps each grid value
+ * back to a source index as (g + 1) * (size / 2) - 0.5, rounded half to
+ * even; a source outside the picture gives the fill. The same float32 steps
+ * here pick the same source pixel but where torch's matrix product rounds
+ * differently (a few pixels per picture, on a rounding boundary).
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "augment.h"
+
+/* Python's math.radians / math.degrees. */
+static const double deg_to_rad = 3.14159265358979323846 / 180.0;
+static const double rad_to_deg = 180.0 / 3.14159265358979323846;
+
+/* torchvision's _get_inverse_affine_matrix(center, angle, translate, 1.0,
+ * shear), inverted = True, in Python's order of operations. */
+static void inverse_affine(const double center[2], double angle, const double translate[2],
+                           const double shear[2], double m[6])
+{
+    double rot = angle * deg_to_rad;
+    double sx = shear[0] * deg_to_rad, sy = shear[1] * deg_to_rad;
+    double cx = center[0], cy = center[1], tx = translate[0], ty = translate[1];
+    double a = cos(rot - sy) / cos(sy);
+    double b = -cos(rot - sy) * tan(sx) / cos(sy) - sin(rot);
+    double c = sin(rot - sy) / cos(sy);
+    double d = -sin(rot - sy) * tan(sx) / cos(sy) + cos(rot);
+    m[0] = d / 1.0;
+    m[1] = -b / 1.0;
+    m[2] = 0.0 / 1.0;
+    m[3] = -c / 1.0;
+    m[4] = a / 1.0;
+    m[5] = 0.0 / 1.0;
+    m[2] += m[0] * (-cx - tx) + m[1] * (-cy - ty);
+    m[5] += m[3] * (-cx - tx) + m[4] * (-cy - ty);
+    m[2] += cx;
+    m[5] += cy;
+}
+
+/* The matrix _apply_op's call of F.affine / F.rotate makes for op on a w x h
+ * picture. */
+static void op_matrix(const rf_op *op, int w, int h, double m[6])
+{
+    double zero[2] = {0.0, 0.0};
+    /* ShearX/Y pass center=[0, 0]: F.affine turns it into [-w/2, -h/2]. */
+    double corner[2] = {1.0 * (0 - w * 0.5), 1.0 * (0 - h * 0.5)};
+    double shear[2] = {0.0, 0.0}, tr[2] = {0.0, 0.0};
+    switch (op->kind) {
+    case RF__OP_SHEARX:
+        shear[0] = atan(op->arg) * rad_to_deg;
+        inverse_affine(corner, 0.0, zero, shear, m);
+        break;
+    case RF__OP_SHEARY:
+        shear[1] = atan(op->arg) * rad_to_deg;
+        inverse_affine(corner, 0.0, zero, shear, m);
+        break;
+    case RF__OP_TRANSLATEX:
+        tr[0] = 1.0 * (double)(int64_t)op->arg; /* translate=[int(magnitude), 0] */
+        inverse_affine(zero, 0.0, tr, shear, m);
+        break;
+    case RF__OP_TRANSLATEY:
+        tr[1] = 1.0 * (double)(int64_t)op->arg;
+        inverse_affine(zero, 0.0, tr, shear, m);
+        break;
+    default: /* RF__OP_ROTATE: F.rotate passes -angle to the same helper */
+        inverse_affine(zero, -op->arg, zero, shear, m);
+        break;
+    }
+}
+
+void rf__op_affine(const rf_op *op, const uint8_t *px, int w, int h, ptrdiff_t stride,
+                   uint8_t *out)
+{
+    double m[6];
+    op_matrix(op, w, h, m);
+    float t[6];
+    for (int i = 0; i < 6; i++)
+        t[i] = (float)m[i];
+    /* rescaled_theta = theta^T / [0.5 w, 0.5 h] */
+    float hw = (float)(0.5 * w), hh = (float)(0.5 * h);
+    float r00 = t[0] / hw, r10 = t[1] / hw, r20 = t[2] / hw;
+    float r01 = t[3] / hh, r11 = t[4] / hh, r21 = t[5] / hh;
+    float sw = (float)w / 2.0f, sh = (float)h / 2.0f;
+    uint8_t fill[3];
+    for (int c = 0; c < 3; c++) {
+        double f = nearbyint(op->fill[c]); /* _cast_squeeze_out rounds before the cast */
+        fill[c] = (uint8_t)(f < 0 ? 0 : f > 255 ? 255 : f);
+    }
+    for (int y = 0; y < h; y++) {
+        float by = (float)(-h * 0.5 + 0.5) + (float)y; /* linspace of half-integers: exact */
+        float gx0 = by * r10, gy0 = by * r11;
+        uint8_t *o = out + (size_t)y * (size_t)w * 3;
+        for (int x = 0; x < w; x++, o += 3) {
+            float bx = (float)(-w * 0.5 + 0.5) + (float)x;
+            float gx = bx * r00 + gx0;
+            gx = gx + r20;
+            float gy = bx * r01 + gy0;
+            gy = gy + r21;
+            float ix = nearbyintf((gx + 1.0f) * sw - 0.5f);
+            float iy = nearbyintf((gy + 1.0f) * sh - 0.5f);
+            if (ix >= 0.0f && ix < (float)w && iy >= 0.0f && iy < (float)h) {
+                const uint8_t *s = px + (ptrdiff_t)iy * stride + (ptrdiff_t)ix * 3;
+                o[0] = s[0];
+                o[1] = s[1];
+                o[2] = s[2];
+            } else {
+                memcpy(o, fill, 3);
+            }
+        }
+    }
+}

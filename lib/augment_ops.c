@@ -235,7 +235,7 @@ static void invert(uint8_t *px, int w, int h, ptrdiff_t stride)
 }
 
 /* autocontrast: per channel ((img - min) * (255 / (max - min))).clamp.to(uint8)
- * in float32; a flat channel (max == min) is kept (scale 1, min 0). */
+ * in float32 (255 / t being t.reciprocal() * 255 in torch); a flat channel (max == min) is kept (scale 1, min 0). */
 static void autocontrast(uint8_t *px, int w, int h, ptrdiff_t stride)
 {
     int lo[3] = {255, 255, 255}, hi[3] = {0, 0, 0};
@@ -254,7 +254,8 @@ static void autocontrast(uint8_t *px, int w, int h, ptrdiff_t stride)
             sc[c] = 1.0f;
         } else {
             mn[c] = (float)lo[c];
-            sc[c] = 255.0f / ((float)hi[c] - (float)lo[c]);
+            /* bound / (max - min): Tensor.__rtruediv__ is reciprocal() * bound */
+            sc[c] = (1.0f / ((float)hi[c] - (float)lo[c])) * 255.0f;
         }
     }
     for (int y = 0; y < h; y++) {

@@ -52,6 +52,14 @@ def test_parameterless_ops_are_identical(name):
         assert np.array_equal(apply(img, name), tv_op(img, name, 0.0)), name
 
 
+def test_autocontrast_on_narrow_ranges():
+    """Channels spanning less than 0..255, where the scale is not 1 (torch
+    takes 255 / (max - min) as a reciprocal times 255)."""
+    for s, (lo, span) in enumerate([(3, 250), (40, 97), (100, 13), (7, 181), (60, 3)]):
+        img = (photo_like(71, 53, 20 + s).astype(np.int32) * span // 255 + lo).astype(np.uint8)
+        assert np.array_equal(apply(img, "AutoContrast"), back(F.autocontrast(tv(img)))), (lo, span)
+
+
 def test_equalize_on_low_contrast_pictures():
     for s in range(5):
         img = (photo_like(64, 48, 10 + s) // 16 + 100).astype(np.uint8)  # a few levels

@@ -19,6 +19,14 @@
 
 #include "augment.h"
 
+/* Columns whose source offsets one pass computes (a stack buffer). */
+#define RF__AUG_MAX_SIDE 512
+
+#if defined(__GNUC__) && !defined(__clang__)
+/* Vectorise the grid's float loop at -O2 too (same IEEE float results). */
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
+#endif
+
 /* Python's math.radians / math.degrees. */
 static const double deg_to_rad = 3.14159265358979323846 / 180.0;
 static const double rad_to_deg = 180.0 / 3.14159265358979323846;
@@ -78,6 +86,40 @@ static void op_matrix(const rf_op *op, int w, int h, double m[6])
     }
 }
 
+/* Round half to even, as grid_sample's nearest mode: adding and removing
+ * 1.5 * 2^23 leaves the float rounded to an integer in the current (nearest
+ * even) mode; exact for |v| < 2^22, far beyond any coordinate here. */
+static inline float rint_even(float v)
+{
+    const float magic = 12582912.0f;
+    return (v + magic) - magic;
+}
+
+/* TranslateX/Y by t pixels: the grid above maps output pixel x to
+ * round((x - w/2 + 0.5) * (1 / (w/2)) - t / (w/2) + 1) * w/2 - 0.5), which is
+ * x - t up to float32 rounding errors of about 1e-7 * w, far below the 0.5
+ * that would move the rounding: a shift, copied row by row. */
+static void translate(const rf_op *op, const uint8_t *px, int w, int h, ptrdiff_t stride,
+                      const uint8_t fill[3], uint8_t *out)
+{
+    int64_t t = (int64_t)op->arg;
+    int64_t dx = op->kind == RF__OP_TRANSLATEX ? t : 0, dy = op->kind == RF__OP_TRANSLATEY ? t : 0;
+    size_t rowb = (size_t)w * 3;
+    for (int y = 0; y < h; y++) {
+        uint8_t *o = out + (size_t)y * rowb;
+        int64_t sy = y - dy;
+        /* columns x with 0 <= x - dx < w, the rest filled */
+        int64_t x0 = dx > 0 ? dx : 0, x1 = dx < 0 ? w + dx : w;
+        if (sy < 0 || sy >= h || x0 >= x1)
+            x0 = x1 = 0;
+        for (int64_t x = 0; x < w; x++)
+            if (x < x0 || x >= x1)
+                memcpy(o + x * 3, fill, 3);
+        if (x1 > x0)
+            memcpy(o + x0 * 3, px + sy * stride + (x0 - dx) * 3, (size_t)(x1 - x0) * 3);
+    }
+}
+
 void rf__op_affine(const rf_op *op, const uint8_t *px, int w, int h, ptrdiff_t stride,
                    uint8_t *out)
 {
@@ -96,25 +138,39 @@ void rf__op_affine(const rf_op *op, const uint8_t *px, int w, int h, ptrdiff_t s
         double f = nearbyint(op->fill[c]); /* _cast_squeeze_out rounds before the cast */
         fill[c] = (uint8_t)(f < 0 ? 0 : f > 255 ? 255 : f);
     }
+    if (op->kind == RF__OP_TRANSLATEX || op->kind == RF__OP_TRANSLATEY) {
+        translate(op, px, w, h, stride, fill, out);
+        return;
+    }
+    int32_t idx[RF__AUG_MAX_SIDE]; /* a row's source offsets, -1 for the fill */
+    const float fw = (float)w, fh = (float)h;
+    const int32_t rs = (int32_t)stride; /* rf__op_run keeps h * stride below 2^31 */
     for (int y = 0; y < h; y++) {
         float by = (float)(-h * 0.5 + 0.5) + (float)y; /* linspace of half-integers: exact */
         float gx0 = by * r10, gy0 = by * r11;
+        float bx0 = (float)(-w * 0.5 + 0.5);
         uint8_t *o = out + (size_t)y * (size_t)w * 3;
-        for (int x = 0; x < w; x++, o += 3) {
-            float bx = (float)(-w * 0.5 + 0.5) + (float)x;
-            float gx = bx * r00 + gx0;
-            gx = gx + r20;
-            float gy = bx * r01 + gy0;
-            gy = gy + r21;
-            float ix = nearbyintf((gx + 1.0f) * sw - 0.5f);
-            float iy = nearbyintf((gy + 1.0f) * sh - 0.5f);
-            if (ix >= 0.0f && ix < (float)w && iy >= 0.0f && iy < (float)h) {
-                const uint8_t *s = px + (ptrdiff_t)iy * stride + (ptrdiff_t)ix * 3;
+        for (int x0 = 0; x0 < w; x0 += RF__AUG_MAX_SIDE) {
+            int n = w - x0 < RF__AUG_MAX_SIDE ? w - x0 : RF__AUG_MAX_SIDE;
+            /* the output grid: base_grid.bmm(rescaled_theta), summed in order
+             * (a loop without branches: the compiler vectorises it) */
+            for (int k = 0; k < n; k++) {
+                float bx = bx0 + (float)(x0 + k);
+                float gx = bx * r00 + gx0;
+                float gy = bx * r01 + gy0;
+                float fx = rint_even((gx + r20 + 1.0f) * sw - 0.5f);
+                float fy = rint_even((gy + r21 + 1.0f) * sh - 0.5f);
+                int in = (fx >= 0.0f) & (fx < fw) & (fy >= 0.0f) & (fy < fh);
+                float cx = fx > 0.0f ? (fx < fw ? fx : 0.0f) : 0.0f;
+                float cy = fy > 0.0f ? (fy < fh ? fy : 0.0f) : 0.0f;
+                int32_t off = (int32_t)cy * rs + (int32_t)cx * 3;
+                idx[k] = in ? off : -1;
+            }
+            for (int k = 0; k < n; k++, o += 3) {
+                const uint8_t *s = idx[k] >= 0 ? px + idx[k] : fill;
                 o[0] = s[0];
                 o[1] = s[1];
                 o[2] = s[2];
-            } else {
-                memcpy(o, fill, 3);
             }
         }
     }

@@ -13,6 +13,7 @@
  */
 #include <assert.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,11 @@
 
 #include "augment.h"
 #include "ringfeed.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+/* Vectorise the per-byte loops at -O2 too (integer, and IEEE float, results unchanged). */
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
+#endif
 
 static const char *const op_names[RF__OP_COUNT] = {
     [RF__OP_IDENTITY] = "Identity",         [RF__OP_SHEARX] = "ShearX",
@@ -78,127 +84,181 @@ static inline float clamp255(float v)
     return v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v;
 }
 
-/* rgb_to_grayscale on uint8: (0.2989 * r + 0.587 * g + 0.114 * b).to(uint8),
- * each product and sum rounded to float32, left to right. */
-static inline uint8_t gray_u8(const uint8_t *p)
+#define ROW(px, y, stride) ((px) + (ptrdiff_t)(y) * (stride))
+
+/* Most ops are a function of each byte alone (per channel): a 256-entry
+ * table per channel, computed with torchvision's float32 steps, then one
+ * lookup per byte. */
+typedef uint8_t lut3[3][256];
+
+static void apply_lut(uint8_t *px, int w, int h, ptrdiff_t stride, const lut3 t)
 {
-    float v = 0.2989f * (float)p[0] + 0.587f * (float)p[1];
-    v = v + 0.114f * (float)p[2];
+    for (int y = 0; y < h; y++) {
+        uint8_t *p = ROW(px, y, stride);
+        for (int x = 0; x < w; x++, p += 3) {
+            p[0] = t[0][p[0]];
+            p[1] = t[1][p[1]];
+            p[2] = t[2][p[2]];
+        }
+    }
+}
+
+/* The products of rgb_to_grayscale, 0.2989 * v, 0.587 * v, 0.114 * v, each
+ * rounded to float32 as the tensor ops round them. */
+typedef struct gray_tabs {
+    float r[256], g[256], b[256];
+} gray_tabs;
+
+static gray_tabs gray_t;
+static pthread_once_t gray_once = PTHREAD_ONCE_INIT;
+
+static void gray_init(void)
+{
+    for (int v = 0; v < 256; v++) {
+        gray_t.r[v] = 0.2989f * (float)v;
+        gray_t.g[v] = 0.587f * (float)v;
+        gray_t.b[v] = 0.114f * (float)v;
+    }
+}
+
+/* Built once; pthread_once orders the writes before every reader. */
+static const gray_tabs *gray_tables(void)
+{
+    pthread_once(&gray_once, gray_init);
+    return &gray_t;
+}
+
+/* rgb_to_grayscale on uint8: (0.2989 * r + 0.587 * g + 0.114 * b).to(uint8),
+ * summed left to right in float32. */
+static inline uint8_t gray_u8(const gray_tabs *t, const uint8_t *p)
+{
+    float v = t->r[p[0]] + t->g[p[1]];
+    v = v + t->b[p[2]];
     return trunc_u8(v);
 }
 
 /* _blend(img1, img2, ratio) for uint8 img1: (ratio * img1 + (1.0 - ratio) *
  * img2).clamp(0, 255).to(uint8); Python computes 1.0 - ratio in double, torch
- * rounds both scalars to float32. */
-typedef struct blend {
-    float r1, r2;
-} blend;
+ * rounds both scalars to float32 (r1, r2 below), and each product and the sum
+ * round to float32. */
 
-static blend blend_of(double ratio)
+/* ratio * x + c per byte, clamped and truncated (brightness: c = (1 - ratio) *
+ * 0 = 0; contrast: c = (1 - ratio) * mean): float arithmetic the compiler
+ * vectorises, the same float32 steps as a table would take. */
+static void scale_add(uint8_t *px, int w, int h, ptrdiff_t stride, float r1, float c)
 {
-    blend b = {(float)ratio, (float)(1.0 - ratio)};
-    return b;
+    for (int y = 0; y < h; y++) {
+        uint8_t *p = ROW(px, y, stride);
+        for (int i = 0; i < w * 3; i++) {
+            float v = r1 * (float)p[i] + c;
+            v = v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v;
+            p[i] = (uint8_t)(int)v;
+        }
+    }
 }
-
-static inline uint8_t blend_px(blend b, float x1, float x2)
-{
-    float v = b.r1 * x1;
-    v = v + b.r2 * x2;
-    return trunc_u8(clamp255(v));
-}
-
-#define ROW(px, y, stride) ((px) + (ptrdiff_t)(y) * (stride))
 
 static void brightness(uint8_t *px, int w, int h, ptrdiff_t stride, double f)
 {
-    blend b = blend_of(f);
-    for (int y = 0; y < h; y++) {
-        uint8_t *p = ROW(px, y, stride);
-        for (int i = 0; i < w * 3; i++)
-            p[i] = blend_px(b, (float)p[i], 0.0f);
+    scale_add(px, w, h, stride, (float)f, 0.0f); /* img2 = zeros: (1 - r) * 0 = 0 */
+}
+
+/* _blend of a row of bytes m with q = (1 - ratio) * img2, in float arithmetic
+ * the compiler vectorises. */
+static void blend_row(uint8_t *out, const uint8_t *m, const float *q, size_t n, float r1)
+{
+    for (size_t i = 0; i < n; i++) {
+        float v = r1 * (float)m[i] + q[i];
+        v = v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v;
+        out[i] = (uint8_t)(int)v;
     }
 }
 
-/* adjust_saturation (the auto-augment ops' Color): blend with the grayscale. */
-static void saturation(uint8_t *px, int w, int h, ptrdiff_t stride, double f)
+/* adjust_saturation (the auto-augment ops' Color): blend with the grayscale,
+ * a row at a time: (1 - ratio) * gray per byte, then the vectorised blend. */
+static int saturation(uint8_t *px, int w, int h, ptrdiff_t stride, double f, rf_aug_scratch *scr)
 {
-    blend b = blend_of(f);
+    size_t rowb = (size_t)w * 3;
+    float *g3 = (float *)scratch(scr, rowb * sizeof(float));
+    if (!g3)
+        return RF_E_NOMEM;
+    float r1 = (float)f, r2 = (float)(1.0 - f);
+    const gray_tabs *gt = gray_tables();
     for (int y = 0; y < h; y++) {
         uint8_t *p = ROW(px, y, stride);
-        for (int x = 0; x < w; x++, p += 3) {
-            float g = (float)gray_u8(p);
-            p[0] = blend_px(b, (float)p[0], g);
-            p[1] = blend_px(b, (float)p[1], g);
-            p[2] = blend_px(b, (float)p[2], g);
+        for (int x = 0; x < w; x++) {
+            float g = r2 * (float)gray_u8(gt, p + 3 * x);
+            g3[3 * x] = g3[3 * x + 1] = g3[3 * x + 2] = g;
         }
+        blend_row(p, p, g3, rowb, r1);
     }
+    return RF_OK;
 }
 
 /* adjust_contrast: blend with the mean of the (truncated) grayscale, taken in
  * float32: torch.mean's sum is exact while it stays below 2^24, which a
  * picture of up to 65793 pixels guarantees; past that torch's pairwise sum and
- * this double one may round differently (by a few float32 ulps of the mean). */
+ * this exact one may round differently (by a few float32 ulps of the mean). */
 static void contrast(uint8_t *px, int w, int h, ptrdiff_t stride, double f)
 {
+    const gray_tabs *gt = gray_tables();
     double sum = 0.0;
     for (int y = 0; y < h; y++) {
         const uint8_t *p = ROW(px, y, stride);
         int64_t row = 0;
         for (int x = 0; x < w; x++, p += 3)
-            row += gray_u8(p);
+            row += gray_u8(gt, p);
         sum += (double)row;
     }
     float mean = (float)sum / (float)((double)w * (double)h);
-    blend b = blend_of(f);
-    float m2 = b.r2 * mean; /* (1.0 - ratio) * mean: a float32 tensor op */
-    for (int y = 0; y < h; y++) {
-        uint8_t *p = ROW(px, y, stride);
-        for (int i = 0; i < w * 3; i++) {
-            float v = b.r1 * (float)p[i];
-            v = v + m2;
-            p[i] = trunc_u8(clamp255(v));
-        }
-    }
+    float r1 = (float)f, r2 = (float)(1.0 - f);
+    scale_add(px, w, h, stride, r1, r2 * mean); /* (1.0 - ratio) * mean: a float32 op */
 }
 
 /* adjust_sharpness: blend with _blurred_degenerate_image, the 3x3 kernel
- * [1 1 1; 1 5 1; 1 1 1] / 13 in float32 over the interior, rounded half to
- * even, the border rows and columns kept. Pictures of 2 pixels or fewer on a
- * side are returned as they are. */
+ * [1 1 1; 1 5 1; 1 1 1] / 13 over the interior, rounded half to even, the
+ * border rows and columns kept. torch sums nine float32 products; the exact
+ * value S / 13 (S the integer weighted sum) is never a tie (2S = 13 (2k + 1)
+ * has no solution) and lies at least 1/26 from one, far beyond float32's
+ * error, so round(S / 13) = (2S + 13) / 26 in integers is the same byte.
+ * Pictures of 2 pixels or fewer on a side are returned as they are. */
 static int sharpness(uint8_t *px, int w, int h, ptrdiff_t stride, double f, rf_aug_scratch *scr)
 {
     if (w <= 2 || h <= 2)
         return RF_OK;
     size_t rowb = (size_t)w * 3;
-    uint8_t *blur = scratch(scr, rowb * (size_t)h);
-    if (!blur)
+    /* the original of the rows above and at the one being written (the kernel
+     * reads them after they changed; the row below is still original), and a
+     * row of (1 - ratio) * blurred */
+    uint8_t *buf = scratch(scr, rowb * 2 + rowb * sizeof(float));
+    if (!buf)
         return RF_E_NOMEM;
-    const float k1 = 1.0f / 13.0f, k5 = 5.0f / 13.0f;
-    for (int y = 0; y < h; y++)
-        memcpy(blur + (size_t)y * rowb, ROW(px, y, stride), rowb);
-    for (int y = 1; y < h - 1; y++) {
-        const uint8_t *a = ROW(px, y - 1, stride), *m = ROW(px, y, stride),
-                      *c = ROW(px, y + 1, stride);
-        uint8_t *o = blur + (size_t)y * rowb;
-        for (int i = 3; i < (w - 1) * 3; i++) {
-            float s = (float)a[i - 3] * k1;
-            s = s + (float)a[i] * k1;
-            s = s + (float)a[i + 3] * k1;
-            s = s + (float)m[i - 3] * k1;
-            s = s + (float)m[i] * k5;
-            s = s + (float)m[i + 3] * k1;
-            s = s + (float)c[i - 3] * k1;
-            s = s + (float)c[i] * k1;
-            s = s + (float)c[i + 3] * k1;
-            o[i] = (uint8_t)nearbyintf(clamp255(s));
-        }
-    }
-    blend b = blend_of(f);
+    uint8_t *above = buf, *here = buf + rowb;
+    float *q = (float *)(buf + 2 * rowb);
+    float r1 = (float)f, r2 = (float)(1.0 - f);
+    memcpy(above, ROW(px, 0, stride), rowb);
     for (int y = 0; y < h; y++) {
-        uint8_t *p = ROW(px, y, stride);
-        const uint8_t *q = blur + (size_t)y * rowb;
-        for (size_t i = 0; i < rowb; i++)
-            p[i] = blend_px(b, (float)p[i], (float)q[i]);
+        uint8_t *row = ROW(px, y, stride);
+        if (y == 0 || y == h - 1) { /* the blurred picture keeps the border: blend(x, x) */
+            for (size_t i = 0; i < rowb; i++)
+                q[i] = r2 * (float)row[i];
+            blend_row(row, row, q, rowb, r1);
+            continue;
+        }
+        memcpy(here, row, rowb);
+        const uint8_t *a = above, *m = here, *c = ROW(px, y + 1, stride);
+        for (size_t i = 0; i < 3; i++) {
+            q[i] = r2 * (float)m[i];
+            q[rowb - 1 - i] = r2 * (float)m[rowb - 1 - i];
+        }
+        for (size_t i = 3; i < rowb - 3; i++) {
+            int sum = a[i - 3] + a[i] + a[i + 3] + m[i - 3] + 5 * m[i] + m[i + 3] + c[i - 3] +
+                      c[i] + c[i + 3];
+            q[i] = r2 * (float)((2 * sum + 13) / 26);
+        }
+        blend_row(row, m, q, rowb, r1);
+        uint8_t *t = above;
+        above = here;
+        here = t;
     }
     return RF_OK;
 }
@@ -216,12 +276,15 @@ static void posterize(uint8_t *px, int w, int h, ptrdiff_t stride, int bits)
 /* solarize: where(img >= threshold, 255 - img, img), compared in float32. */
 static void solarize(uint8_t *px, int w, int h, ptrdiff_t stride, double threshold)
 {
-    float t = (float)threshold;
-    for (int y = 0; y < h; y++) {
+    /* x >= t in float32 is x >= ceil(t) in integers (x is an integer) */
+    float th = (float)threshold;
+    int ti = (int)ceilf(th);
+    uint8_t t8 = (uint8_t)(ti > 255 ? 255 : ti);
+    int none = ti > 255;
+    for (int y = 0; y < h && !none; y++) {
         uint8_t *p = ROW(px, y, stride);
         for (int i = 0; i < w * 3; i++)
-            if ((float)p[i] >= t)
-                p[i] = (uint8_t)(255 - p[i]);
+            p[i] = p[i] >= t8 ? (uint8_t)(255 - p[i]) : p[i];
     }
 }
 
@@ -235,35 +298,46 @@ static void invert(uint8_t *px, int w, int h, ptrdiff_t stride)
 }
 
 /* autocontrast: per channel ((img - min) * (255 / (max - min))).clamp.to(uint8)
- * in float32 (255 / t being t.reciprocal() * 255 in torch); a flat channel (max == min) is kept (scale 1, min 0). */
+ * in float32 (255 / t being t.reciprocal() * 255 in torch); a flat channel
+ * (max == min) is kept (scale 1, min 0). */
 static void autocontrast(uint8_t *px, int w, int h, ptrdiff_t stride)
 {
-    int lo[3] = {255, 255, 255}, hi[3] = {0, 0, 0};
+    /* 48 bytes are 16 whole pixels: byte k of every block is channel k % 3,
+     * so the block-wise minimum and maximum vectorise */
+    uint8_t mn[48], mx[48];
+    memset(mn, 255, sizeof mn);
+    memset(mx, 0, sizeof mx);
+    size_t rowb = (size_t)w * 3, whole = rowb / 48 * 48;
     for (int y = 0; y < h; y++) {
         const uint8_t *p = ROW(px, y, stride);
-        for (int x = 0; x < w; x++, p += 3)
-            for (int c = 0; c < 3; c++) {
-                lo[c] = p[c] < lo[c] ? p[c] : lo[c];
-                hi[c] = p[c] > hi[c] ? p[c] : hi[c];
+        for (size_t i = 0; i < whole; i += 48)
+            for (int k = 0; k < 48; k++) {
+                mn[k] = p[i + k] < mn[k] ? p[i + k] : mn[k];
+                mx[k] = p[i + k] > mx[k] ? p[i + k] : mx[k];
             }
-    }
-    float mn[3], sc[3];
-    for (int c = 0; c < 3; c++) {
-        if (hi[c] == lo[c]) {
-            mn[c] = 0.0f;
-            sc[c] = 1.0f;
-        } else {
-            mn[c] = (float)lo[c];
-            /* bound / (max - min): Tensor.__rtruediv__ is reciprocal() * bound */
-            sc[c] = (1.0f / ((float)hi[c] - (float)lo[c])) * 255.0f;
+        for (size_t i = whole; i < rowb; i++) {
+            int k = (int)(i % 3);
+            mn[k] = p[i] < mn[k] ? p[i] : mn[k];
+            mx[k] = p[i] > mx[k] ? p[i] : mx[k];
         }
     }
-    for (int y = 0; y < h; y++) {
-        uint8_t *p = ROW(px, y, stride);
-        for (int x = 0; x < w; x++, p += 3)
-            for (int c = 0; c < 3; c++)
-                p[c] = trunc_u8(clamp255(((float)p[c] - mn[c]) * sc[c]));
+    int lo[3] = {255, 255, 255}, hi[3] = {0, 0, 0};
+    for (int k = 0; k < 48; k++) {
+        lo[k % 3] = mn[k] < lo[k % 3] ? mn[k] : lo[k % 3];
+        hi[k % 3] = mx[k] > hi[k % 3] ? mx[k] : hi[k % 3];
     }
+    lut3 t;
+    for (int c = 0; c < 3; c++) {
+        float mn = 0.0f, sc = 1.0f;
+        if (hi[c] != lo[c]) {
+            mn = (float)lo[c];
+            /* bound / (max - min): Tensor.__rtruediv__ is reciprocal() * bound */
+            sc = (1.0f / ((float)hi[c] - (float)lo[c])) * 255.0f;
+        }
+        for (int v = 0; v < 256; v++)
+            t[c][v] = trunc_u8(clamp255(((float)v - mn) * sc));
+    }
+    apply_lut(px, w, h, stride, (const uint8_t(*)[256])t);
 }
 
 /* equalize: torchvision's _scale_channel per channel, in integers: step =
@@ -281,8 +355,7 @@ static void equalize(uint8_t *px, int w, int h, ptrdiff_t stride)
             hist[2][p[2]]++;
         }
     }
-    uint8_t lut[3][256];
-    int active[3];
+    lut3 lut;
     for (int c = 0; c < 3; c++) {
         int last = -1;
         int64_t total = 0;
@@ -292,29 +365,23 @@ static void equalize(uint8_t *px, int w, int h, ptrdiff_t stride)
                 last = v;
             }
         int64_t step = last < 0 ? 0 : (total - hist[c][last]) / 255;
-        active[c] = step != 0;
         int64_t cum = 0;
-        for (int v = 0; v < 256 && active[c]; v++) {
-            int64_t l = v == 0 ? 0 : (cum + step / 2) / step;
+        for (int v = 0; v < 256; v++) {
+            int64_t l = step == 0 ? v : v == 0 ? 0 : (cum + step / 2) / step;
             lut[c][v] = (uint8_t)(l > 255 ? 255 : l);
             cum += hist[c][v];
         }
     }
-    for (int y = 0; y < h; y++) {
-        uint8_t *p = ROW(px, y, stride);
-        for (int x = 0; x < w; x++, p += 3)
-            for (int c = 0; c < 3; c++)
-                if (active[c])
-                    p[c] = lut[c][p[c]];
-    }
+    apply_lut(px, w, h, stride, (const uint8_t(*)[256])lut);
 }
 
 static void grayscale(uint8_t *px, int w, int h, ptrdiff_t stride)
 {
+    const gray_tabs *gt = gray_tables();
     for (int y = 0; y < h; y++) {
         uint8_t *p = ROW(px, y, stride);
         for (int x = 0; x < w; x++, p += 3)
-            p[0] = p[1] = p[2] = gray_u8(p);
+            p[0] = p[1] = p[2] = gray_u8(gt, p);
     }
 }
 
@@ -500,7 +567,7 @@ int rf__op_run(const rf_op *op, uint8_t *px, int w, int h, ptrdiff_t stride,
         break;
     }
     case RF__OP_BRIGHTNESS: brightness(px, w, h, stride, op->arg); break;
-    case RF__OP_COLOR: case RF__OP_SATURATION: saturation(px, w, h, stride, op->arg); break;
+    case RF__OP_COLOR: case RF__OP_SATURATION: rc = saturation(px, w, h, stride, op->arg, scr); break;
     case RF__OP_CONTRAST: contrast(px, w, h, stride, op->arg); break;
     case RF__OP_SHARPNESS: rc = sharpness(px, w, h, stride, op->arg, scr); break;
     case RF__OP_POSTERIZE: posterize(px, w, h, stride, (int)op->arg); break;

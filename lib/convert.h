@@ -25,6 +25,11 @@ typedef struct rf_convert {
     int normalized;       /* uint8 output normalised later: deferred erasing maps its values */
     float f32[3][256];    /* RF_DTYPE_FLOAT32 */
     uint16_t u16[3][256]; /* RF_DTYPE_FLOAT16 / RF_DTYPE_BFLOAT16 bits */
+    /* the vector path (x86-64 with AVX2 and F16C): mean and std of 8 lanes,
+     * pat[k] for elements 8k.. of an interleaved run (channel i % 3) and
+     * pat[3 + c] for a plane of channel c */
+    int vec;
+    float mean8[6][8], std8[6][8];
 } rf_convert;
 
 /* 1 for the float element types (RF_DTYPE_FLOAT32, _FLOAT16, _BFLOAT16). */
@@ -58,8 +63,8 @@ uint16_t rf__f32_to_bf16(float f);
  * (or N(0, 1) draws) as the normalised float itself, as torchvision's
  * RandomErasing after Normalize writes them; into a uint8 output normalised
  * later, as the byte nearest to what the normalisation maps to that value
- * (round((v * std + mean) * 255), clamped). RF_OK, or RF_E_NOMEM (the
- * scratch of "random" values). */
+ * (round((v * std + mean) * 255), clamped). scr: the worker's scratch (a
+ * float NCHW row's planes, "random" values). RF_OK, or RF_E_NOMEM. */
 int rf__convert_run(const rf_convert *cv, const uint8_t *src, int w, int h, ptrdiff_t stride,
                     void *dst, const rf_aug_plan *plan, rf_aug_scratch *scr);
 

@@ -52,6 +52,7 @@ int rf__work_init(rf_work *k, const rf_config *cfg, const rf_source *src,
     if (cfg->post)
         rf__convert_init(&k->cv, cfg->dtype, cfg->layout, cfg->recipe.mean, cfg->recipe.std,
                          cfg->recipe.normalized);
+    k->in_place = cfg->dtype == RF_DTYPE_UINT8 && cfg->layout == RF_LAYOUT_NHWC;
     size_t img_bytes = (size_t)cfg->image_size * (size_t)cfg->image_size * 3;
     for (int i = 0; i < nworkers; i++) {
         k->w[i].dec = rf__decoder_create();
@@ -185,7 +186,7 @@ static uint64_t sample_fn_seed(uint64_t seed, int64_t epoch, int64_t sample)
 /* After the geometry (cfg->post): the augmentations on the worker's picture,
  * the callback, then the conversion into dst. */
 static int post_sample(rf_work *k, rf_worker_state *w, int worker, int64_t epoch, int64_t sample,
-                       uint8_t *dst, char *reason, size_t cap)
+                       uint8_t *pic, uint8_t *dst, char *reason, size_t cap)
 {
     const rf_config *cfg = k->cfg;
     const rf_recipe *r = &cfg->recipe;
@@ -198,7 +199,7 @@ static int post_sample(rf_work *k, rf_worker_state *w, int worker, int64_t epoch
         rf__aug_draw(&r->aug, s, s, &rng, w->plan);
         if (fl)
             rf__aug_plan_defer(w->plan);
-        int rc = rf__aug_run(w->plan, w->img, s, s, stride, &w->scr, reason, cap);
+        int rc = rf__aug_run(w->plan, pic, s, s, stride, &w->scr, reason, cap);
         if (rc != 0)
             return rc;
     }
@@ -207,7 +208,7 @@ static int post_sample(rf_work *k, rf_worker_state *w, int worker, int64_t epoch
     if (r->sample_fn) {
         rf_sample_info info = {.sample = sample, .epoch = epoch,
                                .label = rf__source_label(k->src, sample), .worker = worker};
-        int rc = r->sample_fn(r->sample_user, w->img, s, s, 3, stride,
+        int rc = r->sample_fn(r->sample_user, pic, s, s, 3, stride,
                               sample_fn_seed(cfg->seed, epoch, sample), &info);
         int64_t t2 = rf__now_ns();
         counter_add(&w->c.sample_fn_ns, t2 - t1);
@@ -217,7 +218,7 @@ static int post_sample(rf_work *k, rf_worker_state *w, int worker, int64_t epoch
             return RF_E_CALLBACK;
         }
     }
-    int rc = rf__convert_run(&k->cv, w->img, s, s, stride, dst, fl ? w->plan : NULL, &w->scr);
+    int rc = rf__convert_run(&k->cv, pic, s, s, stride, dst, fl ? w->plan : NULL, &w->scr);
     counter_add(&w->c.convert_ns, rf__now_ns() - t1);
     if (rc != 0)
         snprintf(reason, cap, "out of memory converting the picture");
@@ -283,13 +284,17 @@ static int process_sample(rf_work *k, rf_worker_state *w, int worker, const rf_r
     o.sample = sample;
     o.check_tail = cfg->verify == RF_VERIFY_ALWAYS ||
                    (cfg->verify == RF_VERIFY_ONCE && !is_verified(k, sample));
+    /* After the geometry come the augmentations (cfg->post): on the picture in
+     * its place when the output is uint8 NHWC, else on the worker's picture,
+     * which convert.c then lays out in the slot. */
+    uint8_t *pic = cfg->post && !k->in_place ? w->img : dst;
     if (cfg->post)
-        o.layout = RF_LAYOUT_NHWC; /* into the worker's picture; convert.c lays it out */
-    int rc = rf__decode_sample(w->dec, img, img_len, &o, cfg->post ? w->img : dst, reason, cap, t);
+        o.layout = RF_LAYOUT_NHWC;
+    int rc = rf__decode_sample(w->dec, img, img_len, &o, pic, reason, cap, t);
     if (rc == 0 && t->whole && cfg->verify == RF_VERIFY_ONCE)
         mark_verified(k, sample);
     if (rc == 0 && cfg->post)
-        rc = post_sample(k, w, worker, epoch, sample, dst, reason, cap);
+        rc = post_sample(k, w, worker, epoch, sample, pic, dst, reason, cap);
     return rc;
 }
 

@@ -225,6 +225,13 @@ static void test_half_and_bfloat16_rounding(void **state)
     }
 }
 
+/* The output element (y, x, c) of a w x h picture, as convert.h defines it. */
+static float norm_ref(uint8_t v, int c, const double *mean, const double *std)
+{
+    float f = (float)v / 255.0f;
+    return (f - (float)mean[c]) / (float)std[c];
+}
+
 static void test_convert_tables_and_layouts(void **state)
 {
     (void)state;
@@ -235,34 +242,47 @@ static void test_convert_tables_and_layouts(void **state)
     assert_int_equal(rf__convert_check(mean, zero_std, err, sizeof err), RF_E_INVALID);
     rf_convert *cv = malloc(sizeof *cv);
     assert_non_null(cv);
-    uint8_t src[2 * 3 * 3];
-    for (int i = 0; i < 18; i++)
-        src[i] = (uint8_t)(i * 14);
-    float out[18], nchw[18];
-    rf__convert_init(cv, RF_DTYPE_FLOAT32, RF_LAYOUT_NHWC, mean, std, 1);
-    assert_int_equal(rf__convert_run(cv, src, 3, 2, 9, out, NULL, NULL), RF_OK);
-    rf__convert_init(cv, RF_DTYPE_FLOAT32, RF_LAYOUT_NCHW, mean, std, 1);
-    assert_int_equal(rf__convert_run(cv, src, 3, 2, 9, nchw, NULL, NULL), RF_OK);
-    for (int y = 0; y < 2; y++)
-        for (int x = 0; x < 3; x++)
-            for (int c = 0; c < 3; c++) {
-                float v = (float)src[(y * 3 + x) * 3 + c] / 255.0f;
-                v = (v - (float)mean[c]) / (float)std[c];
-                assert_true(out[(y * 3 + x) * 3 + c] == v);
-                assert_true(nchw[(c * 2 + y) * 3 + x] == v);
+    rf_aug_scratch scr = {0};
+    /* widths below, at and past the vector paths' 8, 16 and 24 elements, every byte value */
+    static const int widths[] = {1, 3, 8, 16, 17, 67, 224};
+    for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
+        int w = widths[wi], h = 3;
+        ptrdiff_t stride = (ptrdiff_t)w * 3 + 5; /* rows with a gap */
+        uint8_t *src = malloc((size_t)stride * h);
+        void *out = malloc((size_t)w * h * 3 * 4);
+        assert_non_null(src);
+        assert_non_null(out);
+        for (ptrdiff_t i = 0; i < stride * h; i++)
+            src[i] = (uint8_t)(i * 37 + 11);
+        static const int types[] = {RF_DTYPE_UINT8, RF_DTYPE_FLOAT32, RF_DTYPE_FLOAT16,
+                                    RF_DTYPE_BFLOAT16};
+        for (int t = 0; t < 4; t++)
+            for (int layout = 0; layout < 2; layout++) {
+                rf__convert_init(cv, types[t], layout, mean, std, t > 0);
+                assert_int_equal(rf__convert_run(cv, src, w, h, stride, out, NULL, &scr), RF_OK);
+                for (int y = 0; y < h; y++)
+                    for (int x = 0; x < w; x++)
+                        for (int c = 0; c < 3; c++) {
+                            uint8_t v = src[y * stride + x * 3 + c];
+                            size_t i = layout == RF_LAYOUT_NCHW
+                                           ? ((size_t)c * h + y) * w + x
+                                           : ((size_t)y * w + x) * 3 + c;
+                            float f = norm_ref(v, c, mean, std);
+                            switch (types[t]) {
+                            case RF_DTYPE_UINT8: assert_int_equal(((uint8_t *)out)[i], v); break;
+                            case RF_DTYPE_FLOAT32: assert_true(((float *)out)[i] == f); break;
+                            case RF_DTYPE_FLOAT16:
+                                assert_int_equal(((uint16_t *)out)[i], rf__f32_to_f16(f));
+                                break;
+                            default:
+                                assert_int_equal(((uint16_t *)out)[i], rf__f32_to_bf16(f));
+                            }
+                        }
             }
-    uint16_t h16[18];
-    rf__convert_init(cv, RF_DTYPE_FLOAT16, RF_LAYOUT_NHWC, mean, std, 1);
-    assert_int_equal(rf__convert_run(cv, src, 3, 2, 9, h16, NULL, NULL), RF_OK);
-    for (int i = 0; i < 18; i++)
-        assert_int_equal(h16[i], rf__f32_to_f16(out[i]));
-    /* uint8 NCHW is the planar rearrangement */
-    uint8_t u8[18];
-    rf__convert_init(cv, RF_DTYPE_UINT8, RF_LAYOUT_NCHW, mean, std, 0);
-    assert_int_equal(rf__convert_run(cv, src, 3, 2, 9, u8, NULL, NULL), RF_OK);
-    for (int i = 0; i < 6; i++)
-        for (int c = 0; c < 3; c++)
-            assert_int_equal(u8[c * 6 + i], src[i * 3 + c]);
+        free(src);
+        free(out);
+    }
+    rf__aug_scratch_free(&scr);
     free(cv);
 }
 

@@ -152,6 +152,10 @@ int rf__op_run(const rf_op *op, uint8_t *px, int w, int h, ptrdiff_t stride,
 void rf__op_affine(const rf_op *op, const uint8_t *px, int w, int h, ptrdiff_t stride,
                    uint8_t *out);
 
+/* TranslateX/Y in place: the same bytes as rf__op_affine gives for them (a
+ * shift by int(arg) pixels, the fill where the source is outside). */
+void rf__op_translate(const rf_op *op, uint8_t *px, int w, int h, ptrdiff_t stride);
+
 /* ---- drawing and running ---------------------------------------------------- */
 
 /* A sample's plan: every op its transforms chose, in order. */

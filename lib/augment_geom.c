@@ -24,7 +24,13 @@
 
 #if defined(__GNUC__) && !defined(__clang__)
 /* Vectorise the grid's float loop at -O2 too (same IEEE float results). */
-#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic", "fp-contract=off")
+#endif
+/* ... and in an AVX2 build too, picked at load time where the machine has it. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__)
+#define RF_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define RF_CLONES
 #endif
 
 /* Python's math.radians / math.degrees. */
@@ -86,6 +92,15 @@ static void op_matrix(const rf_op *op, int w, int h, double m[6])
     }
 }
 
+/* The fill as bytes: _cast_squeeze_out rounds before the cast. */
+static void fill_bytes(const rf_op *op, uint8_t fill[3])
+{
+    for (int c = 0; c < 3; c++) {
+        double f = nearbyint(op->fill[c]);
+        fill[c] = (uint8_t)(f < 0 ? 0 : f > 255 ? 255 : f);
+    }
+}
+
 /* Round half to even, as grid_sample's nearest mode: adding and removing
  * 1.5 * 2^23 leaves the float rounded to an integer in the current (nearest
  * even) mode; exact for |v| < 2^22, far beyond any coordinate here. */
@@ -95,28 +110,72 @@ static inline float rint_even(float v)
     return (v + magic) - magic;
 }
 
-/* TranslateX/Y by t pixels: the grid above maps output pixel x to
+/* TranslateX/Y by t pixels: the grid below maps output pixel x to
  * round((x - w/2 + 0.5) * (1 / (w/2)) - t / (w/2) + 1) * w/2 - 0.5), which is
  * x - t up to float32 rounding errors of about 1e-7 * w, far below the 0.5
- * that would move the rounding: a shift, copied row by row. */
-static void translate(const rf_op *op, const uint8_t *px, int w, int h, ptrdiff_t stride,
-                      const uint8_t fill[3], uint8_t *out)
+ * that would move the rounding: a shift, done in place (rows moved in the
+ * order that reads each before it is overwritten). */
+void rf__op_translate(const rf_op *op, uint8_t *px, int w, int h, ptrdiff_t stride)
 {
+    uint8_t fill[3];
+    fill_bytes(op, fill);
     int64_t t = (int64_t)op->arg;
-    int64_t dx = op->kind == RF__OP_TRANSLATEX ? t : 0, dy = op->kind == RF__OP_TRANSLATEY ? t : 0;
     size_t rowb = (size_t)w * 3;
-    for (int y = 0; y < h; y++) {
-        uint8_t *o = out + (size_t)y * rowb;
-        int64_t sy = y - dy;
-        /* columns x with 0 <= x - dx < w, the rest filled */
-        int64_t x0 = dx > 0 ? dx : 0, x1 = dx < 0 ? w + dx : w;
-        if (sy < 0 || sy >= h || x0 >= x1)
-            x0 = x1 = 0;
-        for (int64_t x = 0; x < w; x++)
-            if (x < x0 || x >= x1)
-                memcpy(o + x * 3, fill, 3);
-        if (x1 > x0)
-            memcpy(o + x0 * 3, px + sy * stride + (x0 - dx) * 3, (size_t)(x1 - x0) * 3);
+    if (op->kind == RF__OP_TRANSLATEX) {
+        int64_t x0 = t > 0 ? t : 0, x1 = t < 0 ? w + t : w; /* kept columns: [x0, x1) */
+        if (x0 > w)
+            x0 = w;
+        if (x1 < x0)
+            x1 = x0;
+        for (int y = 0; y < h; y++) {
+            uint8_t *row = px + (ptrdiff_t)y * stride;
+            if (x1 > x0)
+                memmove(row + x0 * 3, row + (x0 - t) * 3, (size_t)(x1 - x0) * 3);
+            for (int64_t x = 0; x < x0; x++)
+                memcpy(row + x * 3, fill, 3);
+            for (int64_t x = x1; x < w; x++)
+                memcpy(row + x * 3, fill, 3);
+        }
+        return;
+    }
+    /* TranslateY: output row y is source row y - t */
+    for (int k = 0; k < h; k++) {
+        int y = t > 0 ? h - 1 - k : k;
+        int64_t sy = y - t;
+        uint8_t *row = px + (ptrdiff_t)y * stride;
+        if (sy >= 0 && sy < h) {
+            memmove(row, px + (ptrdiff_t)sy * stride, rowb);
+        } else {
+            for (int x = 0; x < w; x++)
+                memcpy(row + (size_t)x * 3, fill, 3);
+        }
+    }
+}
+
+/* The constants of one picture's grid (see rf__op_affine). */
+typedef struct grid {
+    float r00, r01, r20, r21, sw, sh, fw, fh;
+    int32_t rs;
+} grid;
+
+/* Source offsets of n output pixels of a row, from column bx0 on: the output
+ * grid base_grid.bmm(rescaled_theta), summed in order, then grid_sample's
+ * unnormalisation and rounding; -1 outside the picture. Without branches: the
+ * compiler vectorises it. */
+RF_CLONES static void grid_run(const grid *g, float bx0, float gx0, float gy0, int n,
+                               int32_t *idx)
+{
+    for (int k = 0; k < n; k++) {
+        float bx = bx0 + (float)k;
+        float gx = bx * g->r00 + gx0;
+        float gy = bx * g->r01 + gy0;
+        float fx = rint_even((gx + g->r20 + 1.0f) * g->sw - 0.5f);
+        float fy = rint_even((gy + g->r21 + 1.0f) * g->sh - 0.5f);
+        int in = (fx >= 0.0f) & (fx < g->fw) & (fy >= 0.0f) & (fy < g->fh);
+        float cx = fx > 0.0f ? (fx < g->fw ? fx : 0.0f) : 0.0f;
+        float cy = fy > 0.0f ? (fy < g->fh ? fy : 0.0f) : 0.0f;
+        int32_t off = (int32_t)cy * g->rs + (int32_t)cx * 3;
+        idx[k] = in ? off : -1;
     }
 }
 
@@ -134,17 +193,10 @@ void rf__op_affine(const rf_op *op, const uint8_t *px, int w, int h, ptrdiff_t s
     float r01 = t[3] / hh, r11 = t[4] / hh, r21 = t[5] / hh;
     float sw = (float)w / 2.0f, sh = (float)h / 2.0f;
     uint8_t fill[3];
-    for (int c = 0; c < 3; c++) {
-        double f = nearbyint(op->fill[c]); /* _cast_squeeze_out rounds before the cast */
-        fill[c] = (uint8_t)(f < 0 ? 0 : f > 255 ? 255 : f);
-    }
-    if (op->kind == RF__OP_TRANSLATEX || op->kind == RF__OP_TRANSLATEY) {
-        translate(op, px, w, h, stride, fill, out);
-        return;
-    }
+    fill_bytes(op, fill);
     int32_t idx[RF__AUG_MAX_SIDE]; /* a row's source offsets, -1 for the fill */
-    const float fw = (float)w, fh = (float)h;
-    const int32_t rs = (int32_t)stride; /* rf__op_run keeps h * stride below 2^31 */
+    /* rf__op_run keeps h * stride below 2^31 */
+    const grid gr = {r00, r01, r20, r21, sw, sh, (float)w, (float)h, (int32_t)stride};
     for (int y = 0; y < h; y++) {
         float by = (float)(-h * 0.5 + 0.5) + (float)y; /* linspace of half-integers: exact */
         float gx0 = by * r10, gy0 = by * r11;
@@ -152,20 +204,7 @@ void rf__op_affine(const rf_op *op, const uint8_t *px, int w, int h, ptrdiff_t s
         uint8_t *o = out + (size_t)y * (size_t)w * 3;
         for (int x0 = 0; x0 < w; x0 += RF__AUG_MAX_SIDE) {
             int n = w - x0 < RF__AUG_MAX_SIDE ? w - x0 : RF__AUG_MAX_SIDE;
-            /* the output grid: base_grid.bmm(rescaled_theta), summed in order
-             * (a loop without branches: the compiler vectorises it) */
-            for (int k = 0; k < n; k++) {
-                float bx = bx0 + (float)(x0 + k);
-                float gx = bx * r00 + gx0;
-                float gy = bx * r01 + gy0;
-                float fx = rint_even((gx + r20 + 1.0f) * sw - 0.5f);
-                float fy = rint_even((gy + r21 + 1.0f) * sh - 0.5f);
-                int in = (fx >= 0.0f) & (fx < fw) & (fy >= 0.0f) & (fy < fh);
-                float cx = fx > 0.0f ? (fx < fw ? fx : 0.0f) : 0.0f;
-                float cy = fy > 0.0f ? (fy < fh ? fy : 0.0f) : 0.0f;
-                int32_t off = (int32_t)cy * rs + (int32_t)cx * 3;
-                idx[k] = in ? off : -1;
-            }
+            grid_run(&gr, bx0 + (float)x0, gx0, gy0, n, idx);
             for (int k = 0; k < n; k++, o += 3) {
                 const uint8_t *s = idx[k] >= 0 ? px + idx[k] : fill;
                 o[0] = s[0];

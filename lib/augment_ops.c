@@ -20,11 +20,20 @@
 #include <strings.h>
 
 #include "augment.h"
+#include "convert.h" /* rf__split_planes */
 #include "ringfeed.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
 /* Vectorise the per-byte loops at -O2 too (integer, and IEEE float, results unchanged). */
-#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic", "fp-contract=off")
+#endif
+
+/* The hot float loops also in an AVX2 build, picked at load time where the
+ * machine has it (the same IEEE results, twice the lanes). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__)
+#define RF_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define RF_CLONES
 #endif
 
 static const char *const op_names[RF__OP_COUNT] = {
@@ -137,6 +146,20 @@ static inline uint8_t gray_u8(const gray_tabs *t, const uint8_t *p)
     return trunc_u8(v);
 }
 
+/* rgb_to_grayscale of a row of w pixels into gray[0..w): the row split into
+ * planes (in planes, 3 * w bytes), then the same float32 products and sums
+ * as gray_u8, in a loop the compiler vectorises. */
+RF_CLONES static void gray_row(const uint8_t *row, int w, uint8_t *planes, uint8_t *gray)
+{
+    uint8_t *r = planes, *g = planes + w, *b = planes + 2 * (size_t)w;
+    rf__split_planes(row, r, g, b, w);
+    for (int x = 0; x < w; x++) {
+        float v = 0.2989f * (float)r[x] + 0.587f * (float)g[x];
+        v = v + 0.114f * (float)b[x];
+        gray[x] = (uint8_t)(int)v;
+    }
+}
+
 /* _blend(img1, img2, ratio) for uint8 img1: (ratio * img1 + (1.0 - ratio) *
  * img2).clamp(0, 255).to(uint8); Python computes 1.0 - ratio in double, torch
  * rounds both scalars to float32 (r1, r2 below), and each product and the sum
@@ -145,7 +168,7 @@ static inline uint8_t gray_u8(const gray_tabs *t, const uint8_t *p)
 /* ratio * x + c per byte, clamped and truncated (brightness: c = (1 - ratio) *
  * 0 = 0; contrast: c = (1 - ratio) * mean): float arithmetic the compiler
  * vectorises, the same float32 steps as a table would take. */
-static void scale_add(uint8_t *px, int w, int h, ptrdiff_t stride, float r1, float c)
+RF_CLONES static void scale_add(uint8_t *px, int w, int h, ptrdiff_t stride, float r1, float c)
 {
     for (int y = 0; y < h; y++) {
         uint8_t *p = ROW(px, y, stride);
@@ -164,7 +187,8 @@ static void brightness(uint8_t *px, int w, int h, ptrdiff_t stride, double f)
 
 /* _blend of a row of bytes m with q = (1 - ratio) * img2, in float arithmetic
  * the compiler vectorises. */
-static void blend_row(uint8_t *out, const uint8_t *m, const float *q, size_t n, float r1)
+RF_CLONES static void blend_row(uint8_t *out, const uint8_t *m, const float *q, size_t n,
+                                float r1)
 {
     for (size_t i = 0; i < n; i++) {
         float v = r1 * (float)m[i] + q[i];
@@ -178,15 +202,17 @@ static void blend_row(uint8_t *out, const uint8_t *m, const float *q, size_t n, 
 static int saturation(uint8_t *px, int w, int h, ptrdiff_t stride, double f, rf_aug_scratch *scr)
 {
     size_t rowb = (size_t)w * 3;
-    float *g3 = (float *)scratch(scr, rowb * sizeof(float));
-    if (!g3)
+    uint8_t *buf = scratch(scr, rowb * sizeof(float) + rowb + (size_t)w);
+    if (!buf)
         return RF_E_NOMEM;
+    float *g3 = (float *)buf;
+    uint8_t *planes = buf + rowb * sizeof(float), *gray = planes + rowb;
     float r1 = (float)f, r2 = (float)(1.0 - f);
-    const gray_tabs *gt = gray_tables();
     for (int y = 0; y < h; y++) {
         uint8_t *p = ROW(px, y, stride);
+        gray_row(p, w, planes, gray);
         for (int x = 0; x < w; x++) {
-            float g = r2 * (float)gray_u8(gt, p + 3 * x);
+            float g = r2 * (float)gray[x];
             g3[3 * x] = g3[3 * x + 1] = g3[3 * x + 2] = g;
         }
         blend_row(p, p, g3, rowb, r1);
@@ -198,20 +224,23 @@ static int saturation(uint8_t *px, int w, int h, ptrdiff_t stride, double f, rf_
  * float32: torch.mean's sum is exact while it stays below 2^24, which a
  * picture of up to 65793 pixels guarantees; past that torch's pairwise sum and
  * this exact one may round differently (by a few float32 ulps of the mean). */
-static void contrast(uint8_t *px, int w, int h, ptrdiff_t stride, double f)
+static int contrast(uint8_t *px, int w, int h, ptrdiff_t stride, double f, rf_aug_scratch *scr)
 {
-    const gray_tabs *gt = gray_tables();
+    uint8_t *planes = scratch(scr, (size_t)w * 4), *gray = planes + (size_t)w * 3;
+    if (!planes)
+        return RF_E_NOMEM;
     double sum = 0.0;
     for (int y = 0; y < h; y++) {
-        const uint8_t *p = ROW(px, y, stride);
+        gray_row(ROW(px, y, stride), w, planes, gray);
         int64_t row = 0;
-        for (int x = 0; x < w; x++, p += 3)
-            row += gray_u8(gt, p);
+        for (int x = 0; x < w; x++)
+            row += gray[x];
         sum += (double)row;
     }
     float mean = (float)sum / (float)((double)w * (double)h);
     float r1 = (float)f, r2 = (float)(1.0 - f);
     scale_add(px, w, h, stride, r1, r2 * mean); /* (1.0 - ratio) * mean: a float32 op */
+    return RF_OK;
 }
 
 /* adjust_sharpness: blend with _blurred_degenerate_image, the 3x3 kernel
@@ -555,7 +584,16 @@ int rf__op_run(const rf_op *op, uint8_t *px, int w, int h, ptrdiff_t stride,
     case RF__OP_IDENTITY: break;
     case RF__OP_SHEARX: case RF__OP_SHEARY: case RF__OP_TRANSLATEX: case RF__OP_TRANSLATEY:
     case RF__OP_ROTATE: {
+        if (op->kind == RF__OP_TRANSLATEX || op->kind == RF__OP_TRANSLATEY) {
+            rf__op_translate(op, px, w, h, stride);
+            break;
+        }
         size_t rowb = (size_t)w * 3;
+        if ((int64_t)h * stride >= INT32_MAX || w > 1 << 24) { /* augment_geom.c's offsets */
+            snprintf(err, errcap, "augment: %s: a %dx%d picture is too large", rf__op_name(op->kind),
+                     w, h);
+            return RF_E_INVALID;
+        }
         uint8_t *out = scratch(scr, rowb * (size_t)h);
         if (!out) {
             snprintf(err, errcap, "augment: out of memory for a %dx%d picture", w, h);
@@ -568,7 +606,7 @@ int rf__op_run(const rf_op *op, uint8_t *px, int w, int h, ptrdiff_t stride,
     }
     case RF__OP_BRIGHTNESS: brightness(px, w, h, stride, op->arg); break;
     case RF__OP_COLOR: case RF__OP_SATURATION: rc = saturation(px, w, h, stride, op->arg, scr); break;
-    case RF__OP_CONTRAST: contrast(px, w, h, stride, op->arg); break;
+    case RF__OP_CONTRAST: rc = contrast(px, w, h, stride, op->arg, scr); break;
     case RF__OP_SHARPNESS: rc = sharpness(px, w, h, stride, op->arg, scr); break;
     case RF__OP_POSTERIZE: posterize(px, w, h, stride, (int)op->arg); break;
     case RF__OP_SOLARIZE: solarize(px, w, h, stride, op->arg); break;

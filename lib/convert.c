@@ -13,7 +13,7 @@
 
 #if defined(__GNUC__) && !defined(__clang__)
 /* Vectorise the per-byte loops at -O2 too (integer, and IEEE float, results unchanged). */
-#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic", "fp-contract=off")
 #endif
 
 int rf__dtype_is_float(int dtype)
@@ -168,7 +168,7 @@ __attribute__((target("ssse3"))) static void split_ssse3(const uint8_t *s, uint8
     split_c(s, d0 + x, d1 + x, d2 + x, n - x);
 }
 
-static void split_planes(const uint8_t *s, uint8_t *d0, uint8_t *d1, uint8_t *d2, int n)
+void rf__split_planes(const uint8_t *s, uint8_t *d0, uint8_t *d1, uint8_t *d2, int n)
 {
     if (__builtin_cpu_supports("ssse3"))
         split_ssse3(s, d0, d1, d2, n);
@@ -176,7 +176,10 @@ static void split_planes(const uint8_t *s, uint8_t *d0, uint8_t *d1, uint8_t *d2
         split_c(s, d0, d1, d2, n);
 }
 #else
-#define split_planes split_c
+void rf__split_planes(const uint8_t *s, uint8_t *d0, uint8_t *d1, uint8_t *d2, int n)
+{
+    split_c(s, d0, d1, d2, n);
+}
 #endif
 
 /* Element (y, x, c) of a w x h output in the layout. */
@@ -316,13 +319,13 @@ int rf__convert_run(const rf_convert *cv, const uint8_t *src, int w, int h, ptrd
         uint8_t *d = dst;
         if (cv->dtype == RF_DTYPE_UINT8) {
             if (cv->layout == RF_LAYOUT_NCHW)
-                split_planes(s, d + row, d + plane + row, d + 2 * plane + row, w);
+                rf__split_planes(s, d + row, d + plane + row, d + 2 * plane + row, w);
             else if (d + row * 3 != s) /* else augmented in place (work.c) */
                 memcpy(d + row * 3, s, (size_t)w * 3);
         } else if (cv->layout == RF_LAYOUT_NHWC) {
             conv(cv, s, (size_t)w * 3, 0, 3, d + row * 3 * el);
         } else {
-            split_planes(s, planes, planes + w, planes + 2 * (size_t)w, w);
+            rf__split_planes(s, planes, planes + w, planes + 2 * (size_t)w, w);
             for (int c = 0; c < 3; c++)
                 conv(cv, planes + (size_t)c * (size_t)w, (size_t)w, c, 1,
                      d + ((size_t)c * plane + row) * el);

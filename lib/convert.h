@@ -53,6 +53,10 @@ void rf__convert_init(rf_convert *cv, int dtype, int layout, const double mean[3
  * (torchvision refuses it), a mean or std not finite. */
 int rf__convert_check(const double mean[3], const double std[3], char *err, size_t errcap);
 
+/* n RGB pixels at s split into the planes d0, d1, d2 (SSSE3 where the
+ * machine has it; the same bytes either way). */
+void rf__split_planes(const uint8_t *s, uint8_t *d0, uint8_t *d1, uint8_t *d2, int n);
+
 /* IEEE binary16 and bfloat16 bits of a float, rounded to nearest even. */
 uint16_t rf__f32_to_f16(float f);
 uint16_t rf__f32_to_bf16(float f);

@@ -594,8 +594,11 @@ RF_API int64_t rf_loader_errmsg_copy(const rf_loader *l, char *buf, size_t cap);
  * manifest.json beside them instead of a header walk; a remote one so
  * indexed is not fetched to be indexed), io_backend, memory {mode: "pinned"
  * | "pageable", note}, device ("cpu" | "cuda:N"), cuda {built, available,
- * reason, copies, ...}, errors [{path, reason, sample}], stage seconds (read,
- * decode, transform); remote shards add remote {cache_dir, cache_limit,
+ * reason, copies, ...}, errors [{path, reason, sample}], stage_seconds and
+ * per_image_ms (wall time summed over workers: read, header, decode, resize,
+ * augment, sample_fn, convert), per_image_cpu_ms (the workers' CPU time per
+ * image: decode (header + decode + resize), augment, sample_fn, convert);
+ * remote shards add remote {cache_dir, cache_limit,
  * cache_hits, cache_misses, bytes_fetched, requests, retries, evictions, ...,
  * manifest {folders, found, absent (404 or 403), failed (fetch, size or
  * parse), shards (indexed from one), mismatched (shards whose headers were

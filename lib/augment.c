@@ -432,6 +432,12 @@ rf_rng rf__aug_stream(uint64_t seed, int64_t epoch, int64_t sample)
     return rf__rng_make(seed, (uint64_t)epoch, (uint64_t)sample ^ 0x4155474d454e54ULL /* "AUGMENT" */);
 }
 
+uint64_t rf__sample_fn_seed(uint64_t seed, int64_t epoch, int64_t sample)
+{
+    rf_rng r = rf__rng_make(seed, (uint64_t)epoch, (uint64_t)sample ^ 0x53414d504c45ULL /* "SAMPLE" */);
+    return rf__rng_u64(&r);
+}
+
 void rf__aug_draw(const rf_aug_list *l, int w, int h, rf_rng *rng, rf_aug_plan *plan)
 {
     plan->n = 0;

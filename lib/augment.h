@@ -182,6 +182,10 @@ void rf__aug_draw_one(const rf_aug *a, int from, int w, int h, rf_rng *rng, rf_a
  * changes the crops. */
 rf_rng rf__aug_stream(uint64_t seed, int64_t epoch, int64_t sample);
 
+/* The seed a per-sample callback gets (rf_sample_fn): the first value of
+ * its own stream of (seed, epoch, sample). */
+uint64_t rf__sample_fn_seed(uint64_t seed, int64_t epoch, int64_t sample);
+
 /* Draws the whole list for an h x w picture into plan. */
 void rf__aug_draw(const rf_aug_list *l, int w, int h, rf_rng *rng, rf_aug_plan *plan);
 

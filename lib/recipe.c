@@ -195,8 +195,8 @@ int64_t rf_loader_explain(rf_loader *l, int64_t epoch, int64_t sample, char *buf
     rf__aug_plan_json(plan, &c->recipe.aug, &j);
     rf__json_fmt(&j, ", \"dtype\": \"%s\", \"sample_fn\": %s", dtype_name(c->dtype),
                  c->recipe.sample_fn ? "true" : "false");
-    rf_rng sr = rf__rng_make(c->seed, (uint64_t)epoch, (uint64_t)sample ^ 0x53414d504c45ULL);
-    rf__json_fmt(&j, ", \"sample_fn_seed\": %llu}", (unsigned long long)rf__rng_u64(&sr));
+    rf__json_fmt(&j, ", \"sample_fn_seed\": %llu}",
+                 (unsigned long long)rf__sample_fn_seed(c->seed, epoch, sample));
     free(plan);
     if (j.oom) {
         free(j.buf);

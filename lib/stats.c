@@ -135,6 +135,11 @@ void rf__stats_json(const rf_stats *s, int64_t now_ns, rf_json *j)
                  (double)s->decode_ns / 1e6 / n, (double)s->resize_ns / 1e6 / n,
                  (double)s->augment_ns / 1e6 / n, (double)s->sample_fn_ns / 1e6 / n,
                  (double)s->convert_ns / 1e6 / n);
+    rf__json_fmt(j,
+                 "\"per_image_cpu_ms\": {\"decode\": %.4f, \"augment\": %.4f, \"sample_fn\": "
+                 "%.4f, \"convert\": %.4f}, ",
+                 (double)s->decode_cpu_ns / 1e6 / n, (double)s->augment_cpu_ns / 1e6 / n,
+                 (double)s->sample_fn_cpu_ns / 1e6 / n, (double)s->convert_cpu_ns / 1e6 / n);
     rf__json_fmt(j, "\"errors_count\": %lld, \"skipped\": %lld, \"errors\": [",
                  (long long)s->errors_total, (long long)s->skipped);
     for (int i = 0; i < s->nerrors; i++) {

@@ -32,6 +32,8 @@ typedef struct rf_stats {
     int64_t t_first_ns, t_last_ns;  /* first next() call, last lend */
     int64_t read_ns, header_ns, decode_ns, resize_ns; /* summed over samples */
     int64_t augment_ns, sample_fn_ns, convert_ns;     /* the stages after the geometry */
+    /* the workers' CPU time (not wall time) in the same stages */
+    int64_t decode_cpu_ns, augment_cpu_ns, sample_fn_cpu_ns, convert_cpu_ns;
     int64_t dct_scaled;             /* samples decoded with DCT scaling */
     int64_t verified;               /* files decoded to their end without fault (RF_VERIFY_ONCE) */
     int64_t errors_total;

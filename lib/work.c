@@ -176,13 +176,6 @@ static void counter_add(_Atomic int64_t *c, int64_t v)
                           memory_order_relaxed);
 }
 
-/* The seed a per-sample callback gets: its own stream of (seed, epoch, sample). */
-static uint64_t sample_fn_seed(uint64_t seed, int64_t epoch, int64_t sample)
-{
-    rf_rng r = rf__rng_make(seed, (uint64_t)epoch, (uint64_t)sample ^ 0x53414d504c45ULL /* "SAMPLE" */);
-    return rf__rng_u64(&r);
-}
-
 /* After the geometry (cfg->post): the augmentations on the worker's picture,
  * the callback, then the conversion into dst. */
 static int post_sample(rf_work *k, rf_worker_state *w, int worker, int64_t epoch, int64_t sample,
@@ -192,7 +185,7 @@ static int post_sample(rf_work *k, rf_worker_state *w, int worker, int64_t epoch
     const rf_recipe *r = &cfg->recipe;
     int s = cfg->image_size, fl = rf__convert_defers(cfg->dtype, r->normalized);
     ptrdiff_t stride = (ptrdiff_t)s * 3;
-    int64_t t0 = rf__now_ns();
+    int64_t t0 = rf__now_ns(), c0 = rf__thread_cpu_ns();
     w->plan->n = 0;
     if (r->aug.n > 0) {
         rf_rng rng = rf__aug_stream(cfg->seed, epoch, sample);
@@ -203,16 +196,19 @@ static int post_sample(rf_work *k, rf_worker_state *w, int worker, int64_t epoch
         if (rc != 0)
             return rc;
     }
-    int64_t t1 = rf__now_ns();
+    int64_t t1 = rf__now_ns(), c1 = rf__thread_cpu_ns();
     counter_add(&w->c.augment_ns, t1 - t0);
+    counter_add(&w->c.augment_cpu_ns, c1 - c0);
     if (r->sample_fn) {
         rf_sample_info info = {.sample = sample, .epoch = epoch,
                                .label = rf__source_label(k->src, sample), .worker = worker};
         int rc = r->sample_fn(r->sample_user, pic, s, s, 3, stride,
-                              sample_fn_seed(cfg->seed, epoch, sample), &info);
-        int64_t t2 = rf__now_ns();
+                              rf__sample_fn_seed(cfg->seed, epoch, sample), &info);
+        int64_t t2 = rf__now_ns(), c2 = rf__thread_cpu_ns();
         counter_add(&w->c.sample_fn_ns, t2 - t1);
+        counter_add(&w->c.sample_fn_cpu_ns, c2 - c1);
         t1 = t2;
+        c1 = c2;
         if (rc != 0) {
             snprintf(reason, cap, "sample_fn returned %d", rc);
             return RF_E_CALLBACK;
@@ -220,6 +216,7 @@ static int post_sample(rf_work *k, rf_worker_state *w, int worker, int64_t epoch
     }
     int rc = rf__convert_run(&k->cv, pic, s, s, stride, dst, fl ? w->plan : NULL, &w->scr);
     counter_add(&w->c.convert_ns, rf__now_ns() - t1);
+    counter_add(&w->c.convert_cpu_ns, rf__thread_cpu_ns() - c1);
     if (rc != 0)
         snprintf(reason, cap, "out of memory converting the picture");
     return rc;
@@ -290,7 +287,9 @@ static int process_sample(rf_work *k, rf_worker_state *w, int worker, const rf_r
     uint8_t *pic = cfg->post && !k->in_place ? w->img : dst;
     if (cfg->post)
         o.layout = RF_LAYOUT_NHWC;
+    int64_t c0 = rf__thread_cpu_ns();
     int rc = rf__decode_sample(w->dec, img, img_len, &o, pic, reason, cap, t);
+    counter_add(&w->c.decode_cpu_ns, rf__thread_cpu_ns() - c0);
     if (rc == 0 && t->whole && cfg->verify == RF_VERIFY_ONCE)
         mark_verified(k, sample);
     if (rc == 0 && cfg->post)
@@ -389,6 +388,7 @@ void rf__work_totals(rf_work *k, rf_stats *st)
 {
     st->samples_decoded = st->header_ns = st->decode_ns = st->resize_ns = 0;
     st->dct_scaled = st->augment_ns = st->sample_fn_ns = st->convert_ns = 0;
+    st->decode_cpu_ns = st->augment_cpu_ns = st->sample_fn_cpu_ns = st->convert_cpu_ns = 0;
     for (int i = 0; k->w && i < k->nworkers; i++) {
         rf_work_counters *c = &k->w[i].c;
         st->samples_decoded += atomic_load_explicit(&c->decoded, memory_order_relaxed);
@@ -399,6 +399,10 @@ void rf__work_totals(rf_work *k, rf_stats *st)
         st->augment_ns += atomic_load_explicit(&c->augment_ns, memory_order_relaxed);
         st->sample_fn_ns += atomic_load_explicit(&c->sample_fn_ns, memory_order_relaxed);
         st->convert_ns += atomic_load_explicit(&c->convert_ns, memory_order_relaxed);
+        st->decode_cpu_ns += atomic_load_explicit(&c->decode_cpu_ns, memory_order_relaxed);
+        st->augment_cpu_ns += atomic_load_explicit(&c->augment_cpu_ns, memory_order_relaxed);
+        st->sample_fn_cpu_ns += atomic_load_explicit(&c->sample_fn_cpu_ns, memory_order_relaxed);
+        st->convert_cpu_ns += atomic_load_explicit(&c->convert_cpu_ns, memory_order_relaxed);
     }
     st->verified = atomic_load_explicit(&k->nverified, memory_order_relaxed);
 }

@@ -30,6 +30,9 @@
 typedef struct rf_work_counters {
     _Atomic int64_t decoded, header_ns, decode_ns, resize_ns, dct_scaled;
     _Atomic int64_t augment_ns, sample_fn_ns, convert_ns; /* the stages after the geometry */
+    /* the worker thread's CPU time in the decode (header, decode, resize) and
+     * in the stages after it: what contention on a busy machine does not inflate */
+    _Atomic int64_t decode_cpu_ns, augment_cpu_ns, sample_fn_cpu_ns, convert_cpu_ns;
 } rf_work_counters;
 
 typedef struct rf_worker_state {

@@ -299,37 +299,50 @@ static void conv(const rf_convert *cv, const uint8_t *s, size_t n, int c0, int p
              (uint8_t *)d + done * rf__convert_elem_size(cv->dtype));
 }
 
+/* One row of w pixels at s into row `row` of dst. */
+static void convert_row(const rf_convert *cv, const uint8_t *s, int w, size_t row, size_t plane,
+                        size_t el, uint8_t *planes, uint8_t *d)
+{
+    if (cv->dtype == RF_DTYPE_UINT8) {
+        if (cv->layout == RF_LAYOUT_NCHW)
+            rf__split_planes(s, d + row, d + plane + row, d + 2 * plane + row, w);
+        else if (d + row * 3 != s) /* else augmented in place (work.c) */
+            memcpy(d + row * 3, s, (size_t)w * 3);
+    } else if (cv->layout == RF_LAYOUT_NHWC) {
+        conv(cv, s, (size_t)w * 3, 0, 3, d + row * 3 * el);
+    } else {
+        rf__split_planes(s, planes, planes + w, planes + 2 * (size_t)w, w);
+        for (int c = 0; c < 3; c++)
+            conv(cv, planes + (size_t)c * (size_t)w, (size_t)w, c, 1,
+                 d + ((size_t)c * plane + row) * el);
+    }
+}
+
 int rf__convert_run(const rf_convert *cv, const uint8_t *src, int w, int h, ptrdiff_t stride,
                     void *dst, const rf_aug_plan *plan, rf_aug_scratch *scr)
 {
     size_t plane = (size_t)w * (size_t)h, el = rf__convert_elem_size(cv->dtype);
-    uint8_t *planes = NULL; /* a row split into its three planes (float NCHW) */
-    if (cv->dtype != RF_DTYPE_UINT8 && cv->layout == RF_LAYOUT_NCHW) {
-        if (scr->cap < 3 * (size_t)w) {
-            rf__aug_scratch_free(scr);
-            if (!(scr->buf = malloc(3 * (size_t)w)))
-                return RF_E_NOMEM;
-            scr->cap = 3 * (size_t)w;
+    uint8_t *d = dst;
+    int fl = cv->dtype != RF_DTYPE_UINT8;
+    if (stride == 0) { /* planar source (float NCHW): one run per plane */
+        for (int c = 0; c < 3; c++)
+            conv(cv, src + (size_t)c * plane, plane, c, 1, d + (size_t)c * plane * el);
+    } else if (fl && cv->layout == RF_LAYOUT_NHWC && stride == (ptrdiff_t)w * 3) {
+        conv(cv, src, plane * 3, 0, 3, d); /* one run over the whole picture */
+    } else {
+        uint8_t *planes = NULL; /* a row split into its three planes (float NCHW) */
+        if (fl && cv->layout == RF_LAYOUT_NCHW) {
+            if (scr->cap < 3 * (size_t)w) {
+                rf__aug_scratch_free(scr);
+                if (!(scr->buf = malloc(3 * (size_t)w)))
+                    return RF_E_NOMEM;
+                scr->cap = 3 * (size_t)w;
+            }
+            planes = scr->buf;
         }
-        planes = scr->buf;
-    }
-    for (int y = 0; y < h; y++) {
-        const uint8_t *s = src + (ptrdiff_t)y * stride;
-        size_t row = (size_t)y * (size_t)w;
-        uint8_t *d = dst;
-        if (cv->dtype == RF_DTYPE_UINT8) {
-            if (cv->layout == RF_LAYOUT_NCHW)
-                rf__split_planes(s, d + row, d + plane + row, d + 2 * plane + row, w);
-            else if (d + row * 3 != s) /* else augmented in place (work.c) */
-                memcpy(d + row * 3, s, (size_t)w * 3);
-        } else if (cv->layout == RF_LAYOUT_NHWC) {
-            conv(cv, s, (size_t)w * 3, 0, 3, d + row * 3 * el);
-        } else {
-            rf__split_planes(s, planes, planes + w, planes + 2 * (size_t)w, w);
-            for (int c = 0; c < 3; c++)
-                conv(cv, planes + (size_t)c * (size_t)w, (size_t)w, c, 1,
-                     d + ((size_t)c * plane + row) * el);
-        }
+        for (int y = 0; y < h; y++)
+            convert_row(cv, src + (ptrdiff_t)y * stride, w, (size_t)y * (size_t)w, plane, el,
+                        planes, d);
     }
     for (int i = 0; plan && i < plan->n; i++)
         if (plan->op[i].deferred && erase_out(cv, &plan->op[i], w, h, dst, scr) != RF_OK)

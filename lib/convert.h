@@ -61,7 +61,8 @@ void rf__split_planes(const uint8_t *s, uint8_t *d0, uint8_t *d1, uint8_t *d2, i
 uint16_t rf__f32_to_f16(float f);
 uint16_t rf__f32_to_bf16(float f);
 
-/* The w x h picture at src (rows stride bytes apart) into dst (w * h * 3
+/* The w x h picture at src (rows stride bytes apart; stride 0: three planes
+ * of w * h bytes, for a planar output of a float type) into dst (w * h * 3
  * elements, cv's layout and type). With plan, its deferred Erase ops
  * (rf__aug_plan_defer) are then applied in the output's space: the value
  * (or N(0, 1) draws) as the normalised float itself, as torchvision's

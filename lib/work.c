@@ -53,6 +53,10 @@ int rf__work_init(rf_work *k, const rf_config *cfg, const rf_source *src,
         rf__convert_init(&k->cv, cfg->dtype, cfg->layout, cfg->recipe.mean, cfg->recipe.std,
                          cfg->recipe.normalized);
     k->in_place = cfg->dtype == RF_DTYPE_UINT8 && cfg->layout == RF_LAYOUT_NHWC;
+    /* a float NCHW output with nothing that needs pixels together: decoded
+     * in planes, converted plane by plane */
+    k->planar = rf__dtype_is_float(cfg->dtype) && cfg->layout == RF_LAYOUT_NCHW &&
+                cfg->recipe.aug.n == 0 && !cfg->recipe.sample_fn;
     size_t img_bytes = (size_t)cfg->image_size * (size_t)cfg->image_size * 3;
     for (int i = 0; i < nworkers; i++) {
         k->w[i].dec = rf__decoder_create();
@@ -214,7 +218,8 @@ static int post_sample(rf_work *k, rf_worker_state *w, int worker, int64_t epoch
             return RF_E_CALLBACK;
         }
     }
-    int rc = rf__convert_run(&k->cv, pic, s, s, stride, dst, fl ? w->plan : NULL, &w->scr);
+    int rc = rf__convert_run(&k->cv, pic, s, s, k->planar ? 0 : stride, dst, fl ? w->plan : NULL,
+                             &w->scr);
     counter_add(&w->c.convert_ns, rf__now_ns() - t1);
     counter_add(&w->c.convert_cpu_ns, rf__thread_cpu_ns() - c1);
     if (rc != 0)
@@ -285,7 +290,7 @@ static int process_sample(rf_work *k, rf_worker_state *w, int worker, const rf_r
      * its place when the output is uint8 NHWC, else on the worker's picture,
      * which convert.c then lays out in the slot. */
     uint8_t *pic = cfg->post && !k->in_place ? w->img : dst;
-    if (cfg->post)
+    if (cfg->post && !k->planar)
         o.layout = RF_LAYOUT_NHWC;
     int64_t c0 = rf__thread_cpu_ns();
     int rc = rf__decode_sample(w->dec, img, img_len, &o, pic, reason, cap, t);

@@ -53,6 +53,7 @@ typedef struct rf_work {
     rf_decode_opts tmpl;        /* decode options but epoch, sample, check_tail */
     rf_convert cv;              /* cfg->post: the output's layout and type */
     int in_place;               /* cfg->post with a uint8 NHWC output: augmented in the slot */
+    int planar;                 /* a float NCHW output alone: the worker's picture is planar */
     size_t sample_bytes;        /* slot stride */
     /* RF_VERIFY_ONCE: one bit per sample, set once the sample's file was
      * decoded to its end marker without fault; nverified counts them. */

@@ -260,6 +260,21 @@ static void test_convert_tables_and_layouts(void **state)
             for (int layout = 0; layout < 2; layout++) {
                 rf__convert_init(cv, types[t], layout, mean, std, t > 0);
                 assert_int_equal(rf__convert_run(cv, src, w, h, stride, out, NULL, &scr), RF_OK);
+                if (t > 0 && layout == RF_LAYOUT_NCHW) {
+                    /* a planar source (stride 0) gives the same output */
+                    uint8_t *pl = malloc((size_t)w * h * 3);
+                    void *out2 = malloc((size_t)w * h * 3 * 4);
+                    assert_non_null(pl);
+                    assert_non_null(out2);
+                    for (int y = 0; y < h; y++)
+                        for (int x = 0; x < w; x++)
+                            for (int c = 0; c < 3; c++)
+                                pl[((size_t)c * h + y) * w + x] = src[y * stride + x * 3 + c];
+                    assert_int_equal(rf__convert_run(cv, pl, w, h, 0, out2, NULL, &scr), RF_OK);
+                    assert_memory_equal(out, out2, (size_t)w * h * 3 * rf__convert_elem_size(types[t]));
+                    free(pl);
+                    free(out2);
+                }
                 for (int y = 0; y < h; y++)
                     for (int x = 0; x < w; x++)
                         for (int c = 0; c < 3; c++) {

@@ -30,6 +30,10 @@ typedef struct rf_convert {
      * pat[3 + c] for a plane of channel c */
     int vec;
     float mean8[6][8], std8[6][8];
+    /* x * a + b, a = 1 / (255 std), b = -mean / std: no division, and used
+     * only where init checked that it gives every table entry (fast = 1). */
+    int fast;
+    float a8[6][8], b8[6][8];
 } rf_convert;
 
 /* 1 for the float element types (RF_DTYPE_FLOAT32, _FLOAT16, _BFLOAT16). */

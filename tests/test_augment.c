@@ -243,9 +243,15 @@ static void test_convert_tables_and_layouts(void **state)
     rf_convert *cv = malloc(sizeof *cv);
     assert_non_null(cv);
     rf_aug_scratch scr = {0};
-    /* widths below, at and past the vector paths' 8, 16 and 24 elements, every byte value */
+    /* widths below, at and past the vector paths' 8, 16 and 24 elements, every
+     * byte value; ImageNet's mean and std, and 0.5 for both (there bfloat16
+     * cannot take the division-free form: convert.c checks it and divides) */
     static const int widths[] = {1, 3, 8, 16, 17, 67, 224};
+    for (int set = 0; set < 2; set++)
     for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
+        if (set == 1)
+            for (int c = 0; c < 3; c++)
+                mean[c] = std[c] = 0.5;
         int w = widths[wi], h = 3;
         ptrdiff_t stride = (ptrdiff_t)w * 3 + 5; /* rows with a gap */
         uint8_t *src = malloc((size_t)stride * h);

@@ -291,6 +291,10 @@ __attribute__((target("avx2,f16c"))) static size_t conv_avx2(const rf_convert *c
         fb[k] = _mm256_loadu_ps(cv->b8[pat]);
     }
     const int fast = cv->fast;
+    /* Streaming stores where the destination is aligned (whole planes of a
+     * slot are): the slot is written once and read later, so its cache lines
+     * need not be fetched first. */
+    const int stream = ((uintptr_t)d & 31) == 0 && n >= 4096;
     const __m256 k255 = _mm256_set1_ps(255.0f);
     size_t i = 0;
     for (; i + 24 <= n; i += 24)
@@ -305,19 +309,31 @@ __attribute__((target("avx2,f16c"))) static size_t conv_avx2(const rf_convert *c
             }
             size_t at = i + 8 * (size_t)k;
             if (cv->dtype == RF_DTYPE_FLOAT32) {
-                _mm256_storeu_ps((float *)d + at, v);
+                if (stream)
+                    _mm256_stream_ps((float *)d + at, v);
+                else
+                    _mm256_storeu_ps((float *)d + at, v);
             } else if (cv->dtype == RF_DTYPE_FLOAT16) {
-                _mm_storeu_si128((__m128i *)((uint16_t *)d + at),
-                                 _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+                __m128i hv = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+                if (stream)
+                    _mm_stream_si128((__m128i *)((uint16_t *)d + at), hv);
+                else
+                    _mm_storeu_si128((__m128i *)((uint16_t *)d + at), hv);
             } else {
                 __m256i u = _mm256_castps_si256(v);
                 __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
                 u = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), odd));
                 u = _mm256_srli_epi32(u, 16);
                 __m128i lo = _mm256_castsi256_si128(u), hi = _mm256_extracti128_si256(u, 1);
-                _mm_storeu_si128((__m128i *)((uint16_t *)d + at), _mm_packus_epi32(lo, hi));
+                __m128i bv = _mm_packus_epi32(lo, hi);
+                if (stream)
+                    _mm_stream_si128((__m128i *)((uint16_t *)d + at), bv);
+                else
+                    _mm_storeu_si128((__m128i *)((uint16_t *)d + at), bv);
             }
         }
+    if (stream)
+        _mm_sfence(); /* the streamed stores are ordered before the slot is published */
     return i;
 }
 #endif

@@ -47,7 +47,7 @@ MAGS = {
 
 
 def tv(img):
-    return torch.from_numpy(np.ascontiguousarray(img)).permute(2, 0, 1).contiguous()
+    return torch.from_numpy(np.array(img)).permute(2, 0, 1).contiguous()
 
 
 def back(t):

@@ -261,8 +261,8 @@ static int sharpness(uint8_t *px, int w, int h, ptrdiff_t stride, double f, rf_a
     uint8_t *buf = scratch(scr, rowb * 2 + rowb * sizeof(float));
     if (!buf)
         return RF_E_NOMEM;
-    uint8_t *above = buf, *here = buf + rowb;
-    float *q = (float *)(buf + 2 * rowb);
+    float *q = (float *)buf; /* first: malloc's alignment */
+    uint8_t *above = buf + rowb * sizeof(float), *here = above + rowb;
     float r1 = (float)f, r2 = (float)(1.0 - f);
     memcpy(above, ROW(px, 0, stride), rowb);
     for (int y = 0; y < h; y++) {

@@ -195,6 +195,59 @@ static void test_apply_refusals(void **state)
     assert_int_equal(rf_augment_apply(p, 4, 4, 12, "Hue", &half, 1, NULL, 0), RF_E_INVALID);
 }
 
+/* Every op on pictures from 1 x 1 up, rows with a gap between them: nothing
+ * outside the picture's bytes changes (under the sanitizers and valgrind,
+ * nothing is read outside either). */
+static void test_every_op_stays_in_its_picture(void **state)
+{
+    (void)state;
+    static const int sizes[][2] = {{1, 1}, {2, 3}, {3, 2}, {17, 13}, {64, 48}};
+    static const struct {
+        const char *op;
+        double a[7];
+        int n;
+    } ops[] = {
+        {"Identity", {0}, 0},          {"ShearX", {0.99, 1, 2, 3}, 4},
+        {"ShearY", {-0.3}, 1},         {"TranslateX", {-1e6}, 1},
+        {"TranslateX", {5, 9}, 2},     {"TranslateY", {7}, 1},
+        {"TranslateY", {-300}, 1},     {"Rotate", {135, 4, 5, 6}, 4},
+        {"Brightness", {1.9}, 1},      {"Color", {0.1}, 1},
+        {"Contrast", {3}, 1},          {"Sharpness", {1.9}, 1},
+        {"Sharpness", {0.0}, 1},       {"Posterize", {0}, 1},
+        {"Solarize", {0}, 1},          {"AutoContrast", {0}, 0},
+        {"Equalize", {0}, 0},          {"Invert", {0}, 0},
+        {"Hue", {-0.5}, 1},            {"Saturation", {2.5}, 1},
+        {"Grayscale", {0}, 0},         {"Erase", {0, 0, 1, 1, 300}, 5},
+    };
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        int w = sizes[s][0], h = sizes[s][1];
+        ptrdiff_t stride = (ptrdiff_t)w * 3 + 7;
+        size_t n = (size_t)stride * h + 16;
+        uint8_t *buf = malloc(n), *ref = malloc(n);
+        assert_non_null(buf);
+        assert_non_null(ref);
+        for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+            for (size_t i = 0; i < n; i++)
+                buf[i] = (uint8_t)(i * 131 + s * 7 + k);
+            memcpy(ref, buf, n);
+            char err[200];
+            int rc = rf_augment_apply(buf + 8, h, w, stride, ops[k].op, ops[k].a, ops[k].n, err,
+                                      sizeof err);
+            if (rc != RF_OK)
+                fail_msg("%s on %dx%d: %s", ops[k].op, w, h, err);
+            for (size_t i = 0; i < n; i++) {
+                ptrdiff_t at = (ptrdiff_t)i - 8;
+                int inside = at >= 0 && at / stride < h && at % stride < (ptrdiff_t)w * 3;
+                if (!inside && buf[i] != ref[i])
+                    fail_msg("%s on %dx%d changed byte %zu outside the picture", ops[k].op, w, h,
+                             i);
+            }
+        }
+        free(buf);
+        free(ref);
+    }
+}
+
 static void test_half_and_bfloat16_rounding(void **state)
 {
     (void)state;
@@ -551,6 +604,7 @@ int main(void)
         cmocka_unit_test(test_parse_refusals),
         cmocka_unit_test(test_integer_ops),
         cmocka_unit_test(test_apply_refusals),
+        cmocka_unit_test(test_every_op_stays_in_its_picture),
         cmocka_unit_test(test_half_and_bfloat16_rounding),
         cmocka_unit_test(test_convert_tables_and_layouts),
         cmocka_unit_test(test_plan_is_a_function_of_the_stream),

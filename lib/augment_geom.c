@@ -27,7 +27,8 @@
 #pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic", "fp-contract=off")
 #endif
 /* ... and in an AVX2 build too, picked at load time where the machine has it. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__) && \
+    !defined(__SANITIZE_THREAD__) /* its runtime is not up when ifunc resolvers run */
 #define RF_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define RF_CLONES

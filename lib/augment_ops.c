@@ -30,7 +30,8 @@
 
 /* The hot float loops also in an AVX2 build, picked at load time where the
  * machine has it (the same IEEE results, twice the lanes). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__) && \
+    !defined(__SANITIZE_THREAD__) /* its runtime is not up when ifunc resolvers run */
 #define RF_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define RF_CLONES

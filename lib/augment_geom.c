@@ -22,17 +22,7 @@
 /* Columns whose source offsets one pass computes (a stack buffer). */
 #define RF__AUG_MAX_SIDE 512
 
-#if defined(__GNUC__) && !defined(__clang__)
-/* Vectorise the grid's float loop at -O2 too (same IEEE float results). */
-#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic", "fp-contract=off")
-#endif
-/* ... and in an AVX2 build too, picked at load time where the machine has it. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__) && \
-    !defined(__SANITIZE_THREAD__) /* its runtime is not up when ifunc resolvers run */
-#define RF_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define RF_CLONES
-#endif
+#include "augment_simd.h" /* last: its pragma applies to this file */
 
 /* Python's math.radians / math.degrees. */
 static const double deg_to_rad = 3.14159265358979323846 / 180.0;

@@ -23,19 +23,7 @@
 #include "convert.h" /* rf__split_planes */
 #include "ringfeed.h"
 
-#if defined(__GNUC__) && !defined(__clang__)
-/* Vectorise the per-byte loops at -O2 too (integer, and IEEE float, results unchanged). */
-#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic", "fp-contract=off")
-#endif
-
-/* The hot float loops also in an AVX2 build, picked at load time where the
- * machine has it (the same IEEE results, twice the lanes). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__) && \
-    !defined(__SANITIZE_THREAD__) /* its runtime is not up when ifunc resolvers run */
-#define RF_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define RF_CLONES
-#endif
+#include "augment_simd.h" /* last: its pragma applies to this file */
 
 static const char *const op_names[RF__OP_COUNT] = {
     [RF__OP_IDENTITY] = "Identity",         [RF__OP_SHEARX] = "ShearX",

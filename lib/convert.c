@@ -11,10 +11,7 @@
 
 #include "ringfeed.h"
 
-#if defined(__GNUC__) && !defined(__clang__)
-/* Vectorise the per-byte loops at -O2 too (integer, and IEEE float, results unchanged). */
-#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic", "fp-contract=off")
-#endif
+#include "augment_simd.h" /* last: its pragma applies to this file */
 
 int rf__dtype_is_float(int dtype)
 {

@@ -602,16 +602,5 @@ int64_t rf_loader_stats_json(rf_loader *l, char *buf, size_t cap)
     };
     rf__stats_render(&v, &j);
     pthread_mutex_unlock(&l->mu);
-    if (j.oom) {
-        free(j.buf);
-        return RF_E_NOMEM;
-    }
-    if (buf && cap > 0) {
-        size_t n = j.len < cap - 1 ? j.len : cap - 1;
-        memcpy(buf, j.buf, n);
-        buf[n] = '\0';
-    }
-    int64_t len = (int64_t)j.len;
-    free(j.buf);
-    return len;
+    return rf__json_out(&j, buf, cap);
 }

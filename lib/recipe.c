@@ -198,18 +198,7 @@ int64_t rf_loader_explain(rf_loader *l, int64_t epoch, int64_t sample, char *buf
     rf__json_fmt(&j, ", \"sample_fn_seed\": %llu}",
                  (unsigned long long)rf__sample_fn_seed(c->seed, epoch, sample));
     free(plan);
-    if (j.oom) {
-        free(j.buf);
-        return RF_E_NOMEM;
-    }
-    if (buf && cap > 0) {
-        size_t n = j.len < cap - 1 ? j.len : cap - 1;
-        memcpy(buf, j.buf, n);
-        buf[n] = '\0';
-    }
-    int64_t len = (int64_t)j.len;
-    free(j.buf);
-    return len;
+    return rf__json_out(&j, buf, cap);
 }
 
 /* ---- one op, and the raw draws ---------------------------------------------------- */

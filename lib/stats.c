@@ -5,6 +5,7 @@
 #include "stats.h"
 
 #include "remote.h"
+#include "ringfeed.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -108,6 +109,22 @@ void rf__json_str(rf_json *j, const char *s)
         rf__json_raw(j, esc);
     }
     rf__json_raw(j, "\"");
+}
+
+int64_t rf__json_out(rf_json *j, char *buf, size_t cap)
+{
+    if (j->oom) {
+        free(j->buf);
+        return RF_E_NOMEM;
+    }
+    if (buf && cap > 0) {
+        size_t n = j->len < cap - 1 ? j->len : cap - 1;
+        memcpy(buf, j->buf, n);
+        buf[n] = '\0';
+    }
+    int64_t len = (int64_t)j->len;
+    free(j->buf);
+    return len;
 }
 
 void rf__stats_json(const rf_stats *s, int64_t now_ns, rf_json *j)

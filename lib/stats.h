@@ -60,6 +60,11 @@ void rf__json_raw(rf_json *j, const char *s);
 void rf__json_fmt(rf_json *j, const char *fmt, ...);
 void rf__json_str(rf_json *j, const char *s); /* quoted, escaped */
 
+/* Copies j's text into buf (at most cap bytes, NUL-terminated; buf may be
+ * NULL when cap is 0) and frees it. Returns the length the whole text needs,
+ * as snprintf, or RF_E_NOMEM when j ran out of memory. */
+int64_t rf__json_out(rf_json *j, char *buf, size_t cap);
+
 /* Appends the stats fields (no braces) to j. */
 void rf__stats_json(const rf_stats *s, int64_t now_ns, rf_json *j);
 

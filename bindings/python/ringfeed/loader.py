@@ -111,6 +111,20 @@ class Loader:
     read_depth, read_timeout_ms, max_errors, and output ("auto": torch tensors
     when torch imports, else numpy; or "torch", "numpy").
 
+    Recipes (README, "Recipes"): augment=[ringfeed.RandAugment(2, 9),
+    ringfeed.RandomErasing(0.25)] (torchvision's RandAugment,
+    TrivialAugmentWide, AutoAugment, ColorJitter, RandomGrayscale,
+    RandomErasing, with their arguments; or rf_loader_set_augment's spec
+    string) runs them in C on the workers after the crop and flip, each
+    sample's draws from (seed, epoch, index); dtype="float32" | "float16" |
+    "bfloat16" with mean=(r, g, b) and std=(r, g, b) gives Normalize(mean,
+    std) of x / 255 (on a CUDA device the ring stays uint8 and torch
+    normalises after the copy, on the same stream; numpy has no bfloat16:
+    uint16 bits there, torch.bfloat16 tensors); sample_fn= a C function's
+    address, a Numba @cfunc or a ctypes function (rf_sample_fn), or a Python
+    callable f(pixels, seed, info) that runs under the GIL, on each sample
+    after the augmentations. explain(i) says what sample i got.
+
     device="cuda" / "cuda:N" yields CUDA tensors (images and labels) ready on
     torch.cuda.current_stream(); they belong to torch's allocator, so keeping
     them is always safe. The ring is then page-locked (pin_memory=False keeps

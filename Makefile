@@ -61,7 +61,7 @@ DEB_PACKAGES := build-essential cmake pkg-config liburing-dev libturbojpeg0-dev 
 # into $(TEST_VENV). scikit-build-core: pyproject.toml's build backend; webdataset:
 # the tar-shard tests write shards with its ShardWriter and compare with its reader;
 # moto[server] + boto3: the remote-shard tests run an S3-compatible server on 127.0.0.1.
-TEST_PIP_PACKAGES := scikit-build-core>=0.10 webdataset moto[server] boto3
+TEST_PIP_PACKAGES := scikit-build-core>=0.10 webdataset moto[server] boto3 numba
 
 .PHONY: all deps deps-debian deps-venv build test bench sanitize memcheck fuzz format clean
 

@@ -5,9 +5,13 @@
  *   rf-profile DATA [--image-size S] [--batch-size B] [--workers N]
  *              [--transform center|random_resized_crop] [--epochs E]
  *              [--verify once|always|none] [--exact] [--repeats R] [--json FILE]
+ *              [--augment SPEC] [--dtype uint8|float32|float16|bfloat16] [--layout NHWC|NCHW]
  *
  * --exact sets RF_P_EXACT (full-resolution decode, no DCT scaling), to
- * measure what torchvision-identical pixels cost.
+ * measure what torchvision-identical pixels cost. --augment takes
+ * rf_loader_set_augment's spec ("RandAugment(2, 9); RandomErasing(0.25)"),
+ * --dtype a float output normalised with ImageNet's mean and std: the
+ * augmentation and conversion stages then show beside the decode's.
  *
  * The ceiling: one thread decodes whole pictures (libjpeg-turbo, RGB, the
  * same settings the loader uses) from memory, with the files already read;
@@ -113,13 +117,15 @@ static void usage(void)
     fprintf(stderr, "usage: rf-profile DATA [--image-size S] [--batch-size B] [--workers N]\n"
                     "                  [--transform center|random_resized_crop] [--epochs E]\n"
                     "                  [--verify once|always|none] [--exact] [--repeats R]\n"
-                    "                  [--json FILE]\n");
+                    "                  [--json FILE] [--augment SPEC] [--dtype uint8|float32|"
+                    "float16|bfloat16]\n                  [--layout NHWC|NCHW]\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
     const char *data = NULL, *json = NULL, *transform = "center", *verify = "once";
+    const char *augment = "", *dtype = "uint8", *layout = "NHWC";
     int size = 224, batch = 64, workers = 0, epochs = 2, repeats = 3, exact = 0;
     const bu_opt opts[] = {
         {"--image-size", 'i', &size, 1, 1 << 14},
@@ -131,6 +137,9 @@ int main(int argc, char **argv)
         {"--json", 's', &json, 0, 0},
         {"--verify", 's', &verify, 0, 0},
         {"--exact", 'f', &exact, 0, 0},
+        {"--augment", 's', &augment, 0, 0},
+        {"--dtype", 's', &dtype, 0, 0},
+        {"--layout", 's', &layout, 0, 0},
     };
     if (bu_parse_args("rf-profile", argc, argv, opts, sizeof opts / sizeof opts[0], &data, 1) ||
         !data)
@@ -139,7 +148,14 @@ int main(int argc, char **argv)
                    : !strcmp(verify, "always") ? RF_VERIFY_ALWAYS
                    : !strcmp(verify, "once")   ? RF_VERIFY_ONCE
                                                : -1;
-    if (repeats < 1 || repeats > 100 || epochs < 1 || verify_v < 0)
+    static const char *const dtypes[] = {"uint8", "uint16", "int32", "int64",
+                                         "float32", "float16", "bfloat16"};
+    int dtype_v = -1;
+    for (int d = 0; d < 7; d++)
+        if (!strcmp(dtype, dtypes[d]) && (d == 0 || d >= 4))
+            dtype_v = d;
+    int layout_v = !strcmp(layout, "NCHW") ? RF_LAYOUT_NCHW : RF_LAYOUT_NHWC;
+    if (repeats < 1 || repeats > 100 || epochs < 1 || verify_v < 0 || dtype_v < 0)
         usage();
     int tf = !strcmp(transform, "center") ? RF_TRANSFORM_CENTER : RF_TRANSFORM_RANDOM_RESIZED_CROP;
 
@@ -175,7 +191,10 @@ int main(int argc, char **argv)
     double *first_v = calloc((size_t)repeats, sizeof *first_v); /* epoch 0 */
     double *later_v = calloc((size_t)repeats, sizeof *later_v); /* epochs 1.. */
     double *cpu_v = calloc((size_t)repeats, sizeof *cpu_v);     /* loader CPU ms per image */
-    double stage[5][100] = {{0}}; /* read, header, decode, resize, wait (ms per image) */
+    /* read, header, decode, resize, wait, augment, convert (ms per image); the
+     * workers' CPU ms per image in the decode (header + decode + resize), the
+     * augmentations and the conversion */
+    double stage[10][100] = {{0}};
     char *stats = malloc(1 << 20);
     int used_workers = 0, decoded = 0;
     for (int r = 0; r < repeats; r++) {
@@ -191,7 +210,12 @@ int main(int argc, char **argv)
         rf_loader_set_param(l, RF_P_VERIFY, verify_v);
         if (exact)
             rf_loader_set_param(l, RF_P_EXACT, 1);
-        if (rf_loader_start(l) < 0) {
+        rf_loader_set_param(l, RF_P_LAYOUT, layout_v);
+        rf_loader_set_param(l, RF_P_DTYPE, dtype_v);
+        static const double mean[3] = {0.485, 0.456, 0.406}, std[3] = {0.229, 0.224, 0.225};
+        if (dtype_v != RF_DTYPE_UINT8)
+            rf_loader_set_normalize(l, mean, std);
+        if (rf_loader_set_augment(l, augment) < 0 || rf_loader_start(l) < 0) {
             fprintf(stderr, "rf-profile: %s\n", rf_loader_errmsg(l));
             return 1;
         }
@@ -225,6 +249,12 @@ int main(int argc, char **argv)
         stage[2][r] = p ? json_num(p, "decode") : 0;
         stage[3][r] = p ? json_num(p, "resize") : 0;
         stage[4][r] = json_num(stats, "stall_seconds") * 1e3 / (double)(images ? images : 1);
+        stage[5][r] = p ? json_num(p, "augment") : 0;
+        stage[6][r] = p ? json_num(p, "convert") : 0;
+        const char *q = strstr(stats, "\"per_image_cpu_ms\"");
+        stage[7][r] = q ? json_num(q, "decode") : 0;
+        stage[8][r] = q ? json_num(q, "augment") : 0;
+        stage[9][r] = q ? json_num(q, "convert") : 0;
         used_workers = (int)json_num(stats, "num_workers");
         rf_loader_destroy(l);
         cpu_v[r] = (cpu_s() - c0) * 1e3 / (double)(images ? images : 1);
@@ -238,15 +268,21 @@ int main(int argc, char **argv)
     double first = bu_median(first_v, repeats), later = bu_median(later_v, repeats);
     double ceiling = one * cores;
     double cpu_ms = bu_median(cpu_v, repeats);
-    double ms[5];
-    for (int k = 0; k < 5; k++)
+    double ms[10];
+    for (int k = 0; k < 10; k++)
         ms[k] = bu_median(stage[k], repeats);
     printf("data %s: %d pictures, transform %s%s, %dx%d, batch %d, %d workers, %d usable "
            "cores\n",
            data, nread, transform, exact ? " (exact)" : "", size, size, batch, used_workers, cores);
     printf("per image (ms, summed over workers): read %.3f  header %.3f  decode %.3f  resize "
-           "%.3f  | consumer wait %.3f\n",
-           ms[0], ms[1], ms[2], ms[3], ms[4]);
+           "%.3f  augment %.3f  convert %.3f  | consumer wait %.3f\n",
+           ms[0], ms[1], ms[2], ms[3], ms[5], ms[6], ms[4]);
+    printf("workers' CPU per image (ms): decode (header + decode + resize) %.3f  augment %.3f  "
+           "convert %.3f\n",
+           ms[7], ms[8], ms[9]);
+    if (augment[0])
+        printf("augment: %s: %.1f%% of the decode's CPU time\n", augment,
+               100.0 * ms[8] / (ms[7] > 0 ? ms[7] : 1));
     printf("decode ceiling: %.0f img/s on one core x %d cores = %.0f img/s\n", one, cores, ceiling);
     printf("loader (verify %s, %d epochs): %.0f img/s = %.2f x the ceiling\n", verify, epochs, rate,
            rate / ceiling);
@@ -262,19 +298,26 @@ int main(int argc, char **argv)
             bu_json_begin(f, "profile", rev);
             fputs(", \"data\": ", f);
             bu_json_str(f, data);
+            fputs(", \"augment\": ", f);
+            bu_json_str(f, augment);
             fprintf(f,
                     ", \"images\": %d, \"transform\": "
                     "\"%s\", \"image_size\": %d, \"batch_size\": %d, \"workers\": %d, "
                     "\"cores\": %d, \"repeats\": %d, \"epochs\": %d, "
-                    "\"verify\": \"%s\", \"exact\": %d, "
+                    "\"verify\": \"%s\", \"exact\": %d, \"dtype\": \"%s\", \"layout\": \"%s\", "
                     "\"per_image_ms\": {\"read\": %.4f, \"header\": %.4f, \"decode\": %.4f, "
-                    "\"resize\": %.4f, \"wait\": %.4f}, \"ceiling_one_core\": %.1f, "
+                    "\"resize\": %.4f, \"wait\": %.4f, \"augment\": %.4f, \"convert\": %.4f}, "
+                    "\"per_image_cpu_ms\": {\"decode\": %.4f, \"augment\": %.4f, "
+                    "\"convert\": %.4f}, "
+                    "\"ceiling_one_core\": %.1f, "
                     "\"ceiling\": %.1f, \"loader_images_per_sec\": %.1f, \"ratio\": %.3f, "
                     "\"first_epoch_images_per_sec\": %.1f, \"first_epoch_ratio\": %.3f, "
                     "\"later_epochs_images_per_sec\": %.1f, \"later_epochs_ratio\": %.3f, "
                     "\"cpu_ms_per_image\": %.4f}\n",
                     nread, transform, size, batch, used_workers, cores, repeats, epochs, verify,
-                    exact, ms[0], ms[1], ms[2], ms[3], ms[4], one, ceiling, rate, rate / ceiling,
+                    exact, dtype, layout, ms[0], ms[1], ms[2], ms[3], ms[4], ms[5], ms[6], ms[7],
+                    ms[8], ms[9], one,
+                    ceiling, rate, rate / ceiling,
                     first, first / ceiling, later, later / ceiling, cpu_ms);
             fclose(f);
         }

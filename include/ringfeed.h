@@ -81,6 +81,7 @@ enum rf_status {
     RF_E_RELEASED = -14,   /* the batch handle was already released (double or stale release) */
     RF_E_NOT_STARTED = -15,/* the loader was not started (rf_loader_start) */
     RF_E_RING_FULL = -16,  /* every ring slot is lent: release a batch before asking for more */
+    RF_E_CALLBACK = -17,   /* the per-sample callback (rf_loader_set_sample_fn) returned nonzero */
 };
 
 /* Option identifiers for rf_loader_set_param / rf_loader_get_param. Values are
@@ -119,8 +120,11 @@ enum rf_param {
      * image_size, flip and layout are ignored); labels are 0. */
     RF_P_RECORD_SIZE = 23,     /* bytes per record; 0 = not a record source; default 0. Fixed. */
     RF_P_HEADER_SIZE = 24,     /* bytes skipped at the start of each record file; default 0. Fixed. */
-    RF_P_DTYPE = 25,           /* enum rf_dtype of the records' elements; record_size must be a
-                                  multiple of its size; default RF_DTYPE_UINT8. Fixed. */
+    RF_P_DTYPE = 25,           /* enum rf_dtype. Records: the type of their elements
+                                  (RF_DTYPE_UINT8 .. RF_DTYPE_INT64); record_size must be a
+                                  multiple of its size. Pictures: the output's type, RF_DTYPE_UINT8
+                                  or a float type, normalised as rf_loader_set_normalize says;
+                                  default RF_DTYPE_UINT8. Fixed. */
     RF_P_VERIFY = 26,          /* enum rf_verify; default RF_VERIFY_ONCE. Fixed. */
     RF_P_MAX_FILE_BYTES = 27,  /* largest sample file (or ranged member) read; larger ones are errors,
                                   refused before allocation; default 536870912 (512 MiB). Fixed. */
@@ -231,8 +235,21 @@ enum rf_param {
  * disk while the loader lives is not checked again under ONCE. */
 enum rf_verify { RF_VERIFY_NONE = 0, RF_VERIFY_ONCE = 1, RF_VERIFY_ALWAYS = 2 };
 
-/* Element type of record data (RF_P_DTYPE): how bindings view the bytes. */
-enum rf_dtype { RF_DTYPE_UINT8 = 0, RF_DTYPE_UINT16 = 1, RF_DTYPE_INT32 = 2, RF_DTYPE_INT64 = 3 };
+/* Element type (RF_P_DTYPE): of record data, how bindings view the bytes; of
+ * pictures, the output's type. The float types hold torchvision's
+ * Normalize(mean, std) of ConvertImageDtype(float)'s x / 255, computed in
+ * float32 as ((float)x / 255 - mean) / std and rounded to nearest even into
+ * the 16-bit types; they are for pictures only, the integer types but uint8
+ * for records only. */
+enum rf_dtype {
+    RF_DTYPE_UINT8 = 0,
+    RF_DTYPE_UINT16 = 1,
+    RF_DTYPE_INT32 = 2,
+    RF_DTYPE_INT64 = 3,
+    RF_DTYPE_FLOAT32 = 4,
+    RF_DTYPE_FLOAT16 = 5,  /* IEEE binary16 */
+    RF_DTYPE_BFLOAT16 = 6, /* the top half of a float32 */
+};
 
 enum rf_transform {
     RF_TRANSFORM_NONE = 0,                /* decode only: image must already be image_size x image_size */
@@ -626,14 +643,17 @@ RF_API int64_t rf_loader_errmsg_copy(const rf_loader *l, char *buf, size_t cap);
  * first or last member headers, or label members not as stated: rewritten
  * since it was written - and so walked), io_backend, memory {mode: "pinned"
  * | "pageable", note}, device ("cpu" | "cuda:N"), cuda {built, available,
- * reason, copies, ...}, errors [{path, reason, sample}], stage seconds (read,
- * decode, transform) (errors lists at most 16 bad samples per batch and
- * 1,000 in all; errors_count counts every one); remote shards add remote
- * {cache_dir, cache_limit, cache_hits, cache_misses, bytes_fetched,
- * requests, retries, evictions, releases, refetches, foreign_bytes (files
- * in the cache folder it did not make, at the last count), loaders (live
- * loaders on the folder), warning (only once cache_limit proved to hold
- * fewer than two shards per loader: with the refetches so far), ...,
+ * reason, copies, ...}, errors [{path, reason, sample}] (at most 16 bad
+ * samples per batch and 1,000 in all; errors_count counts every one),
+ * stage_seconds and per_image_ms (wall time summed over workers: read,
+ * header, decode, resize, augment, sample_fn, convert), per_image_cpu_ms (the
+ * workers' CPU time per image: decode (header + decode + resize), augment,
+ * sample_fn, convert); remote shards add remote {cache_dir, cache_limit,
+ * cache_hits, cache_misses, bytes_fetched, requests, retries, evictions,
+ * releases, refetches, foreign_bytes (files in the cache folder it did not
+ * make, at the last count), loaders (live loaders on the folder), warning
+ * (only once cache_limit proved to hold fewer than two shards per loader:
+ * with the refetches so far), ...,
  * manifest {folders, found, absent (404 or 403), failed (fetch, size or
  * parse), shards (indexed from one), mismatched (shards whose headers or
  * labels were not as their entry said once fetched: their samples fail),
@@ -663,6 +683,147 @@ RF_API int64_t rf_loader_sample_label(const rf_loader *l, int64_t sample);
  * counting the NUL, or -1 (no such sample, not started).
  * Thread-safety: any thread after rf_loader_start. */
 RF_API int64_t rf_loader_sample_name(const rf_loader *l, int64_t sample, char *buf, size_t cap);
+
+/* ---- augmentations, normalised output, per-sample callbacks ----------------
+ * After the geometry (crop, resize, flip) each picture goes, on its decode
+ * worker, through the augmentations in the order given, then the per-sample
+ * callback if one is set, then the conversion to the output type
+ * (RF_P_DTYPE). Every random choice is drawn from a stream keyed on (seed,
+ * epoch, sample index), apart from the crop's, so a sample's output is the
+ * same for any worker count and after an exact resume, and adding
+ * augmentations never changes the crops. */
+
+/* The augmentations, as a spec string: torchvision's transforms separated
+ * by ';', each its class name with its arguments in parentheses, positional
+ * in torchvision's order or by name, numbers, (a, b) pairs, words or quoted
+ * words (names in any case; blanks ignored):
+ *
+ *   RandAugment(num_ops=2, magnitude=9, num_magnitude_bins=31, fill=0)
+ *   TrivialAugmentWide(num_magnitude_bins=31, fill=0)
+ *   AutoAugment(policy=imagenet | cifar10 | svhn, fill=0)
+ *   ColorJitter(brightness=0, contrast=0, saturation=0, hue=0)   each a number or (min, max)
+ *   RandomGrayscale(p=0.1)
+ *   RandomErasing(p=0.5, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0 | (r, g, b) | random)
+ *
+ * e.g. "RandAugment(2, 9); RandomErasing(p=0.25)". The defaults are
+ * torchvision's; fill is 0 (torchvision's None), one number or three, in
+ * [0, 255]; interpolation=nearest may be written, no other mode exists. The
+ * op lists, magnitude tables (float32 linspace), sign rules and
+ * probabilities are torchvision 0.14's, and the ops its functional ops on a
+ * uint8 tensor (the affine ones NEAREST, sampled as grid_sample does). Bounds:
+ * at most 16 transforms; num_ops 0..16; num_magnitude_bins 2..256;
+ * magnitude below num_magnitude_bins; p in [0, 1]; ColorJitter's ranges as
+ * torchvision checks them; RandomErasing's scale within [0, 1], ratio > 0,
+ * min <= max for both (torchvision only warns). RandomErasing's value: with
+ * a uint8 output, a pixel value (stored as torch stores a float in a uint8
+ * tensor: truncated); with a float output, trailing RandomErasing
+ * transforms (those after every other op) run after the normalisation and
+ * value is the normalised value itself, as in torchvision's recipes, where
+ * RandomErasing follows Normalize ("random": N(0, 1) per element).
+ * NULL or "" clears the list. The string is copied. Returns RF_OK,
+ * RF_E_INVALID (the message names the transform and the argument) or
+ * RF_E_STATE after rf_loader_start. Fixed.
+ * Thread-safety: one thread at a time per loader. */
+RF_API int rf_loader_set_augment(rf_loader *l, const char *spec);
+
+/* Mean and std per channel (R, G, B) of the float outputs (RF_P_DTYPE
+ * RF_DTYPE_FLOAT32, _FLOAT16, _BFLOAT16): element = ((float)x / 255 -
+ * mean[c]) / std[c]. Default mean 0, std 1 (x / 255). With RF_DTYPE_UINT8
+ * they say that the output is normalised later (the Python binding does it
+ * on a CUDA device, after the copy, on the loader's stream): trailing
+ * RandomErasing transforms then write the byte nearest to their value's
+ * preimage, round((value * std + mean) * 255), clamped. Both arrays are
+ * copied; NULL for both restores the default. Returns RF_OK, RF_E_INVALID (a
+ * value not finite, a std that is 0 in float32) or RF_E_STATE after
+ * rf_loader_start. Fixed.
+ * Thread-safety: one thread at a time per loader. */
+RF_API int rf_loader_set_normalize(rf_loader *l, const double mean[3], const double std[3]);
+
+/* What a per-sample callback is told besides the pixels. */
+typedef struct rf_sample_info {
+    int64_t sample; /* global index of the sample (a substitute's under on_error = skip) */
+    int64_t epoch;
+    int64_t label;
+    int32_t worker; /* the decode worker running the callback, 0 .. workers - 1 */
+    int32_t reserved;
+} rf_sample_info;
+
+/* A per-sample callback: runs on the decode workers, after the
+ * augmentations and before the conversion to the output type, on the
+ * picture's h x w x c uint8 pixels (c = 3, RGB, rows `stride` bytes apart),
+ * which it may change in place. seed is the sample's own, a function of the
+ * loader's seed, the epoch and the sample index (the same for any worker
+ * count). Return 0; anything else fails the sample (RF_E_CALLBACK, the
+ * value in the message) under RF_P_ON_ERROR. Runs on several threads at
+ * once: it must be thread-safe. */
+typedef int (*rf_sample_fn)(void *user, uint8_t *pixels, int h, int w, int c, ptrdiff_t stride,
+                            uint64_t seed, const rf_sample_info *info);
+
+/* Sets the per-sample callback (NULL: none) and its user pointer, kept until
+ * rf_loader_destroy. Returns RF_OK, RF_E_INVALID (NULL loader) or RF_E_STATE
+ * after rf_loader_start. Fixed.
+ * Thread-safety: one thread at a time per loader. */
+RF_API int rf_loader_set_sample_fn(rf_loader *l, rf_sample_fn fn, void *user);
+
+/* What sample `sample` (global index) gets in epoch `epoch` (-1: the epoch
+ * of the current position, rf_loader_tell), as one JSON object written into
+ * buf (at most cap bytes, NUL-terminated) as rf_loader_stats_json does:
+ * sample, epoch, name (rf_loader_sample_name), path, label, the picture's
+ * width and height, "crop" {top, left, height, width} (the box
+ * RandomResizedCrop drew, or the whole picture), "resize" [height, width]
+ * (the size the box is resized to; the center transform then crops
+ * "center_crop" {top, left, height, width} of it), flip, "augment" (each op
+ * the augmentations chose, in order: {op, transform, index, and its
+ * parameters: magnitude and bin for the auto-augment ops, factor, angle,
+ * shear (degrees), pixels, bits, threshold, fill, or Erase's top, left,
+ * height, width, value and deferred}), dtype, and sample_fn_seed. Reads the
+ * picture's header (a synchronous read). Returns the length the full text
+ * needs, or a negative RF_E_* (the detail in rf_loader_errmsg):
+ * RF_E_INVALID (no such sample), RF_E_NOT_STARTED, RF_E_IO / RF_E_DECODE
+ * (the picture cannot be read), RF_E_NOMEM.
+ * Thread-safety: the consumer thread. */
+RF_API int64_t rf_loader_explain(rf_loader *l, int64_t epoch, int64_t sample, char *buf,
+                                 size_t cap);
+
+/* Runs one augmentation op on a height x width RGB uint8 picture in place
+ * (rows `stride` bytes apart), with the arguments of torchvision's
+ * functional op on a uint8 tensor, so that anyone can hold it against
+ * torchvision. op (any case) and args:
+ *   Identity, AutoContrast, Equalize, Invert, Grayscale: none
+ *   ShearX, ShearY: magnitude m (shear = degrees(atan(m)), as _apply_op), [fill r, g, b]
+ *   TranslateX, TranslateY: pixels (truncated), [fill r, g, b]
+ *   Rotate: angle in degrees (counter-clockwise), [fill r, g, b]
+ *   Brightness, Color (= Saturation), Contrast, Sharpness, Saturation, Hue: factor
+ *   Posterize: bits; Solarize: threshold
+ *   Erase: top, left, height, width, value (1 or 3 numbers)
+ * err (may be NULL when errcap is 0) gets the reason of a failure. Returns
+ * RF_OK, RF_E_INVALID (an unknown op, a wrong argument count, an argument
+ * the functional op refuses) or RF_E_NOMEM.
+ * Thread-safety: any thread (on distinct pictures). */
+RF_API int rf_augment_apply(uint8_t *pixels, int height, int width, ptrdiff_t stride,
+                            const char *op, const double *args, int nargs, char *err,
+                            size_t errcap);
+
+/* The random draws of the augmentations in spec (rf_loader_set_augment's
+ * grammar) for samples first .. first + n - 1 of epoch 0 under `seed`, on a
+ * height x width picture, as the loader would draw them: for each sample,
+ * per_sample doubles at out + k * per_sample (the draws of its transforms
+ * one after the other, the rest NaN; a draw that does not fit is dropped).
+ * Per transform: RandAugment, per op: op index (0..13, torchvision's order
+ * Identity, ShearX, ShearY, TranslateX, TranslateY, Rotate, Brightness,
+ * Color, Contrast, Sharpness, Posterize, Solarize, AutoContrast, Equalize),
+ * sign (-1, 1, or 0 for an unsigned op); TrivialAugmentWide: op index, bin
+ * (-1 when the op has none), sign; AutoAugment: policy (0..24), applied
+ * (0/1) of each of its two ops, the two sign draws (0 negates); ColorJitter:
+ * the order (4 indexes: 0 brightness, 1 contrast, 2 saturation, 3 hue),
+ * then the four factors (NaN when off); RandomGrayscale: applied;
+ * RandomErasing: applied, top, left, height, width (-1 when not applied or
+ * no box fitted). For distribution tests. Returns n, or RF_E_INVALID (err
+ * says why; a bad spec, n < 0, per_sample < 1, a picture under 1 pixel).
+ * Thread-safety: any thread. */
+RF_API int64_t rf_augment_draws(const char *spec, int height, int width, uint64_t seed,
+                                int64_t first, int64_t n, double *out, int64_t per_sample,
+                                char *err, size_t errcap);
 
 #ifdef __cplusplus
 }

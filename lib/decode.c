@@ -135,6 +135,20 @@ static int draw_geometry(const rf_decode_opts *o, int width, int height, rf_geom
     return 0;
 }
 
+int rf__decode_geometry(rf_decoder *d, const uint8_t *data, size_t len, const rf_decode_opts *o,
+                        rf_geom *g, int *width, int *height, char *err, size_t errcap)
+{
+    int f = sniff(data, len);
+    if (f < 0)
+        return describe_unsupported(data, len, err, errcap);
+    int rc = formats[f]->header(d->state[f], data, len, o->max_scans, width, height, err, errcap);
+    if (rc != 0)
+        return rc;
+    rc = draw_geometry(o, *width, *height, g, err, errcap);
+    formats[f]->abandon(d->state[f]);
+    return rc;
+}
+
 int rf__decode_sample(rf_decoder *d, const uint8_t *data, size_t len, const rf_decode_opts *o,
                       uint8_t *dst, char *err, size_t errcap, rf_decode_times *t)
 {

@@ -49,4 +49,11 @@ void rf__decoder_destroy(rf_decoder *d);
 int rf__decode_sample(rf_decoder *d, const uint8_t *data, size_t len, const rf_decode_opts *o,
                       uint8_t *dst, char *err, size_t errcap, rf_decode_times *times);
 
+/* The picture's size (*width, *height) and the geometry rf__decode_sample
+ * draws for it, from its header alone (nothing decoded): what explain
+ * reports. 0, or RF_E_DECODE / RF_E_LIMIT with the reason in err. */
+struct rf_geom;
+int rf__decode_geometry(rf_decoder *d, const uint8_t *data, size_t len, const rf_decode_opts *o,
+                        struct rf_geom *g, int *width, int *height, char *err, size_t errcap);
+
 #endif

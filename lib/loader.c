@@ -117,6 +117,7 @@ const char *rf_strerror(int status)
     case RF_E_RELEASED: return "batch already released";
     case RF_E_NOT_STARTED: return "loader not started";
     case RF_E_RING_FULL: return "every ring slot is lent";
+    case RF_E_CALLBACK: return "the per-sample callback failed";
     default: return "unknown status";
     }
 }
@@ -607,16 +608,5 @@ int64_t rf_loader_stats_json(rf_loader *l, char *buf, size_t cap)
     };
     rf__stats_render(&v, &j);
     pthread_mutex_unlock(&l->mu);
-    if (j.oom) {
-        free(j.buf);
-        return RF_E_NOMEM;
-    }
-    if (buf && cap > 0) {
-        size_t n = j.len < cap - 1 ? j.len : cap - 1;
-        memcpy(buf, j.buf, n);
-        buf[n] = '\0';
-    }
-    int64_t len = (int64_t)j.len;
-    free(j.buf);
-    return len;
+    return rf__json_out(&j, buf, cap);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "convert.h"   /* rf__dtype_is_float, rf__convert_elem_size */
 #include "transform.h" /* rf__rrc_default */
 
 typedef struct param_def {
@@ -42,7 +43,7 @@ static const param_def params_table[] = {
     [RF_P_MAX_ERRORS] = {-1, INT64_MAX, -1},
     [RF_P_RECORD_SIZE] = {0, 1 << 30, 0},
     [RF_P_HEADER_SIZE] = {0, INT64_C(1) << 50, 0},
-    [RF_P_DTYPE] = {0, 3, RF_DTYPE_UINT8},
+    [RF_P_DTYPE] = {0, RF_DTYPE_BFLOAT16, RF_DTYPE_UINT8},
     [RF_P_VERIFY] = {0, 2, RF_VERIFY_ONCE},
     [RF_P_MAX_FILE_BYTES] = {1, INT64_C(1) << 40, INT64_C(512) << 20},
     [RF_P_EXACT] = {0, 1, 0},
@@ -74,6 +75,7 @@ void rf__options_defaults(rf_options *o)
     for (int p = 1; p < RF__NPARAMS; p++)
         o->v[p] = params_table[p].def;
     strcpy(o->names.label, "cls");
+    o->recipe.std[0] = o->recipe.std[1] = o->recipe.std[2] = 1.0;
 }
 
 int rf_param_bounds(int param, int64_t *lo, int64_t *hi)
@@ -134,6 +136,32 @@ static int check_rrc_ranges(const int64_t *p, const rf_config *c, char *err, siz
     return RF_OK;
 }
 
+/* The element types each kind of source takes, and what only pictures have. */
+static int check_recipe(const rf_config *c, char *err, size_t errcap)
+{
+    static const char *const names[] = {"uint8", "uint16", "int32", "int64",
+                                        "float32", "float16", "bfloat16"};
+    if (c->is_records) {
+        if (rf__dtype_is_float(c->dtype)) {
+            snprintf(err, errcap, "options: dtype %s is a picture output; records are uint8, "
+                                  "uint16, int32 or int64", names[c->dtype]);
+            return RF_E_INVALID;
+        }
+        if (c->recipe.aug.n > 0 || c->recipe.sample_fn) {
+            snprintf(err, errcap, "options: augmentations and sample_fn apply to pictures; "
+                                  "records are passed through");
+            return RF_E_INVALID;
+        }
+        return RF_OK;
+    }
+    if (c->dtype != RF_DTYPE_UINT8 && !rf__dtype_is_float(c->dtype)) {
+        snprintf(err, errcap, "options: dtype %s is for records; pictures are uint8, float32, "
+                              "float16 or bfloat16", names[c->dtype]);
+        return RF_E_INVALID;
+    }
+    return RF_OK;
+}
+
 int rf__options_resolve(const rf_options *o, rf_config *c, char *err, size_t errcap)
 {
     const int64_t *p = o->v;
@@ -179,6 +207,7 @@ int rf__options_resolve(const rf_options *o, rf_config *c, char *err, size_t err
     c->fetch_timeout_ms = p[RF_P_FETCH_TIMEOUT_MS];
     c->fetch_parallel = (int)p[RF_P_FETCH_PARALLEL];
     c->names = o->names;
+    c->recipe = o->recipe;
 
     if (c->rank >= c->world_size) {
         snprintf(err, errcap, "options: rank %lld is not below world_size %lld",
@@ -189,6 +218,8 @@ int rf__options_resolve(const rf_options *o, rf_config *c, char *err, size_t err
     if (rc != RF_OK)
         return rc;
     c->is_records = c->record_size > 0;
+    if ((rc = check_recipe(c, err, errcap)) != RF_OK)
+        return rc;
     if (c->is_records) {
         static const uint64_t itemsize[] = {1, 2, 4, 8}; /* enum rf_dtype */
         if (c->transform != RF_TRANSFORM_NONE) {
@@ -216,7 +247,9 @@ int rf__options_resolve(const rf_options *o, rf_config *c, char *err, size_t err
         }
         c->sample_bytes = (size_t)c->record_size;
     } else {
-        c->sample_bytes = (size_t)c->image_size * (size_t)c->image_size * 3;
+        c->sample_bytes = (size_t)c->image_size * (size_t)c->image_size * 3 *
+                          rf__convert_elem_size(c->dtype);
+        c->post = c->recipe.aug.n > 0 || c->recipe.sample_fn || c->dtype != RF_DTYPE_UINT8;
     }
     return RF_OK;
 }

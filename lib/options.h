@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "augment.h"
 #include "ringfeed.h"
 
 /* The highest enum rf_param value: raise it when appending an option (the
@@ -34,9 +35,20 @@ typedef struct rf_member_names {
     char extras[RF__MAX_EXTRAS][RF__MAX_EXT + 1];
 } rf_member_names;
 
+/* What a sample goes through after its geometry (rf_loader_set_augment,
+ * rf_loader_set_normalize, rf_loader_set_sample_fn), as set. */
+typedef struct rf_recipe {
+    rf_aug_list aug;
+    double mean[3], std[3];
+    int normalized;         /* rf_loader_set_normalize gave a mean and std */
+    rf_sample_fn sample_fn; /* NULL: none */
+    void *sample_user;
+} rf_recipe;
+
 typedef struct rf_options {
     int64_t v[RF__NPARAMS]; /* indexed by enum rf_param; v[0] unused */
     rf_member_names names;
+    rf_recipe recipe;
 } rf_options;
 
 /* The typed form, resolved at rf_loader_start and read-only afterwards. */
@@ -76,9 +88,12 @@ typedef struct rf_config {
     uint64_t cache_limit;    /* remote shards: 0 = auto */
     int fetch_retries, fetch_parallel;
     int64_t fetch_timeout_ms;
+    rf_recipe recipe;        /* augmentations, normalisation, the per-sample callback */
     /* derived */
     int is_records;      /* record_size > 0: bytes passed through, no decode */
     size_t sample_bytes; /* bytes of one sample in a slot */
+    int post;            /* pictures: augmentations, a callback or a float output follow the
+                          * geometry (the decode goes to a worker's buffer first) */
 } rf_config;
 
 /* Every option at its default. */

@@ -6,6 +6,7 @@
 
 #include "redact.h"
 #include "remote.h"
+#include "ringfeed.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -124,6 +125,22 @@ void rf__json_str(rf_json *j, const char *s)
         free(shown);
 }
 
+int64_t rf__json_out(rf_json *j, char *buf, size_t cap)
+{
+    if (j->oom) {
+        free(j->buf);
+        return RF_E_NOMEM;
+    }
+    if (buf && cap > 0) {
+        size_t n = j->len < cap - 1 ? j->len : cap - 1;
+        memcpy(buf, j->buf, n);
+        buf[n] = '\0';
+    }
+    int64_t len = (int64_t)j->len;
+    free(j->buf);
+    return len;
+}
+
 void rf__stats_json(const rf_stats *s, int64_t now_ns, rf_json *j)
 {
     double wall = s->t_first_ns ? (double)((s->t_last_ns ? s->t_last_ns : now_ns) - s->t_first_ns) / 1e9 : 0;
@@ -138,14 +155,22 @@ void rf__stats_json(const rf_stats *s, int64_t now_ns, rf_json *j)
                  (long long)s->verified);
     rf__json_fmt(j,
                  "\"stage_seconds\": {\"read\": %.6f, \"header\": %.6f, \"decode\": %.6f, "
-                 "\"resize\": %.6f}, ",
+                 "\"resize\": %.6f, \"augment\": %.6f, \"sample_fn\": %.6f, \"convert\": %.6f}, ",
                  (double)s->read_ns / 1e9, (double)s->header_ns / 1e9, (double)s->decode_ns / 1e9,
-                 (double)s->resize_ns / 1e9);
+                 (double)s->resize_ns / 1e9, (double)s->augment_ns / 1e9,
+                 (double)s->sample_fn_ns / 1e9, (double)s->convert_ns / 1e9);
     rf__json_fmt(j,
                  "\"per_image_ms\": {\"read\": %.4f, \"header\": %.4f, \"decode\": %.4f, "
-                 "\"resize\": %.4f}, ",
+                 "\"resize\": %.4f, \"augment\": %.4f, \"sample_fn\": %.4f, \"convert\": %.4f}, ",
                  (double)s->read_ns / 1e6 / n, (double)s->header_ns / 1e6 / n,
-                 (double)s->decode_ns / 1e6 / n, (double)s->resize_ns / 1e6 / n);
+                 (double)s->decode_ns / 1e6 / n, (double)s->resize_ns / 1e6 / n,
+                 (double)s->augment_ns / 1e6 / n, (double)s->sample_fn_ns / 1e6 / n,
+                 (double)s->convert_ns / 1e6 / n);
+    rf__json_fmt(j,
+                 "\"per_image_cpu_ms\": {\"decode\": %.4f, \"augment\": %.4f, \"sample_fn\": "
+                 "%.4f, \"convert\": %.4f}, ",
+                 (double)s->decode_cpu_ns / 1e6 / n, (double)s->augment_cpu_ns / 1e6 / n,
+                 (double)s->sample_fn_cpu_ns / 1e6 / n, (double)s->convert_cpu_ns / 1e6 / n);
     rf__json_fmt(j, "\"errors_count\": %lld, \"skipped\": %lld, \"errors\": [",
                  (long long)s->errors_total, (long long)s->skipped);
     for (int i = 0; i < s->nerrors; i++) {

@@ -31,6 +31,9 @@ typedef struct rf_stats {
     int64_t stall_ns;               /* consumer waiting in next */
     int64_t t_first_ns, t_last_ns;  /* first next() call, last lend */
     int64_t read_ns, header_ns, decode_ns, resize_ns; /* summed over samples */
+    int64_t augment_ns, sample_fn_ns, convert_ns;     /* the stages after the geometry */
+    /* the workers' CPU time (not wall time) in the same stages */
+    int64_t decode_cpu_ns, augment_cpu_ns, sample_fn_cpu_ns, convert_cpu_ns;
     int64_t dct_scaled;             /* samples decoded with DCT scaling */
     int64_t verified;               /* files decoded to their end without fault (RF_VERIFY_ONCE) */
     int64_t errors_total;
@@ -56,6 +59,11 @@ typedef struct rf_json {
 void rf__json_raw(rf_json *j, const char *s);
 void rf__json_fmt(rf_json *j, const char *fmt, ...);
 void rf__json_str(rf_json *j, const char *s); /* quoted, escaped */
+
+/* Copies j's text into buf (at most cap bytes, NUL-terminated; buf may be
+ * NULL when cap is 0) and frees it. Returns the length the whole text needs,
+ * as snprintf, or RF_E_NOMEM when j ran out of memory. */
+int64_t rf__json_out(rf_json *j, char *buf, size_t cap);
 
 /* Appends the stats fields (no braces) to j. */
 void rf__stats_json(const rf_stats *s, int64_t now_ns, rf_json *j);

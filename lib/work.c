@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "dispatch.h"
 #include "remote.h"
 #include "ring.h"
@@ -49,10 +50,25 @@ int rf__work_init(rf_work *k, const rf_config *cfg, const rf_source *src,
         return RF_E_NOMEM;
     }
     k->nworkers = nworkers;
+    if (cfg->post)
+        rf__convert_init(&k->cv, cfg->dtype, cfg->layout, cfg->recipe.mean, cfg->recipe.std,
+                         cfg->recipe.normalized);
+    k->in_place = cfg->dtype == RF_DTYPE_UINT8 && cfg->layout == RF_LAYOUT_NHWC;
+    /* a float NCHW output with nothing that needs pixels together: decoded
+     * in planes, converted plane by plane */
+    k->planar = rf__dtype_is_float(cfg->dtype) && cfg->layout == RF_LAYOUT_NCHW &&
+                cfg->recipe.aug.n == 0 && !cfg->recipe.sample_fn;
+    size_t img_bytes = (size_t)cfg->image_size * (size_t)cfg->image_size * 3;
     for (int i = 0; i < nworkers; i++) {
         k->w[i].dec = rf__decoder_create();
         if (!k->w[i].dec) {
             snprintf(err, errcap, "decode: cannot create a JPEG decompressor");
+            rf__work_free(k);
+            return RF_E_NOMEM;
+        }
+        if (cfg->post && (!(k->w[i].img = malloc(img_bytes)) ||
+                          !(k->w[i].plan = malloc(sizeof *k->w[i].plan)))) {
+            snprintf(err, errcap, "loader: out of memory for the workers' pictures");
             rf__work_free(k);
             return RF_E_NOMEM;
         }
@@ -65,6 +81,9 @@ void rf__work_free(rf_work *k)
     for (int i = 0; k->w && i < k->nworkers; i++) {
         rf__decoder_destroy(k->w[i].dec);
         free(k->w[i].sub.buf);
+        free(k->w[i].img);
+        free(k->w[i].plan);
+        rf__aug_scratch_free(&k->w[i].scr);
     }
     free(k->w);
     free((void *)k->verified);
@@ -158,9 +177,64 @@ static int copy_extras(const rf_work *k, const rf_read *rd, int64_t sample, uint
     return 0;
 }
 
+/* Single writer: a relaxed load and store, no locked instruction. */
+static void counter_add(_Atomic int64_t *c, int64_t v)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+                          memory_order_relaxed);
+}
+
+/* After the geometry (cfg->post): the augmentations on the worker's picture,
+ * the callback, then the conversion into dst. */
+static int post_sample(rf_work *k, rf_worker_state *w, int worker, int64_t epoch, int64_t sample,
+                       uint8_t *pic, uint8_t *dst, char *reason, size_t cap)
+{
+    const rf_config *cfg = k->cfg;
+    const rf_recipe *r = &cfg->recipe;
+    int s = cfg->image_size, fl = rf__convert_defers(cfg->dtype, r->normalized);
+    ptrdiff_t stride = (ptrdiff_t)s * 3;
+    int64_t t0 = rf__now_ns(), c0 = rf__thread_cpu_ns();
+    w->plan->n = 0;
+    if (r->aug.n > 0) {
+        rf_rng rng = rf__aug_stream(cfg->seed, epoch, sample);
+        rf__aug_draw(&r->aug, s, s, &rng, w->plan);
+        if (fl)
+            rf__aug_plan_defer(w->plan);
+        int rc = rf__aug_run(w->plan, pic, s, s, stride, &w->scr, reason, cap);
+        if (rc != 0)
+            return rc;
+    }
+    int64_t t1 = rf__now_ns(), c1 = rf__thread_cpu_ns();
+    counter_add(&w->c.augment_ns, t1 - t0);
+    counter_add(&w->c.augment_cpu_ns, c1 - c0);
+    if (r->sample_fn) {
+        rf_sample_info info = {.sample = sample, .epoch = epoch,
+                               .label = rf__source_label(k->src, sample), .worker = worker};
+        int rc = r->sample_fn(r->sample_user, pic, s, s, 3, stride,
+                              rf__sample_fn_seed(cfg->seed, epoch, sample), &info);
+        int64_t t2 = rf__now_ns(), c2 = rf__thread_cpu_ns();
+        counter_add(&w->c.sample_fn_ns, t2 - t1);
+        counter_add(&w->c.sample_fn_cpu_ns, c2 - c1);
+        t1 = t2;
+        c1 = c2;
+        if (rc != 0) {
+            snprintf(reason, cap, "sample_fn returned %d", rc);
+            return RF_E_CALLBACK;
+        }
+    }
+    int rc = rf__convert_run(&k->cv, pic, s, s, k->planar ? 0 : stride, dst, fl ? w->plan : NULL,
+                             &w->scr);
+    counter_add(&w->c.convert_ns, rf__now_ns() - t1);
+    counter_add(&w->c.convert_cpu_ns, rf__thread_cpu_ns() - c1);
+    if (rc != 0)
+        snprintf(reason, cap, "out of memory converting the picture");
+    return rc;
+}
+
 /* Reads (if needed) and decodes one sample into dst (and its extras into
  * xdst, xlen when asked for); reason set on failure. */
-static int process_sample(rf_work *k, rf_worker_state *w, const rf_read *rd, int64_t epoch,
+static int process_sample(rf_work *k, rf_worker_state *w, int worker, const rf_read *rd,
+                          int64_t epoch,
                           int64_t sample, uint8_t *dst, uint8_t *xdst, uint32_t *xlen,
                           char *reason, size_t cap, rf_decode_times *t)
 {
@@ -216,17 +290,20 @@ static int process_sample(rf_work *k, rf_worker_state *w, const rf_read *rd, int
     o.sample = sample;
     o.check_tail = cfg->verify == RF_VERIFY_ALWAYS ||
                    (cfg->verify == RF_VERIFY_ONCE && !is_verified(k, sample));
-    int rc = rf__decode_sample(w->dec, img, img_len, &o, dst, reason, cap, t);
+    /* After the geometry come the augmentations (cfg->post): on the picture in
+     * its place when the output is uint8 NHWC, else on the worker's picture,
+     * which convert.c then lays out in the slot. */
+    uint8_t *pic = cfg->post && !k->in_place ? w->img : dst;
+    if (cfg->post && !k->planar)
+        o.layout = RF_LAYOUT_NHWC;
+    int64_t c0 = rf__thread_cpu_ns();
+    int rc = rf__decode_sample(w->dec, img, img_len, &o, pic, reason, cap, t);
+    counter_add(&w->c.decode_cpu_ns, rf__thread_cpu_ns() - c0);
     if (rc == 0 && t->whole && cfg->verify == RF_VERIFY_ONCE)
         mark_verified(k, sample);
+    if (rc == 0 && cfg->post)
+        rc = post_sample(k, w, worker, epoch, sample, pic, dst, reason, cap);
     return rc;
-}
-
-/* Single writer: a relaxed load and store, no locked instruction. */
-static void counter_add(_Atomic int64_t *c, int64_t v)
-{
-    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
-                          memory_order_relaxed);
 }
 
 void rf__work_sample(void *ctx, int worker, rf_pool_job *pj)
@@ -251,14 +328,17 @@ void rf__work_sample(void *ctx, int worker, rf_pool_job *pj)
     char first_reason[sizeof reason];
     msg[0] = '\0';
     if (!stale)
-        rc = process_sample(k, w, &j->rd, j->epoch, sample, dst, xdst, xlen, reason,
+        rc = process_sample(k, w, worker, &j->rd, j->epoch, sample, dst, xdst, xlen, reason,
                             sizeof reason, &t);
     int skip = cfg->on_error == RF_ON_ERROR_SKIP;
     if (rc != 0) {
         char name[440]; /* the path, "shard.tar:key.jpg" or "file.bin at offset N" */
         rf__source_name(k->src, sample, name, sizeof name);
         snprintf(msg, sizeof msg, "%s: %s (sample %lld): %s",
-                 rc == RF_E_IO || j->rd.err ? "reader" : "decode", name,
+                 rc == RF_E_IO || j->rd.err ? "reader"
+                 : rc == RF_E_CALLBACK      ? "sample_fn"
+                                            : "decode",
+                 name,
                  (long long)sample, reason);
         snprintf(first_reason, sizeof first_reason, "%s", reason);
         int64_t cap = cfg->max_errors;
@@ -278,7 +358,7 @@ void rf__work_sample(void *ctx, int worker, rf_pool_job *pj)
                 rc = RF_E_IO;
                 continue;
             }
-            rc = process_sample(k, w, &w->sub, j->epoch, used, dst, xdst, xlen, reason,
+            rc = process_sample(k, w, worker, &w->sub, j->epoch, used, dst, xdst, xlen, reason,
                                 sizeof reason, &t);
         }
         if (skip && rc == 0) {
@@ -316,7 +396,8 @@ void rf__work_sample(void *ctx, int worker, rf_pool_job *pj)
 void rf__work_totals(rf_work *k, rf_stats *st)
 {
     st->samples_decoded = st->header_ns = st->decode_ns = st->resize_ns = 0;
-    st->dct_scaled = 0;
+    st->dct_scaled = st->augment_ns = st->sample_fn_ns = st->convert_ns = 0;
+    st->decode_cpu_ns = st->augment_cpu_ns = st->sample_fn_cpu_ns = st->convert_cpu_ns = 0;
     for (int i = 0; k->w && i < k->nworkers; i++) {
         rf_work_counters *c = &k->w[i].c;
         st->samples_decoded += atomic_load_explicit(&c->decoded, memory_order_relaxed);
@@ -324,6 +405,13 @@ void rf__work_totals(rf_work *k, rf_stats *st)
         st->decode_ns += atomic_load_explicit(&c->decode_ns, memory_order_relaxed);
         st->resize_ns += atomic_load_explicit(&c->resize_ns, memory_order_relaxed);
         st->dct_scaled += atomic_load_explicit(&c->dct_scaled, memory_order_relaxed);
+        st->augment_ns += atomic_load_explicit(&c->augment_ns, memory_order_relaxed);
+        st->sample_fn_ns += atomic_load_explicit(&c->sample_fn_ns, memory_order_relaxed);
+        st->convert_ns += atomic_load_explicit(&c->convert_ns, memory_order_relaxed);
+        st->decode_cpu_ns += atomic_load_explicit(&c->decode_cpu_ns, memory_order_relaxed);
+        st->augment_cpu_ns += atomic_load_explicit(&c->augment_cpu_ns, memory_order_relaxed);
+        st->sample_fn_cpu_ns += atomic_load_explicit(&c->sample_fn_cpu_ns, memory_order_relaxed);
+        st->convert_cpu_ns += atomic_load_explicit(&c->convert_cpu_ns, memory_order_relaxed);
     }
     st->verified = atomic_load_explicit(&k->nverified, memory_order_relaxed);
 }

@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "augment.h"
+#include "convert.h"
 #include "decode.h"
 #include "options.h"
 #include "pool.h"
@@ -27,12 +29,21 @@
  * no read-modify-write), read by whoever renders stats. Totals since start. */
 typedef struct rf_work_counters {
     _Atomic int64_t decoded, header_ns, decode_ns, resize_ns, dct_scaled;
+    _Atomic int64_t augment_ns, sample_fn_ns, convert_ns; /* the stages after the geometry */
+    /* the worker thread's CPU time in the decode (header, decode, resize) and
+     * in the stages after it: what contention on a busy machine does not inflate */
+    _Atomic int64_t decode_cpu_ns, augment_cpu_ns, sample_fn_cpu_ns, convert_cpu_ns;
 } rf_work_counters;
 
 typedef struct rf_worker_state {
     rf_decoder *dec;
     rf_read sub; /* buffer for substitute samples (on_error = skip) */
     rf_work_counters c;
+    /* cfg->post: the picture before augmentations and conversion (S x S x 3,
+     * NHWC), the ops' scratch and the sample's plan */
+    uint8_t *img;
+    rf_aug_scratch scr;
+    rf_aug_plan *plan;
 } rf_worker_state;
 
 typedef struct rf_work {
@@ -40,6 +51,9 @@ typedef struct rf_work {
     const rf_source *src;
     const _Atomic int64_t *gen; /* the dispatcher's generation */
     rf_decode_opts tmpl;        /* decode options but epoch, sample, check_tail */
+    rf_convert cv;              /* cfg->post: the output's layout and type */
+    int in_place;               /* cfg->post with a uint8 NHWC output: augmented in the slot */
+    int planar;                 /* a float NCHW output alone: the worker's picture is planar */
     size_t sample_bytes;        /* slot stride */
     /* RF_VERIFY_ONCE: one bit per sample, set once the sample's file was
      * decoded to its end marker without fault; nverified counts them. */

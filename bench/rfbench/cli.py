@@ -9,6 +9,7 @@ from . import BenchError
 from . import __doc__ as USAGE
 from .machine import usable_cores
 from .report import Progress
+from .runners import AUGMENTS
 from .session import run
 
 
@@ -23,6 +24,17 @@ def parse_args(argv):
     p.add_argument("--image-size", type=int, help="output side in pixels (default 224; "
                    "112 with --quick)")
     p.add_argument("--transform", default="center", choices=["center", "random_resized_crop"])
+    p.add_argument("--augment", default="none", choices=["none"] + sorted(AUGMENTS),
+                   help="augmentations after the crop, the same on both sides (implies "
+                        "--transform random_resized_crop): randaugment is RandAugment(2, 9) + "
+                        "RandomErasing(0.25); trivialaugment TrivialAugmentWide() + "
+                        "RandomErasing(0.25); autoaugment AutoAugment(imagenet) + "
+                        "RandomErasing(0.25); torchvision runs them on PIL pictures, "
+                        "RandomErasing on the uint8 tensor")
+    p.add_argument("--out-dtype", default="uint8", choices=["uint8", "float32", "float16",
+                                                           "bfloat16"],
+                   help="ringfeed's output type, normalised with ImageNet's mean and std "
+                        "(torchvision's side then ends in ConvertImageDtype + Normalize)")
     p.add_argument("--layout", default="NCHW", choices=["NCHW", "NHWC"],
                    help="ringfeed's layout (default NCHW, as PILToTensor)")
     p.add_argument("--workers", default="all",
@@ -68,6 +80,8 @@ def parse_args(argv):
                    help="do not read the dataset once into the page cache first")
     a = p.parse_args(argv)
 
+    if a.augment != "none":
+        a.transform = "random_resized_crop"
     q = a.quick
     a.batch_size = a.batch_size or (16 if q else 64)
     a.image_size = a.image_size or (112 if q else 224)

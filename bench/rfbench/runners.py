@@ -77,6 +77,25 @@ class GpuStep:
 # The two systems
 # --------------------------------------------------------------------------
 
+# --augment: (ringfeed's list, torchvision's transforms on PIL) of each recipe;
+# RandomErasing(0.25) ends each, on the uint8 tensor on torchvision's side.
+AUGMENTS = {"randaugment": "RandAugment", "trivialaugment": "TrivialAugmentWide",
+            "autoaugment": "AutoAugment"}
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def ringfeed_augment(rf, name):
+    first = {"randaugment": lambda: rf.RandAugment(2, 9),
+             "trivialaugment": lambda: rf.TrivialAugmentWide(),
+             "autoaugment": lambda: rf.AutoAugment("imagenet")}[name]()
+    return [first, rf.RandomErasing(0.25)]
+
+
+def torchvision_augment(T, name):
+    return {"randaugment": lambda: T.RandAugment(2, 9),
+            "trivialaugment": lambda: T.TrivialAugmentWide(),
+            "autoaugment": lambda: T.AutoAugment(T.AutoAugmentPolicy.IMAGENET)}[name]()
+
 class RingfeedRunner:
     system = "ringfeed"
 
@@ -94,6 +113,10 @@ class RingfeedRunner:
             kw.update(image_size=a.image_size, transform=a.transform,
                       flip=a.transform == "random_resized_crop", layout=a.layout,
                       verify=a.verify)
+            if getattr(a, "augment", "none") != "none":
+                kw["augment"] = ringfeed_augment(rf, a.augment)
+            if getattr(a, "out_dtype", "uint8") != "uint8":
+                kw.update(dtype=a.out_dtype, mean=MEAN, std=STD)
         self.kw = kw
         self.loader = None
         self.it = None
@@ -112,6 +135,7 @@ class RingfeedRunner:
 
     def finish(self):
         st = self.loader.stats()
+        per = st.get("per_image_ms") or {}
         self.it = None
         self.loader.close()
         self.loader = None
@@ -121,7 +145,8 @@ class RingfeedRunner:
                 "ring_bytes": (st.get("memory") or {}).get("ring_bytes"),
                 "library_stall_seconds": st.get("stall_seconds"),
                 "library_images_per_sec": st.get("images_per_sec"),
-                "errors_count": st.get("errors_count"), "worker_budget": st.get("worker_budget")}
+                "errors_count": st.get("errors_count"), "worker_budget": st.get("worker_budget"),
+                "per_image_ms": per}
 
     def abort(self):
         self.it = None
@@ -140,8 +165,17 @@ class TorchRunner:
             self.tf = T.Compose([T.Resize(int(round(S / 0.875))), T.CenterCrop(S),
                                  T.PILToTensor()])
         else:
-            self.tf = T.Compose([T.RandomResizedCrop(S), T.RandomHorizontalFlip(),
-                                 T.PILToTensor()])
+            tf = [T.RandomResizedCrop(S), T.RandomHorizontalFlip()]
+            aug = getattr(a, "augment", "none")
+            if aug != "none":
+                tf.append(torchvision_augment(T, aug))
+            tf.append(T.PILToTensor())
+            out = getattr(a, "out_dtype", "uint8")
+            if out != "uint8":
+                tf += [T.ConvertImageDtype(getattr(torch, out)), T.Normalize(MEAN, STD)]
+            if aug != "none":
+                tf.append(T.RandomErasing(0.25))
+            self.tf = T.Compose(tf)
         self.torch = torch
         self.root = root
         self.workers = workers

@@ -250,6 +250,7 @@ def run(a, progress):
               "batch_size": a.batch_size, "image_size": None if a.record_size else a.image_size,
               "transform": None if a.record_size else a.transform,
               "layout": None if a.record_size else a.layout,
+              "augment": getattr(a, "augment", "none"), "out_dtype": getattr(a, "out_dtype", "uint8"),
               "verify": None if a.record_size else a.verify,
               "record_size": a.record_size or None, "workers": a.worker_list, "device": device,
               "memory": a.memory, "sizing_memory": sizing_memory, "step_ms": a.step_ms,

@@ -18,14 +18,22 @@ The package, a module per concern:
   _outputs.py  a lent batch -> numpy arrays, torch tensors, CUDA tensors
   _errors.py   RingfeedError; library statuses -> exceptions
   _lib.py      finds libringfeed and declares its C API for ctypes
+  augment.py   torchvision's augmentations (RandAugment, ...), apply(), draws()
+  _recipe.py   augment, dtype + mean/std, sample_fn -> the native loader's calls
+  _normalize.py  uint8 batches normalised with torch on their device (CUDA path)
 
 Nothing here is compiled; the library is found in the package folder (where
 `pip install .` puts it), then through $RINGFEED_LIBRARY, the repository's
 build/ folder, then the system.
 """
 
+from . import augment  # noqa: F401 (ringfeed.augment.apply, .draws)
 from ._errors import RingfeedError
 from ._lib import __version__, library_path, library_version  # noqa: F401 (public API)
+from .augment import (AutoAugment, ColorJitter, RandAugment, RandomErasing, RandomGrayscale,
+                      TrivialAugmentWide)
 from .loader import Loader
 
-__all__ = ["Loader", "RingfeedError", "library_path", "library_version", "__version__"]
+__all__ = ["Loader", "RingfeedError", "library_path", "library_version", "__version__",
+           "RandAugment", "TrivialAugmentWide", "AutoAugment", "ColorJitter", "RandomGrayscale",
+           "RandomErasing", "augment"]

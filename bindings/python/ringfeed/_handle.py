@@ -52,7 +52,8 @@ class _Handle:
             raise MemoryError("ringfeed: rf_loader_create failed")
         h = cls(lib, ptr)
         for setter, value in strings:
-            rc = getattr(lib, setter)(ptr, value)
+            # a tuple holds several arguments (rf_loader_set_normalize, _set_sample_fn)
+            rc = getattr(lib, setter)(ptr, *(value if isinstance(value, tuple) else (value,)))
             if rc < 0:
                 what = setter[len("rf_loader_set_"):]
                 msg = "ringfeed: %s=%r rejected: %s" % (what, value, strerror(rc))

@@ -128,7 +128,9 @@ LAYOUTS = {"NHWC": 0, "NCHW": 1}
 ON_ERROR = {"raise": 0, "skip": 1}
 IO_BACKENDS = {"auto": 0, "io_uring": 1, "pread": 2}
 VERIFY = {"none": 0, "once": 1, "always": 2}  # enum rf_verify
-DTYPES = {"uint8": 0, "uint16": 1, "int32": 2, "int64": 3}  # enum rf_dtype
+DTYPES = {"uint8": 0, "uint16": 1, "int32": 2, "int64": 3,  # enum rf_dtype
+          "float32": 4, "float16": 5, "bfloat16": 6}
+RF_E_CALLBACK = -17
 
 LIBNAME = "libringfeed.so"
 
@@ -194,6 +196,35 @@ _SIGNATURES = [
      [_c_batch_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]),
 ]
 
+# 0.5: augmentations, normalised output, per-sample callbacks, explain. Declared
+# where the library has them, so that the binding still loads an older one.
+_SIGNATURES_0_5 = [
+    ("rf_loader_set_augment", ctypes.c_int, [_c_loader_p, ctypes.c_char_p]),
+    ("rf_loader_set_normalize", ctypes.c_int,
+     [_c_loader_p, ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double)]),
+    ("rf_loader_set_sample_fn", ctypes.c_int, [_c_loader_p, ctypes.c_void_p, ctypes.c_void_p]),
+    ("rf_loader_explain", _i64, [_c_loader_p, _i64, _i64, ctypes.c_char_p, ctypes.c_size_t]),
+    ("rf_augment_apply", ctypes.c_int,
+     [ctypes.POINTER(ctypes.c_uint8), ctypes.c_int, ctypes.c_int, ctypes.c_ssize_t,
+      ctypes.c_char_p, ctypes.POINTER(ctypes.c_double), ctypes.c_int, ctypes.c_char_p,
+      ctypes.c_size_t]),
+    ("rf_augment_draws", _i64,
+     [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_uint64, _i64, _i64,
+      ctypes.POINTER(ctypes.c_double), _i64, ctypes.c_char_p, ctypes.c_size_t]),
+]
+
+# int (*)(void *user, uint8_t *pixels, int h, int w, int c, ptrdiff_t stride,
+#         uint64_t seed, const rf_sample_info *info)
+SAMPLE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint8),
+                             ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_ssize_t,
+                             ctypes.c_uint64, ctypes.c_void_p)
+
+
+class SampleInfo(ctypes.Structure):
+    """rf_sample_info."""
+    _fields_ = [("sample", ctypes.c_int64), ("epoch", ctypes.c_int64), ("label", ctypes.c_int64),
+                ("worker", ctypes.c_int32), ("reserved", ctypes.c_int32)]
+
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -242,6 +273,11 @@ def _declare(lib):
         fn = getattr(lib, name)
         fn.restype = restype
         fn.argtypes = argtypes
+    for name, restype, argtypes in _SIGNATURES_0_5:
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            fn.restype = restype
+            fn.argtypes = argtypes
     return lib
 
 

@@ -18,6 +18,7 @@ import re
 import numpy as np
 
 from . import _lib
+from ._recipe import Recipe
 
 # RF_P_MAX_FILE_BYTES's default in the library: larger sample files are errors.
 MAX_FILE_BYTES = 512 << 20
@@ -151,6 +152,23 @@ def _dtype_value(dtype):
     return _lib.DTYPES[name], np.dtype(name)
 
 
+def _picture_dtype(dtype):
+    """The output type of pictures by name: uint8, float32, float16 or
+    bfloat16 (a string, a numpy dtype or a torch dtype)."""
+    name = str(dtype)
+    if name.startswith("torch."):
+        name = name[len("torch."):]
+    if name != "bfloat16":
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            pass
+    if name not in ("uint8", "float32", "float16", "bfloat16"):
+        raise ValueError("ringfeed: dtype of pictures must be 'uint8', 'float32', 'float16' or "
+                         "'bfloat16', not %r" % (dtype,))
+    return name
+
+
 def _ext_name(what, value):
     """A member extension as the library stores it: blanks and a leading '.'
     dropped, lowercase (the library checks the rest)."""
@@ -222,10 +240,18 @@ class Options:
         extra = dict(extra)
         record_size = _int("record_size", extra.pop("record_size", 0))
         header_size = _int("header_size", extra.pop("header_size", 0))
-        dtype_v, dtype = _dtype_value(extra.pop("dtype", "uint8"))
+        dtype_arg = extra.pop("dtype", "uint8")
         self.records = record_size > 0
         self.record_size = record_size
-        self.dtype = dtype if self.records else np.dtype(np.uint8)  # of the batches' elements
+        dtype_v, dtype = _dtype_value(dtype_arg) if self.records else (0, None)
+        self.device_kind, self.device_index = _parse_device(device)
+        # augment, dtype + mean/std, sample_fn: pictures' recipe (_recipe.py)
+        self.recipe = Recipe(extra.pop("augment", None),
+                             "uint8" if self.records else _picture_dtype(dtype_arg),
+                             extra.pop("mean", None), extra.pop("std", None),
+                             extra.pop("sample_fn", None), self.device_kind)
+        # of the batches' elements (the ring's: uint8 where a CUDA device normalises)
+        self.dtype = dtype if self.records else np.dtype(self.recipe.np_dtype)
         if transform is None:
             transform = "none" if self.records else "random_resized_crop"
         self.output = extra.pop("output", "auto")
@@ -247,6 +273,7 @@ class Options:
                                  None if label is None else label.encode("utf-8")))
         if extras:
             self.strings.append(("rf_loader_set_extras", ",".join(extras).encode("utf-8")))
+        self.strings += self.recipe.calls
         cache_dir = extra.pop("cache_dir", None)
         if cache_dir is not None:
             self.strings.append(("rf_loader_set_cache_dir", os.fsencode(cache_dir)))
@@ -276,7 +303,6 @@ class Options:
         if local_world_size is None:
             local_world_size = _env_int("LOCAL_WORLD_SIZE", 1)
 
-        self.device_kind, self.device_index = _parse_device(device)
         self.device = "cpu" if self.device_kind == "cpu" else "cuda:%d" % self.device_index
 
         P = _lib
@@ -322,3 +348,5 @@ class Options:
         if record_size or header_size:
             self.params += [(P.RF_P_RECORD_SIZE, record_size), (P.RF_P_HEADER_SIZE, header_size),
                             (P.RF_P_DTYPE, dtype_v)]
+        elif self.recipe.c_dtype:  # pictures in a float type (libraries from 0.5 on)
+            self.params.append((P.RF_P_DTYPE, self.recipe.c_dtype))

@@ -19,6 +19,7 @@ import numpy as np
 
 from ._errors import RingfeedError
 from ._lib import RF_E_NO_DEVICE, RF_OK
+from ._normalize import normalize
 
 _torch_mod = None
 _torch_tried = False
@@ -71,10 +72,10 @@ class BatchForm:
     (prefetch, batches per epoch)."""
 
     __slots__ = ("dtype", "sample_shape", "sample_bytes", "records", "prefetch", "num_batches",
-                 "labeled", "extras")
+                 "labeled", "extras", "torch_dtype", "normalize")
 
     def __init__(self, dtype, sample_shape, sample_bytes, records, prefetch, num_batches,
-                 labeled=True, extras=()):
+                 labeled=True, extras=(), torch_dtype=None, normalize=None):
         self.dtype = dtype
         self.sample_shape = sample_shape
         self.sample_bytes = sample_bytes
@@ -83,6 +84,11 @@ class BatchForm:
         self.num_batches = num_batches
         self.labeled = labeled and not records
         self.extras = tuple(extras)
+        # "bfloat16": the uint16 bits become torch.bfloat16 tensors; None: dtype's own
+        self.torch_dtype = torch_dtype
+        # (mean, std, dtype name, layout): uint8 batches normalised on their
+        # device after the copy (_normalize.py); None: as they are
+        self.normalize = normalize
 
 
 class _Output:
@@ -153,9 +159,11 @@ class _CpuOutput(_Output):
             return images, labels
         if form.records:
             return self._data_tensor(images), None
-        if labels is None:
-            return torch.from_numpy(images), None
-        return torch.from_numpy(images), torch.from_numpy(labels)
+        if form.torch_dtype == "bfloat16":  # numpy has no bfloat16: the bits, viewed
+            t = torch.from_numpy(images.view(np.int16)).view(torch.bfloat16)
+        else:
+            t = torch.from_numpy(images)
+        return t, None if labels is None else torch.from_numpy(labels)
 
     def _data_tensor(self, data):
         """Record data as a tensor. torch before 2.3 has no uint16: such data
@@ -229,7 +237,12 @@ class _CudaOutput(_Output):
         lease.release()  # the slot waits in C for the copy; the tensors are torch's
         if rc < 0:
             raise h.error(rc, "copy to %s" % self.where)
-        return images.view(getattr(torch, form.dtype.name)).reshape(shape), dlabels
+        images = images.view(getattr(torch, form.dtype.name)).reshape(shape)
+        if form.normalize is not None:
+            # queued on the current stream, after the copy (_normalize.py)
+            mean, std, dtype, layout = form.normalize
+            images = normalize(images, mean, std, dtype, layout, torch)
+        return images, dlabels
 
 
 def make_output(kind, index, output, copy_mode="ring"):

@@ -125,6 +125,20 @@ class Loader:
     read_depth, read_timeout_ms, max_errors, and output ("auto": torch tensors
     when torch imports, else numpy; or "torch", "numpy").
 
+    Recipes (README, "Recipes"): augment=[ringfeed.RandAugment(2, 9),
+    ringfeed.RandomErasing(0.25)] (torchvision's RandAugment,
+    TrivialAugmentWide, AutoAugment, ColorJitter, RandomGrayscale,
+    RandomErasing, with their arguments; or rf_loader_set_augment's spec
+    string) runs them in C on the workers after the crop and flip, each
+    sample's draws from (seed, epoch, index); dtype="float32" | "float16" |
+    "bfloat16" with mean=(r, g, b) and std=(r, g, b) gives Normalize(mean,
+    std) of x / 255 (on a CUDA device the ring stays uint8 and torch
+    normalises after the copy, on the same stream; numpy has no bfloat16:
+    uint16 bits there, torch.bfloat16 tensors); sample_fn= a C function's
+    address, a Numba @cfunc or a ctypes function (rf_sample_fn), or a Python
+    callable f(pixels, seed, info) that runs under the GIL, on each sample
+    after the augmentations. explain(i) says what sample i got.
+
     device="cuda" / "cuda:N" yields CUDA tensors (images and labels) ready on
     torch.cuda.current_stream(); they belong to torch's allocator, so keeping
     them is always safe. The ring is then page-locked (pin_memory=False keeps
@@ -190,10 +204,16 @@ class Loader:
         if self._records:
             shape, nbytes = (opts.record_size // opts.dtype.itemsize,), opts.record_size
         else:
-            shape, nbytes = (3, s, s) if self._layout == "NCHW" else (s, s, 3), 3 * s * s
+            shape = (3, s, s) if self._layout == "NCHW" else (s, s, 3)
+            nbytes = 3 * s * s * opts.dtype.itemsize
+        rec = opts.recipe
+        self._keep = rec.keep  # a sample_fn's callable lives as long as the loader
         self._form = BatchForm(opts.dtype, shape, nbytes, self._records,
                                max(2, h.get(P.RF_P_PREFETCH)), self._num_batches,
-                               labeled=opts.labeled, extras=opts.extras)
+                               labeled=opts.labeled, extras=opts.extras,
+                               torch_dtype=rec.torch_dtype,
+                               normalize=(rec.mean, rec.std, rec.dtype, self._layout)
+                               if rec.device_normalize else None)
 
         # _positioned: the next iteration starts where the loader stands
         # (just started, set_epoch, load_state_dict); otherwise it starts at
@@ -331,7 +351,8 @@ class Loader:
     num_samples = _readonly("_num_samples", "Samples in the source's index (all ranks).")
     batch_size = _readonly("_batch_size", "Samples per batch (the last may have fewer).")
     image_size = _readonly("_image_size", "Side of the output images in pixels.")
-    dtype = _readonly("_form.dtype", "Element type of the batches: numpy uint8 for images, "
+    dtype = _readonly("_form.dtype", "Element type of the batches' host arrays: numpy uint8 "
+                      "for images (float32, float16, or uint16 holding bfloat16, under dtype=), "
                       "the records' dtype.")
     layout = _readonly("_layout", "'NHWC' or 'NCHW'.")
     device = _readonly("_device", "'cpu' or 'cuda:N'.")
@@ -361,6 +382,29 @@ class Loader:
         if v < 0 and not 0 <= index < self._num_samples:
             raise IndexError("ringfeed: no sample %d" % index)
         return int(v)
+
+    def explain(self, index, epoch=None):
+        """What sample `index` (global index, as iter_with_indices gives)
+        gets in `epoch` (default: self.epoch, the epoch of the iteration in
+        progress or the next): a dict with its path and name, label, the
+        picture's width and height, crop {top, left, height, width}, resize
+        [h, w], center_crop (transform "center"), flip, augment (each op
+        with its drawn parameters, in order: op, transform, magnitude and
+        bin for the auto-augment ops, factor, angle, shear, pixels, bits,
+        threshold, fill; Erase's box, value and deferred), dtype and
+        sample_fn_seed (rf_loader_explain). The picture's header is read."""
+        h = self._live()
+        index = _int("index", index)
+        epoch = self.epoch if epoch is None else _int("epoch", epoch)
+        cap = 1 << 14
+        while True:
+            buf = ctypes.create_string_buffer(cap)
+            n = self._lib.rf_loader_explain(h.ptr, epoch, index, buf, cap)
+            if n < 0:
+                raise h.error(n, "explain sample %d" % index)
+            if n < cap:
+                return json.loads(buf.value.decode("utf-8", "replace"))
+            cap = n + 1
 
     def stats(self):
         """The loader's statistics as a dict (see rf_loader_stats_json).

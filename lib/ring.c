@@ -80,6 +80,7 @@ static void slot_take(rf_ring *r, int i, uint8_t *mem, int pinned)
     r->mem[i] = mem;
     r->mem_pinned[i] = (unsigned char)pinned;
     r->npinned += pinned;
+    r->pinned = r->npinned > 0;
 }
 
 int rf__ring_init_hooks(rf_ring *r, int k, int64_t batch_size, size_t sample_bytes, int pin,
@@ -125,7 +126,6 @@ int rf__ring_init_hooks(rf_ring *r, int k, int64_t batch_size, size_t sample_byt
             snprintf(why, sizeof why, "%s", note);
         }
     }
-    r->pinned = r->npinned > 0;
     if (first >= 0 && r->pinned)
         snprintf(r->note, sizeof r->note, "%d of %d slots pageable, slot %d: %s", k - r->npinned,
                  k, first, why);

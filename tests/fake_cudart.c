@@ -133,6 +133,9 @@ void fk_run_hook(const char *api)
 {
     void (*fn)(void *) = NULL;
     void *arg = NULL;
+    if (fk.pid && getpid() != fk.pid)
+        return; /* a forked child: no lock, no hook */
+    pthread_once(&once, init);
     pthread_mutex_lock(&fk_mu);
     for (int i = 0; i < MAXHOOK; i++)
         if (hooks[i].fn && strcmp(hooks[i].api, api) == 0) {
@@ -487,8 +490,10 @@ EXPORT void fake_cudart_set(const char *key, long long value)
     pthread_mutex_lock(&fk_mu);
     if (strcmp(key, "pause") == 0)
         fk.paused = value != 0;
-    else if (strcmp(key, "sticky") == 0)
+    else if (strcmp(key, "sticky") == 0 && value)
         fk.sticky = (cudaError_t)value;
+    else if (strcmp(key, "sticky") == 0)
+        fk.sticky = cudaSuccess, fk_streams_discard(); /* the failed context's work is gone */
     else if (strcmp(key, "device_memory") == 0)
         fk.dev_limit = (size_t)value;
     else if (strcmp(key, "pinned_memory") == 0)

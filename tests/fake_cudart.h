@@ -99,5 +99,8 @@ int fk_mem_live(const void *p, size_t n);
 
 /* Starts the device thread and the legacy streams (once, from fk_gate). */
 void fk_streams_init(void);
+/* With fk_mu held: every queued op is dropped, as a failed context's work
+ * never runs (the streams count it as run, so that waits end). */
+void fk_streams_discard(void);
 
 #endif

@@ -78,6 +78,7 @@ static fstream legacy[FK_MAXDEV];
 static fstream *streams; /* every stream, the legacy ones first */
 static fevent *events;   /* every event (kept, for the use-after-destroy check) */
 static fstream *cursor;  /* where the device thread looks first (round robin) */
+static fop *inflight;    /* the op the device thread is running (outside fk_mu) */
 
 static int runnable(const fstream *s)
 {
@@ -119,6 +120,7 @@ static void *device_main(void *arg)
             continue;
         }
         fop *o = s->head;
+        inflight = o;
         long us = 0;
         if (o->kind == OP_COPY) {
             check_live(o);
@@ -137,6 +139,7 @@ static void *device_main(void *arg)
             else
                 memset(o->dst, o->val, o->n < (1u << 20) ? o->n : (1u << 20));
         }
+        inflight = NULL;
         s->head = o->next;
         if (!s->head)
             s->tail = NULL;
@@ -158,6 +161,22 @@ void fk_streams_init(void)
     if (pthread_create(&t, NULL, device_main, NULL) != 0)
         fk_die("cannot start the device thread");
     pthread_detach(t);
+}
+
+void fk_streams_discard(void)
+{
+    for (fstream *s = streams; s; s = s->next) {
+        while (s->head && s->head != inflight) {
+            fop *o = s->head;
+            s->head = o->next;
+            free(o->owned);
+            free(o);
+            s->done++;
+        }
+        if (!s->head)
+            s->tail = NULL;
+    }
+    pthread_cond_broadcast(&fk_cv);
 }
 
 /* ---- queues ------------------------------------------------------------- */
@@ -298,10 +317,10 @@ EXPORT cudaError_t cudaStreamDestroy(cudaStream_t s)
 
 EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
+    fk_run_hook("sync"); /* before the gate: a wait asked for is a wait, failed or not */
     cudaError_t e = fk_gate("cudaStreamSynchronize", 1);
     if (e)
         return fk_err(e);
-    fk_run_hook("sync");
     pthread_mutex_lock(&fk_mu);
     fstream *f = stream_of(s);
     e = host_wait(f, f->enq);
@@ -323,10 +342,10 @@ EXPORT cudaError_t cudaStreamQuery(cudaStream_t s)
 
 EXPORT cudaError_t cudaDeviceSynchronize(void)
 {
+    fk_run_hook("sync"); /* before the gate: a wait asked for is a wait, failed or not */
     cudaError_t e = fk_gate("cudaDeviceSynchronize", 1);
     if (e)
         return fk_err(e);
-    fk_run_hook("sync");
     pthread_mutex_lock(&fk_mu);
     fk_count_sync();
     int d = fk_cur_device();
@@ -412,10 +431,10 @@ EXPORT cudaError_t cudaEventQuery(cudaEvent_t ev)
 
 EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t ev)
 {
+    fk_run_hook("sync"); /* before the gate: a wait asked for is a wait, failed or not */
     cudaError_t e = fk_gate("cudaEventSynchronize", 1);
     if (e)
         return fk_err(e);
-    fk_run_hook("sync");
     pthread_mutex_lock(&fk_mu);
     fevent *f = event_of(ev);
     e = f->s ? host_wait(f->s, f->seq) : (fk_count_sync(), cudaSuccess);

@@ -71,7 +71,26 @@ int si_init(const char *prog, int need_fake)
             return 77;
         }
     }
+    const char *only = getenv("RINGFEED_TEST_FILTER");
+    if (only && only[0])
+        cmocka_set_test_filter(only);
     printf("%s: %d CUDA device(s), %s\n", prog, n, SI.rt->desc);
+    return 0;
+}
+
+int si_reset(void **state)
+{
+    (void)state;
+    if (!SI.set)
+        return 0;
+    static const char *const apis[] = {"sync", "cudaMemcpyAsync", "cudaEventRecord"};
+    for (size_t i = 0; i < sizeof apis / sizeof *apis; i++)
+        SI.hook(apis[i], NULL, NULL);
+    SI.fail_call("", -1, 0);
+    SI.set("pause", 0);
+    SI.set("sticky", 0);
+    SI.set("device_memory", 0);
+    SI.set("pinned_memory", 0);
     return 0;
 }
 

@@ -36,7 +36,8 @@ extern standin SI;
 /* Loads the runtime as the library does and checks it is the one
  * RINGFEED_TEST_EXPECT_CUDART names (when set). Returns 0 to run the tests,
  * 77 to skip them (no device; or need_fake and the runtime is not the
- * stand-in), 1 on failure; prints why as "prog: ...". */
+ * stand-in), 1 on failure; prints why as "prog: ...". $RINGFEED_TEST_FILTER
+ * (a cmocka pattern: "test_a*") runs only the tests it matches. */
 int si_init(const char *prog, int need_fake);
 
 /* The folder: SI_CLASSES x SI_PER_CLASS small JPEGs, batches of SI_BATCH at
@@ -49,6 +50,10 @@ int si_init(const char *prog, int need_fake);
 #define SI_EPOCHS 2
 #define SI_SAMPLE_BYTES (SI_SIZE * SI_SIZE * 3)
 #define SI_BATCH_BYTES ((size_t)SI_BATCH * SI_SAMPLE_BYTES)
+
+/* Puts the stand-in's knobs back (no limits, no pause, no failure, no hook):
+ * a cmocka setup, so that a failed test leaves nothing behind. */
+int si_reset(void **state);
 
 /* Makes the folder and the reference (cmocka group setup / teardown). */
 int si_setup(void **state);

@@ -160,8 +160,8 @@ int main(void)
     if (rc)
         return rc;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_per_batch_two_copies_no_allocation_no_wait),
-        cmocka_unit_test(test_pinned_never_waits_pageable_does),
+        cmocka_unit_test_setup(test_per_batch_two_copies_no_allocation_no_wait, si_reset),
+        cmocka_unit_test_setup(test_pinned_never_waits_pageable_does, si_reset),
     };
     return cmocka_run_group_tests(tests, si_setup, si_teardown);
 #endif

@@ -149,8 +149,8 @@ int main(void)
         return 77;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_no_context_on_device_0_from_a_loader_on_device_1),
-        cmocka_unit_test(test_thread_keeps_its_own_device),
+        cmocka_unit_test_setup(test_no_context_on_device_0_from_a_loader_on_device_1, si_reset),
+        cmocka_unit_test_setup(test_thread_keeps_its_own_device, si_reset),
     };
     return cmocka_run_group_tests(tests, si_setup, si_teardown);
 #endif

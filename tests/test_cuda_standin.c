@@ -291,12 +291,12 @@ int main(void)
         return 77;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_contexts),
-        cmocka_unit_test(test_streams_and_events_belong_to_a_device),
-        cmocka_unit_test(test_legacy_stream_serialises_with_blocking_streams),
-        cmocka_unit_test(test_free_and_stream_destroy_return_at_once),
-        cmocka_unit_test(test_pageable_staged_page_locked_read_late),
-        cmocka_unit_test(test_limits_sticky_errors_and_fork),
+        cmocka_unit_test_setup(test_contexts, si_reset),
+        cmocka_unit_test_setup(test_streams_and_events_belong_to_a_device, si_reset),
+        cmocka_unit_test_setup(test_legacy_stream_serialises_with_blocking_streams, si_reset),
+        cmocka_unit_test_setup(test_free_and_stream_destroy_return_at_once, si_reset),
+        cmocka_unit_test_setup(test_pageable_staged_page_locked_read_late, si_reset),
+        cmocka_unit_test_setup(test_limits_sticky_errors_and_fork, si_reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 #endif

@@ -307,11 +307,11 @@ int main(void)
     if (rc)
         return rc;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_destroy_with_device_batches_still_lent),
-        cmocka_unit_test(test_destroy_deadline_on_a_stream_that_never_ends),
-        cmocka_unit_test(test_copy_to_keeps_its_slot_from_a_release),
-        cmocka_unit_test(test_no_wait_under_the_loaders_mutex),
-        cmocka_unit_test(test_forked_child_makes_no_cuda_call),
+        cmocka_unit_test_setup(test_destroy_with_device_batches_still_lent, si_reset),
+        cmocka_unit_test_setup(test_destroy_deadline_on_a_stream_that_never_ends, si_reset),
+        cmocka_unit_test_setup(test_copy_to_keeps_its_slot_from_a_release, si_reset),
+        cmocka_unit_test_setup(test_no_wait_under_the_loaders_mutex, si_reset),
+        cmocka_unit_test_setup(test_forked_child_makes_no_cuda_call, si_reset),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 #endif

@@ -52,6 +52,7 @@ static void test_slot_memory_made_with_the_slot(void **state)
     /* The labels' staging is in the slot's page-locked block, after the images. */
     int first = GF.ncalls;
     gf_stream *A = gf_stream_new();
+    uint8_t dst[GF_SLOT_BYTES];
     for (int b = 0; b < 9; b++) {
         rf_slot *s = gf_fx_lend(&fx, b, b);
         assert_non_null(s);
@@ -61,7 +62,6 @@ static void test_slot_memory_made_with_the_slot(void **state)
             assert_int_equal(gf_fx_to_device(&fx, s, A, &dev, &lab), 0);
             assert_non_null(dev);
         } else {
-            uint8_t dst[GF_SLOT_BYTES];
             char err[100];
             assert_int_equal(gf_fx_copy_to(&fx, s, dst, NULL, A, err, sizeof err), 0);
         }

@@ -385,12 +385,11 @@ int rf__ring_reap_copies(rf_ring *r)
         rf_slot *s = &r->slots[i];
         if (s->state != RF_SLOT_FREE || !s->copy_pending)
             continue;
-        if (s->copying > 0)
-            n++;
-        else if (!r->copy_done || r->copy_done(r->copy_ctx, s->id))
+        /* Still waiting, or done just now: either way the dispatcher must
+         * look again (its claim ran before this reap, and nobody signals). */
+        if (s->copying == 0 && (!r->copy_done || r->copy_done(r->copy_ctx, s->id)))
             s->copy_pending = 0;
-        else
-            n++;
+        n++;
     }
     return n;
 }

@@ -236,9 +236,10 @@ int rf__ring_copy_begin(const rf_batch *h);
 void rf__ring_copy_end(rf_slot *s);
 
 /* Asks copy_done about every FREE slot whose copy is pending, clears the
- * finished ones, and returns how many still wait, counting those with a copy
- * being enqueued (nobody signals when a copy ends: the dispatcher polls while
- * this is not 0). */
+ * finished ones, and returns how many slots the dispatcher must look at again:
+ * those still waiting (with a copy being enqueued too) and those that became
+ * claimable now (after its claim ran). Nobody signals when a copy ends: the
+ * dispatcher polls while this is not 0. */
 int rf__ring_reap_copies(rf_ring *r);
 
 int rf__ring_count(const rf_ring *r, int state);

@@ -68,6 +68,7 @@ static void test_failed_cuda_call_named_drained_then_recovers(void **state)
     assert_null(dev);
     rf__copier_release(fx.c, s->id); /* not on the device: nothing recorded */
     assert_int_equal(rf__ring_release(rf__ring_lease(s)), 0);
+    assert_int_equal(rf__ring_reap_copies(&fx.ring), 1); /* drained: free, look again */
     assert_int_equal(rf__ring_reap_copies(&fx.ring), 0);
     rf_copier_stats st;
     rf__copier_stats(fx.c, &st);

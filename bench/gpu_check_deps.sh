@@ -10,7 +10,7 @@
 #   debs/*.deb, root/   Debian 12's libjpeg62-turbo, liburing2, libcmocka0 and
 #                       their -dev packages, unpacked with dpkg -x (root/usr/...),
 #                       their .pc files made relocatable
-#   cmake.tar.xz        cmake and ctest 3.28 with their modules, from PyPI's cmake
+#   cmake.tar.gz        cmake and ctest 3.28 with their modules, from PyPI's cmake
 #                       wheel (linked against nothing but glibc 2.17 and libstdc++):
 #                       used only where the image's cmake is missing or older than
 #                       the 3.25 the build needs
@@ -21,7 +21,8 @@
 # build may use it, says what is missing, and sets what the steps use.
 
 DEPS_DEBS="libjpeg62-turbo libjpeg62-turbo-dev liburing2 liburing-dev libcmocka0 libcmocka-dev"
-DEPS_PY="pytest pluggy iniconfig packaging exceptiongroup tomli"
+# pinned: Python 3.8 and later, no dependency beyond these
+DEPS_PY="pytest==8.3.5 pluggy==1.5.0 iniconfig==2.0.0 packaging==24.2 exceptiongroup==1.2.2 tomli==2.2.1"
 DEPS_CMAKE="cmake==3.28.4"
 
 deps_msg() { printf '[gpu_check %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
@@ -59,7 +60,7 @@ fetch_deps() {
     # shellcheck disable=SC2086
     "$py" -m pip download -q --no-deps --only-binary=:all: -d "$tmp/py" $DEPS_PY || return 1
     (cd "$tmp" && "$py" -m zipfile -e cmake-*.whl x >/dev/null) || return 1
-    tar -C "$tmp/x/cmake/data" -cJf "$dir/cmake.tar.xz" bin/cmake bin/ctest \
+    tar -C "$tmp/x/cmake/data" -czf "$dir/cmake.tar.gz" bin/cmake bin/ctest \
         "$(cd "$tmp/x/cmake/data" && ls -d share/cmake-*)/Modules" \
         "$(cd "$tmp/x/cmake/data" && ls -d share/cmake-*)/Templates" \
         "$(cd "$tmp/x/cmake/data" && ls -d share/cmake-*)/include" || return 1
@@ -71,7 +72,7 @@ fetch_deps() {
     rm -rf "$tmp"
     {
         (cd "$dir/debs" && ls -1 ./*.deb | sed 's#^\./##')
-        echo "cmake.tar.xz: $DEPS_CMAKE (PyPI wheel: bin/cmake, bin/ctest, modules)"
+        echo "cmake.tar.gz: $DEPS_CMAKE (PyPI wheel: bin/cmake, bin/ctest, modules)"
         (cd "$dir/py" && ls -d ./*.dist-info | sed 's#^\./##; s#\.dist-info$##')
     } >"$dir/MANIFEST"
     deps_msg "done: $(du -sh "$dir" | cut -f1) in $dir"
@@ -118,7 +119,7 @@ check_tools() {
     local missing="" fatal=0 v py=$PY out
     tool_rows=()
     deps_msg "tools (what this image has, what was carried in $DEPS_DIR):"
-    for t in cc make timeout tar xz; do
+    for t in cc make timeout tar gzip; do
         if command -v $t >/dev/null 2>&1; then
             tool_row "$t" found "$(command -v $t)"
         else
@@ -142,9 +143,9 @@ check_tools() {
         tool_row cmake MISSING "not on PATH"
     fi
     if [ -z "$CMAKE" ] || [ -z "$CTEST" ]; then
-        if [ -f "$DEPS_DIR/cmake.tar.xz" ]; then
+        if [ -f "$DEPS_DIR/cmake.tar.gz" ]; then
             mkdir -p "$WORK/cmake"
-            tar -C "$WORK/cmake" -xJf "$DEPS_DIR/cmake.tar.xz"
+            tar -C "$WORK/cmake" -xzf "$DEPS_DIR/cmake.tar.gz"
             if out=$("$WORK/cmake/bin/cmake" --version 2>&1 | head -1); then
                 CMAKE=$WORK/cmake/bin/cmake CTEST=$WORK/cmake/bin/ctest
                 tool_row cmake carried "$out"

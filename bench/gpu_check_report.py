@@ -166,6 +166,8 @@ def assemble(path):
             git["dirty"] = bool(st.stdout.strip())
     except Exception as ex:
         git["error"] = repr(ex)
+    if "revision" not in git and e.get("RINGFEED_GIT_REV"):  # a copy without .git
+        git = {"revision": e["RINGFEED_GIT_REV"], "from": "RINGFEED_GIT_REV"}
     mode = e["MODE"]
     runtime = {"gpu": "the CUDA runtime torch loaded", "standin":
                "STAND-IN: tests/fake_cudart.c, no GPU; every CUDA figure is the stand-in's",

@@ -254,6 +254,7 @@ uint8_t *rf__copier_slot_alloc(void *copier, int slot, size_t bytes, int pin, in
         s->host = mem;
         s->host_pinned = *pinned;
         s->stage = (int64_t *)((uint8_t *)mem + c->stage_off);
+        memset(s->stage, 0, (size_t)c->batch_size * sizeof(int64_t)); /* stage_labels compares */
         s->dev = dev;
         if (dev) {
             c->st.buffers++;
@@ -411,6 +412,14 @@ void rf__copier_destroy(rf_copier *c)
         o->close(c->ctx, c->device, c->dctx);
     pthread_mutex_destroy(&c->mu);
     free(c->slots);
+    free(c);
+}
+
+void rf__copier_abandon(rf_copier *c)
+{
+    if (!c)
+        return;
+    free(c->slots); /* its blocks and buffers are the parent's context's */
     free(c);
 }
 

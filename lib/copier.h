@@ -168,6 +168,10 @@ int rf__copier_drain(rf_copier *c);
  * memory the ring did not give back, the device's context. NULL is a no-op. */
 void rf__copier_destroy(rf_copier *c);
 
+/* In a forked child: frees the copier's plain memory only (no CUDA call, no
+ * lock: the parent's context and threads are not the child's). NULL is a no-op. */
+void rf__copier_abandon(rf_copier *c);
+
 /* Host slot `slot` (img: img_n bytes, labels: count values) onto its device
  * buffer: enqueued on the copy stream after the buffer's previous release,
  * and `stream` waits for it. *dev_img and *dev_labels point into the device

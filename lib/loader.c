@@ -250,8 +250,9 @@ static void teardown(rf_loader *l)
     if (forked) {
         atomic_store(&l->stopped, 1);
         rf__reader_abandon(l->reader); /* shared with the parent: do not drain */
-        l->copier = NULL;              /* the parent's CUDA context */
         rf__ring_abandon(&l->ring);    /* no CUDA call: the page-locked slots are the parent's */
+        rf__copier_abandon(l->copier); /* the parent's CUDA context */
+        l->copier = NULL;
     } else {
         rf_loader_stop(l);
         rf__reader_destroy(l->reader);

@@ -31,6 +31,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { OP_COPY = 1, OP_SET, OP_RECORD, OP_WAIT };
 
@@ -79,6 +80,9 @@ static fstream *streams; /* every stream, the legacy ones first */
 static fevent *events;   /* every event (kept, for the use-after-destroy check) */
 static fstream *cursor;  /* where the device thread looks first (round robin) */
 static fop *inflight;    /* the op the device thread is running (outside fk_mu) */
+static int quit;         /* the process is exiting: the device thread ends */
+static pthread_t device_thread;
+static int device_started;
 
 static int runnable(const fstream *s)
 {
@@ -113,7 +117,7 @@ static void *device_main(void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&fk_mu);
-    for (;;) {
+    while (!quit) {
         fstream *s = pick();
         if (!s) {
             pthread_cond_wait(&fk_cv, &fk_mu);
@@ -148,7 +152,21 @@ static void *device_main(void *arg)
         free(o);
         pthread_cond_broadcast(&fk_cv);
     }
+    pthread_mutex_unlock(&fk_mu);
     return NULL;
+}
+
+/* At exit the device thread ends and is joined (its thread memory is then
+ * not a leak to valgrind); not in a forked child, which has no such thread. */
+__attribute__((destructor)) static void stop_device(void)
+{
+    if (!device_started || getpid() != fk.pid)
+        return;
+    pthread_mutex_lock(&fk_mu);
+    quit = 1;
+    pthread_cond_broadcast(&fk_cv);
+    pthread_mutex_unlock(&fk_mu);
+    pthread_join(device_thread, NULL);
 }
 
 void fk_streams_init(void)
@@ -157,10 +175,9 @@ void fk_streams_init(void)
         legacy[d] = (fstream){STREAM_MAGIC, 1, d, 1, 1, NULL, NULL, 0, 0, streams};
         streams = &legacy[d];
     }
-    pthread_t t;
-    if (pthread_create(&t, NULL, device_main, NULL) != 0)
+    if (pthread_create(&device_thread, NULL, device_main, NULL) != 0)
         fk_die("cannot start the device thread");
-    pthread_detach(t);
+    device_started = 1;
 }
 
 void fk_streams_discard(void)

@@ -6,6 +6,7 @@
 #   bash bench/gpu_check.sh [--out DIR] [--budget SECONDS] [--images N] [--tiny N]
 #                           [--e2e-workers 16] [--scaling-workers 1,2,4,8,16]
 #                           [--standin | --no-gpu] [--quick] [--dry-run] [--keep-data]
+#                           [--tools-only]
 #   bash bench/gpu_check.sh --fetch-deps     # beforehand, on a machine WITH Debian's registry
 #
 # The GPU machine has only the NVIDIA driver, the CUDA toolkit, Python, PyTorch
@@ -43,6 +44,7 @@
 # (tests/fake_cudart.c) built with the tests, the steps that need torch's CUDA
 # run on the CPU, and the JSON says the figures are the stand-in's. --no-gpu:
 # no CUDA at all. --quick: small data sets. --dry-run: print the plan.
+# --tools-only: the tools step alone (exit 1 when the build could not run).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -60,6 +62,7 @@ MODE=gpu
 DRY=0
 FETCH=0
 KEEP_DATA=0
+TOOLS_ONLY=0
 DEPS_DIR=${RF_GPU_DEPS:-$REPO/shared-debs}
 BUILD=${RF_GPU_BUILD:-/tmp/rf-gpu-build}
 PY=${PYTHON:-python3}
@@ -84,6 +87,7 @@ while [ $# -gt 0 ]; do
     --dry-run) DRY=1; shift ;;
     --fetch-deps | --fetch-debs) FETCH=1; shift ;;
     --keep-data) KEEP_DATA=1; shift ;;
+    --tools-only) TOOLS_ONLY=1; shift ;;
     -h | --help) usage; exit 0 ;;
     *) echo "gpu_check: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
@@ -205,6 +209,10 @@ else
         TOOLS_OK=0
         record tools failed "$(($(date +%s) - t0))" 1 "$(cat "$WORK/tools.note" 2>/dev/null || true)"
     fi
+fi
+if [ "$TOOLS_ONLY" = 1 ]; then
+    [ "$TOOLS_OK" = 1 ] || FAILED=1
+    exit 0
 fi
 CUDA_MAJOR=""
 for d in "${CUDA_HOME:-}" "${CUDA_PATH:-}" /usr/local/cuda; do

@@ -160,14 +160,20 @@ check_tools() {
     # Python and what the steps import.
     if command -v "$py" >/dev/null 2>&1; then
         tool_row python found "$("$py" -c 'import sys; print(sys.version.split()[0])') ($(command -v "$py"))"
-        for m in numpy torch torchvision PIL; do
-            if out=$("$py" -c "import $m; print(getattr($m, '__version__', '?'))" 2>&1); then
-                tool_row "$m" found "$out"
-            else
-                tool_row "$m" MISSING "$(echo "$out" | tail -1)"
-                missing="$missing $m"
-            fi
-        done
+        local name status detail
+        while IFS=$'\t' read -r name status detail; do
+            tool_row "$name" "$status" "$detail"
+            [ "$status" = found ] || missing="$missing $name"
+        done < <(GPU_CHECK_MODULES=${GPU_CHECK_MODULES:-numpy torch torchvision PIL} "$py" - 2>&1 <<'PYEOF'
+import importlib, os
+for m in os.environ["GPU_CHECK_MODULES"].split():
+    try:
+        v = getattr(importlib.import_module(m), "__version__", "?")
+        print("%s\tfound\t%s" % (m, v))
+    except Exception as e:
+        print("%s\tMISSING\t%s" % (m, str(e).splitlines()[-1] if str(e) else repr(e)))
+PYEOF
+)
         GPU_PY_PATH=""
         if "$py" -c 'import pytest' >/dev/null 2>&1; then
             tool_row pytest found "the image's"

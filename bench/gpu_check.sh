@@ -271,6 +271,10 @@ if [ "$BUILT" = 1 ]; then
         skip_step ctest_all "less than 60 s left"
     fi
 else
+    if [ "$TOOLS_OK" != 1 ]; then
+        skip_step configure "tools missing"
+        skip_step build "tools missing"
+    fi
     for s in cuda_tests pytest bandwidth data e2e normalize scaling ctest_all; do
         skip_step "$s" "$([ "$TOOLS_OK" = 1 ] && echo "the build failed" || echo "tools missing")"
     done

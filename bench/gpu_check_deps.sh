@@ -60,6 +60,7 @@ fetch_deps() {
     # shellcheck disable=SC2086
     "$py" -m pip download -q --no-deps --only-binary=:all: -d "$tmp/py" $DEPS_PY || return 1
     (cd "$tmp" && "$py" -m zipfile -e cmake-*.whl x >/dev/null) || return 1
+    chmod +x "$tmp"/x/cmake/data/bin/* # zipfile does not keep the mode
     tar -C "$tmp/x/cmake/data" -czf "$dir/cmake.tar.gz" bin/cmake bin/ctest \
         "$(cd "$tmp/x/cmake/data" && ls -d share/cmake-*)/Modules" \
         "$(cd "$tmp/x/cmake/data" && ls -d share/cmake-*)/Templates" \
@@ -146,6 +147,7 @@ check_tools() {
         if [ -f "$DEPS_DIR/cmake.tar.gz" ]; then
             mkdir -p "$WORK/cmake"
             tar -C "$WORK/cmake" -xzf "$DEPS_DIR/cmake.tar.gz"
+            chmod +x "$WORK"/cmake/bin/* 2>/dev/null || true
             if out=$("$WORK/cmake/bin/cmake" --version 2>&1 | head -1); then
                 CMAKE=$WORK/cmake/bin/cmake CTEST=$WORK/cmake/bin/ctest
                 tool_row cmake carried "$out"

@@ -27,7 +27,7 @@ s_sysinfo() {
         echo "--- nproc: $(nproc)"
         command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current --format=csv || echo "nvidia-smi: not found"
         command -v nvcc >/dev/null && nvcc --version | tail -2 || echo "nvcc: not on PATH"
-        "$CMAKE" --version | head -1
+        [ -n "$CMAKE" ] && "$CMAKE" --version | head -1
         command -v gcc >/dev/null && gcc --version | head -1 || echo "gcc: not found"
         df -h /dev/shm /tmp 2>/dev/null || true
         cat /proc/sys/kernel/io_uring_disabled 2>/dev/null | sed 's/^/io_uring_disabled=/' || true

@@ -3,7 +3,7 @@
 # ending with one JSON file of figures within its budget (default 330 s: the
 # whole run, JSON included, inside 6 minutes).
 #
-#   bash bench/gpu_check.sh [--out DIR] [--budget SECONDS] [--images N] [--tiny N]
+#   bash bench/gpu_check.sh [--out DIR] [--budget SECONDS] [--images N] [--tiny N]  (N: files)
 #                           [--e2e-workers 16] [--scaling-workers 1,2,4,8,16]
 #                           [--standin | --no-gpu] [--quick] [--dry-run] [--keep-data]
 #                           [--tools-only]
@@ -50,8 +50,8 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT_DIR=${OUT:-$REPO/gpu-results}
 BUDGET=330
-IMAGES=4000
-TINY_FILES=20000
+IMAGES=""     # default: 250 per core, 800 to 4000 (written at about 60 per second per core)
+TINY_FILES="" # default: 1250 per core, 4000 to 20000
 E2E_WORKERS=16
 SCALING_WORKERS=1,2,4,8,16
 SCALING_RUN_S=3
@@ -190,9 +190,12 @@ on_exit() {
 trap on_exit EXIT
 trap 'msg "interrupted"; exit 130' INT TERM
 
-msg "ringfeed gpu_check: mode=$MODE budget=${BUDGET}s images=$IMAGES tiny=$TINY_FILES e2e_workers=$E2E_WORKERS scaling=$SCALING_WORKERS"
-msg "repo=$REPO out=$OUT_DIR build=$BUILD work=$WORK deps=$DEPS_DIR"
 NPROC=$(nproc 2>/dev/null || echo 4)
+clamp() { local v=$(($1 * NPROC)); [ $v -lt $2 ] && v=$2; [ $v -gt $3 ] && v=$3; echo $v; }
+IMAGES=${IMAGES:-$(clamp 250 800 4000)}
+TINY_FILES=${TINY_FILES:-$(clamp 1250 4000 20000)}
+msg "ringfeed gpu_check: mode=$MODE budget=${BUDGET}s images=$IMAGES tiny=$TINY_FILES e2e_workers=$E2E_WORKERS scaling=$SCALING_WORKERS"
+msg "repo=$REPO out=$OUT_DIR build=$BUILD work=$WORK deps=$DEPS_DIR nproc=$NPROC"
 
 # ---------------------------------------------------------------------------
 # tools: first, and what is missing said before anything runs

@@ -113,10 +113,10 @@ s_bandwidth() {
         echo '{"skipped": "rf-copy-bench was not built (no CUDA toolkit)"}' >"$WORK/bandwidth.json"
         return 77
     fi
-    local iters=200
-    [ "$MODE" = gpu ] || iters=20
+    local iters=200 batch=256
+    [ "$MODE" = gpu ] || { iters=10; batch=32; } # the stand-in copies with memcpy: a smoke test
     runtime_env
-    "$BUILD/rf-copy-bench" --batch 256 --size 224 --iters $iters --slots 4 --repeats 3 \
+    "$BUILD/rf-copy-bench" --batch $batch --size 224 --iters $iters --slots 4 --repeats 3 \
         --json "$WORK/bandwidth.json"
 }
 export -f s_bandwidth

@@ -95,8 +95,19 @@ def run_one(a, source, transform, size, workers):
             "io_backend": st.get("io_backend"), "num_workers": st.get("num_workers")}
 
 
+def usable_cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except Exception:
+        return os.cpu_count() or 1
+
+
 def limit(one, most):
     """Which stage limits the scaling from the 1-worker run to the largest."""
+    cores = usable_cores()
+    if most["workers"] > cores:
+        return ("%d workers on %d usable cores: at most %.2f of linear scaling"
+                % (most["workers"], cores, cores / most["workers"]))
     total = sum(one["per_image_ms"].values()) or 1.0
     grown = {s: most["per_image_ms"][s] / one["per_image_ms"][s] for s in STAGES
              if one["per_image_ms"].get(s, 0) >= 0.05 * total}  # stages that matter
@@ -137,7 +148,8 @@ def summarize(doc):
 def main(argv):
     a = parse_args(argv)
     doc = {"meta": {"python": sys.version.split()[0], "machine": platform.machine(),
-                    "cpus": os.cpu_count(), "data": a.data, "tiny": a.tiny,
+                    "cpus": os.cpu_count(), "usable_cores": usable_cores(), "data": a.data,
+                    "tiny": a.tiny,
                     "batch_size": a.batch_size, "image_size": a.image_size,
                     "workers": a.worker_list, "run_seconds": a.run_seconds},
            "runs": [], "skipped": [], "summary": {}}

@@ -39,10 +39,10 @@
 int rf__copier_drain_ms = 10000;
 
 typedef struct rf_copier_slot {
-    void *ev_copy;       /* after the last copy out of the host block (copy stream) */
-    void *ev_release;    /* consumer released the device buffer (consumer's stream) */
-    void *ev_read;       /* a caller's stream finished reading the device buffer */
-    uint8_t *host;       /* the host block (the ring's slot memory), NULL: not made */
+    void *ev_copy;    /* after the last copy out of the host block (copy stream) */
+    void *ev_release; /* consumer released the device buffer (consumer's stream) */
+    void *ev_read;    /* a caller's stream finished reading the device buffer */
+    uint8_t *host;    /* the host block (the ring's slot memory), NULL: not made */
     int host_pinned;
     int64_t *stage;      /* in the host block: the labels, source of their copy */
     uint8_t *dev;        /* device buffer: images, then labels at c->dev_label_off; NULL: none */
@@ -337,7 +337,8 @@ int rf__copier_drain(rf_copier *c)
             s->release_pending = 1;
         s->on_device = 0;
     }
-    int have_end = !broken && c->stream && c->ops->event_record(c->ctx, c->ev_drain, c->stream) == 0;
+    int have_end =
+        !broken && c->stream && c->ops->event_record(c->ctx, c->ev_drain, c->stream) == 0;
     int64_t deadline = rf__now_ns() + (int64_t)rf__copier_drain_ms * 1000000;
     long nap_us = 100;
     for (int done = broken; !done;) {
@@ -359,8 +360,8 @@ int rf__copier_drain(rf_copier *c)
     if (c->leaked) {
         int64_t pinned = 0;
         for (int i = 0; i < c->nslots; i++)
-            pinned += c->slots[i].host_pinned ? (int64_t)(c->stage_off + (size_t)c->batch_size * 8)
-                                              : 0;
+            pinned +=
+                c->slots[i].host_pinned ? (int64_t)(c->stage_off + (size_t)c->batch_size * 8) : 0;
         fprintf(stderr,
                 "ringfeed: copier: cuda:%d: a copy or a consumer's stream did not finish within "
                 "%d ms of the loader's destroy; leaving %lld bytes of device memory and %lld "
@@ -471,8 +472,8 @@ int rf__copier_to_device(rf_copier *c, int slot, const void *img, size_t img_n,
     stage_labels(s, labels, count);
     enqueued = 1;
     TRY("cudaMemcpyAsync", o->memcpy_async(c->ctx, s->dev, img, img_n, c->stream));
-    TRY("cudaMemcpyAsync", o->memcpy_async(c->ctx, s->dev + c->dev_label_off, s->stage,
-                                           (size_t)count * 8, c->stream));
+    TRY("cudaMemcpyAsync",
+        o->memcpy_async(c->ctx, s->dev + c->dev_label_off, s->stage, (size_t)count * 8, c->stream));
     if (c->step)
         TRY("post-copy step", c->step(c->step_arg, slot, c->stream, s->dev, img_n, count));
     TRY("cudaEventRecord", o->event_record(c->ctx, s->ev_copy, c->stream));

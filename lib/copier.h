@@ -110,14 +110,14 @@ const rf_gpu_ops *rf__cuda_ops(void);
 typedef struct rf_copier rf_copier;
 
 typedef struct rf_copier_stats {
-    int64_t copies;       /* host-to-device batch copies enqueued */
-    int64_t bytes;        /* their bytes (images and labels) */
-    int64_t d2d;          /* device-to-device copies (rf_batch_copy_to of a device batch) */
-    int64_t direct;       /* rf_loader_next_device batches of a slot without a device buffer */
-    int64_t errors;       /* failed CUDA calls */
-    int64_t dev_bytes;    /* device memory held by the device buffers */
-    int buffers;          /* slots with a device buffer */
-    char last_error[256]; /* the last failure, "" if none */
+    int64_t copies;        /* host-to-device batch copies enqueued */
+    int64_t bytes;         /* their bytes (images and labels) */
+    int64_t d2d;           /* device-to-device copies (rf_batch_copy_to of a device batch) */
+    int64_t direct;        /* rf_loader_next_device batches of a slot without a device buffer */
+    int64_t errors;        /* failed CUDA calls */
+    int64_t dev_bytes;     /* device memory held by the device buffers */
+    int buffers;           /* slots with a device buffer */
+    char last_error[256];  /* the last failure, "" if none */
     char buffer_note[200]; /* why a slot has no device buffer, "" if every one has */
 } rf_copier_stats;
 

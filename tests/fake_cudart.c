@@ -454,8 +454,7 @@ EXPORT long long fake_cudart_get(const char *key, int device)
     int d = device >= 0 && device < FK_MAXDEV ? device : 0;
     long long v = -1;
     pthread_mutex_lock(&fk_mu);
-#define K(name, expr)                                                                              \
-    else if (strcmp(key, name) == 0) v = (long long)(expr);
+#define K(name, expr) else if (strcmp(key, name) == 0) v = (long long)(expr);
     if (0)
         ;
     K("contexts", fk.created[d])

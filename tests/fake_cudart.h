@@ -39,10 +39,10 @@ typedef struct fk_ctx {
 
 /* Per-thread state. */
 typedef struct fk_thread {
-    fk_ctx *cur;           /* the thread's current context (NULL: none) */
-    int rt_device;         /* the runtime's device for this thread (cudaSetDevice) */
-    cudaError_t last;      /* cudaGetLastError */
-    long allocs, syncs;    /* this thread's allocations, host waits on the device */
+    fk_ctx *cur;        /* the thread's current context (NULL: none) */
+    int rt_device;      /* the runtime's device for this thread (cudaSetDevice) */
+    cudaError_t last;   /* cudaGetLastError */
+    long allocs, syncs; /* this thread's allocations, host waits on the device */
 } fk_thread;
 
 extern __thread fk_thread fk_tls;
@@ -51,17 +51,17 @@ extern pthread_cond_t fk_cv;
 
 /* Global counters and knobs (under fk_mu unless said). */
 typedef struct fk_state {
-    pid_t pid;                      /* the process that loaded the runtime */
+    pid_t pid; /* the process that loaded the runtime */
     int ndev;
-    int active[FK_MAXDEV];          /* primary context exists */
-    long created[FK_MAXDEV];        /* primary contexts created (each activation) */
-    long retains[FK_MAXDEV];        /* cuDevicePrimaryCtxRetain minus releases */
+    int active[FK_MAXDEV];   /* primary context exists */
+    long created[FK_MAXDEV]; /* primary contexts created (each activation) */
+    long retains[FK_MAXDEV]; /* cuDevicePrimaryCtxRetain minus releases */
     long allocs, frees, syncs, host_waits, pageable, h2d, d2h, d2d;
-    int paused;                     /* the device thread runs nothing */
-    cudaError_t sticky;             /* a failed context: every call returns it */
-    size_t dev_limit, pin_limit;    /* bytes (0: unlimited) */
+    int paused;                  /* the device thread runs nothing */
+    cudaError_t sticky;          /* a failed context: every call returns it */
+    size_t dev_limit, pin_limit; /* bytes (0: unlimited) */
     size_t dev_used[FK_MAXDEV], pin_used;
-    long after_fork;                /* calls in a forked child (the child's copy) */
+    long after_fork; /* calls in a forked child (the child's copy) */
 } fk_state;
 extern fk_state fk;
 

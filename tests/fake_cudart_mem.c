@@ -199,10 +199,10 @@ EXPORT cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, con
     const fk_alloc *x = lookup(p);
     if (x && x->freed)
         x = NULL;
-    a->type = !x                         ? cudaMemoryTypeUnregistered
-              : x->kind == FK_DEVICE     ? cudaMemoryTypeDevice
-              : x->kind == FK_MANAGED    ? cudaMemoryTypeManaged
-                                         : cudaMemoryTypeHost;
+    a->type = !x                      ? cudaMemoryTypeUnregistered
+              : x->kind == FK_DEVICE  ? cudaMemoryTypeDevice
+              : x->kind == FK_MANAGED ? cudaMemoryTypeManaged
+                                      : cudaMemoryTypeHost;
     a->device = x ? x->device : -2;
     a->devicePointer = x && x->kind != FK_PINNED ? (void *)p : NULL;
     a->hostPointer = x && x->kind != FK_DEVICE ? (void *)p : NULL;

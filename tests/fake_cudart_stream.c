@@ -42,18 +42,18 @@ typedef struct fop {
     void *dst;
     const void *src;
     size_t n;
-    int val;           /* OP_SET: the byte */
-    int dst_reg;       /* dst is registered memory: checked again when it runs */
-    int src_reg;       /* src is registered memory */
-    void *owned;       /* staging of a pageable source, freed when the op has run */
-    fstream *ws;       /* OP_WAIT: until ws->done >= wseq */
+    int val;     /* OP_SET: the byte */
+    int dst_reg; /* dst is registered memory: checked again when it runs */
+    int src_reg; /* src is registered memory */
+    void *owned; /* staging of a pageable source, freed when the op has run */
+    fstream *ws; /* OP_WAIT: until ws->done >= wseq */
     long wseq;
     struct fop *next;
 } fop;
 
 struct fstream {
     unsigned magic;
-    int alive;    /* 0 once destroyed (its queued work still runs) */
+    int alive; /* 0 once destroyed (its queued work still runs) */
     int device;
     int blocking; /* serialises with the device's legacy stream */
     int legacy;
@@ -495,12 +495,18 @@ static int is_host(int kind)
 static int kind_ok(enum cudaMemcpyKind kind, int dk, int sk)
 {
     switch (kind) {
-    case cudaMemcpyHostToDevice: return is_dev(dk) && is_host(sk);
-    case cudaMemcpyDeviceToHost: return is_host(dk) && is_dev(sk);
-    case cudaMemcpyDeviceToDevice: return is_dev(dk) && is_dev(sk);
-    case cudaMemcpyHostToHost: return is_host(dk) && is_host(sk);
-    case cudaMemcpyDefault: return 1;
-    default: return 0;
+    case cudaMemcpyHostToDevice:
+        return is_dev(dk) && is_host(sk);
+    case cudaMemcpyDeviceToHost:
+        return is_host(dk) && is_dev(sk);
+    case cudaMemcpyDeviceToDevice:
+        return is_dev(dk) && is_dev(sk);
+    case cudaMemcpyHostToHost:
+        return is_host(dk) && is_host(sk);
+    case cudaMemcpyDefault:
+        return 1;
+    default:
+        return 0;
     }
 }
 

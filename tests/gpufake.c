@@ -72,8 +72,12 @@ int gf_run(gf_stream *s, int max)
         if (o->kind == GF_WAIT && o->ws && o->ws->done < o->wseq)
             break;
         switch (o->kind) {
-        case GF_WAIT: logr("s%d wait", s->id); break;
-        case GF_RECORD: logr("s%d record", s->id); break;
+        case GF_WAIT:
+            logr("s%d wait", s->id);
+            break;
+        case GF_RECORD:
+            logr("s%d record", s->id);
+            break;
         case GF_COPY:
             memcpy(o->dst, o->src, o->n);
             logr("s%d copy %zu", s->id, o->n);

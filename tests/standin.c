@@ -48,8 +48,7 @@ int si_init(const char *prog, int need_fake)
     SI.MallocManaged = (__typeof__(SI.MallocManaged))dlsym(h, RF_CUDART_SYM(cudaMallocManaged));
     SI.DeviceSynchronize =
         (__typeof__(SI.DeviceSynchronize))dlsym(h, RF_CUDART_SYM(cudaDeviceSynchronize));
-    if (!SI.MemsetAsync || !SI.PointerGetAttributes || !SI.MallocManaged ||
-        !SI.DeviceSynchronize) {
+    if (!SI.MemsetAsync || !SI.PointerGetAttributes || !SI.MallocManaged || !SI.DeviceSynchronize) {
         printf("%s: FAILED - %s lacks cudaMemsetAsync, cudaPointerGetAttributes, "
                "cudaMallocManaged or cudaDeviceSynchronize\n",
                prog, SI.rt->desc);
@@ -162,12 +161,12 @@ uint64_t si_fetch_hash(const void *img, const int64_t *labels, int64_t count, vo
         assert_int_equal(rt->HostAlloc((void **)&h_img, SI_BATCH_BYTES, cudaHostAllocPortable), 0);
         assert_int_equal(rt->HostAlloc((void **)&h_lab, SI_BATCH * 8, cudaHostAllocPortable), 0);
     }
-    assert_int_equal(rt->MemcpyAsync(h_img, img, (size_t)count * SI_SAMPLE_BYTES,
-                                     cudaMemcpyDefault, (cudaStream_t)stream),
-                     0);
-    assert_int_equal(rt->MemcpyAsync(h_lab, labels, (size_t)count * 8, cudaMemcpyDefault,
+    assert_int_equal(rt->MemcpyAsync(h_img, img, (size_t)count * SI_SAMPLE_BYTES, cudaMemcpyDefault,
                                      (cudaStream_t)stream),
                      0);
+    assert_int_equal(
+        rt->MemcpyAsync(h_lab, labels, (size_t)count * 8, cudaMemcpyDefault, (cudaStream_t)stream),
+        0);
     assert_int_equal(rt->StreamSynchronize((cudaStream_t)stream), 0);
     return si_hash(h_img, h_lab, count);
 }

@@ -73,8 +73,6 @@ static void test_slot_memory_made_with_the_slot(void **state)
     gf_fx_free(&fx);
 }
 
-
-
 /* next_device: the copy is on the copy stream, then an event, then the
  * consumer's stream waits on it; work after that sees the batch. */
 static void test_to_device_orders_consumer(void **state)
@@ -367,9 +365,6 @@ static void test_short_batch_copies_only_its_samples(void **state)
     gf_fx_release(&fx, s);
     gf_fx_free(&fx);
 }
-
-
-
 
 /* Without a copier the ring never waits. */
 static void test_ring_without_copier(void **state)

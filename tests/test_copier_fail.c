@@ -37,8 +37,7 @@ static void test_create_failure_frees_everything(void **state)
     rf_copier *c = (rf_copier *)1;
     GF.fail_name = "event_create";
     GF.fail_call = 5;
-    assert_int_equal(rf__copier_create(&c, &gf_ops, NULL, 0, 4, 64, 4, err, sizeof err),
-                     RF_E_CUDA);
+    assert_int_equal(rf__copier_create(&c, &gf_ops, NULL, 0, 4, 64, 4, err, sizeof err), RF_E_CUDA);
     assert_null(c);
     assert_non_null(strstr(err, "cudaEventCreateWithFlags"));
     assert_non_null(strstr(err, "fake error 705"));

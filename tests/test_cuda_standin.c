@@ -109,7 +109,7 @@ static void test_streams_and_events_belong_to_a_device(void **state)
     CK(rt->EventRecord(e0, NULL)); /* device 0's legacy stream */
     CK(rt->StreamWaitEvent(s0, e0, 0));
     CK(rt->SetDevice(1));
-    CK(rt->EventRecord(e1, NULL)); /* device 1's legacy stream now */
+    CK(rt->EventRecord(e1, NULL));      /* device 1's legacy stream now */
     CK(rt->StreamWaitEvent(s1, e0, 0)); /* another device's event may be waited for */
     CK(rt->StreamSynchronize(s1));
     CK(rt->SetDevice(0));
@@ -219,7 +219,7 @@ static void test_pageable_staged_page_locked_read_late(void **state)
     memset(pinned, 0x33, 256);
     CK(rt->MemcpyAsync((uint8_t *)dev + 256, pinned, 256, cudaMemcpyHostToDevice, s));
     assert_int_equal(SI.get("thread_syncs", 0), syncs + 1); /* no wait */
-    memset(pinned, 0x44, 256); /* before it ran: it reads this */
+    memset(pinned, 0x44, 256);                              /* before it ran: it reads this */
     SI.set("pause", 0);
     CK(rt->MemcpyAsync(out, dev, 256, cudaMemcpyDefault, s)); /* to pageable: waits */
     assert_int_equal(out[0], 0x11);
@@ -266,8 +266,7 @@ static void test_limits_sticky_errors_and_fork(void **state)
     assert_true(pid >= 0);
     if (pid == 0) {
         void *q = NULL;
-        int ok = rt->Malloc(&q, 16) == cudaErrorInitializationError &&
-                 SI.get("after_fork", 0) == 1;
+        int ok = rt->Malloc(&q, 16) == cudaErrorInitializationError && SI.get("after_fork", 0) == 1;
         _exit(ok ? 0 : 1);
     }
     int status = 0;

@@ -87,9 +87,9 @@ static void test_destroy_with_device_batches_still_lent(void **state)
         assert_int_equal(rt->MemcpyAsync(out, rf_batch_device_data(b), (size_t)n * SI_SAMPLE_BYTES,
                                          cudaMemcpyDefault, s),
                          cudaSuccess);
-        assert_int_equal(rt->MemcpyAsync(lab, rf_batch_device_labels(b), (size_t)n * 8,
-                                         cudaMemcpyDefault, s),
-                         cudaSuccess);
+        assert_int_equal(
+            rt->MemcpyAsync(lab, rf_batch_device_labels(b), (size_t)n * 8, cudaMemcpyDefault, s),
+            cudaSuccess);
         if (i >= 2)
             rf_batch_release(b);
         rf_loader_destroy(l);
@@ -227,8 +227,8 @@ static void test_no_wait_under_the_loaders_mutex(void **state)
         for (int k = 0; k < SI_NB; k++) {
             rf_batch *b;
             assert_int_equal(rf_loader_next_device(l, NULL, &b), RF_OK);
-            if (si_fetch_hash(rf_batch_device_data(b), rf_batch_device_labels(b),
-                              rf_batch_count(b), NULL) != si_ref_hash(e, k))
+            if (si_fetch_hash(rf_batch_device_data(b), rf_batch_device_labels(b), rf_batch_count(b),
+                              NULL) != si_ref_hash(e, k))
                 fail_msg("epoch %d batch %d differs", e, k);
             if (k == 1)
                 SI.fail_call("cudaEventRecord", 0, cudaErrorLaunchFailure);

@@ -336,24 +336,28 @@ static CUresult drv_ctx_set_current(CUcontext ctx)
     return r;
 }
 
-static CUresult drv_device_get(CUdevice *dev, int ordinal)
+/* drv_gate, and device d must exist. */
+static CUresult drv_gate_device(int d)
 {
     CUresult r = drv_gate();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (ordinal < 0 || ordinal >= fk.ndev)
-        return CUDA_ERROR_INVALID_DEVICE;
-    *dev = ordinal;
-    return CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS && (d < 0 || d >= fk.ndev))
+        r = CUDA_ERROR_INVALID_DEVICE;
+    return r;
+}
+
+static CUresult drv_device_get(CUdevice *dev, int ordinal)
+{
+    CUresult r = drv_gate_device(ordinal);
+    if (r == CUDA_SUCCESS)
+        *dev = ordinal;
+    return r;
 }
 
 static CUresult drv_primary_retain(CUcontext *pctx, CUdevice dev)
 {
-    CUresult r = drv_gate();
+    CUresult r = drv_gate_device(dev);
     if (r != CUDA_SUCCESS)
         return r;
-    if (dev < 0 || dev >= fk.ndev)
-        return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&fk_mu);
     *pctx = (CUcontext)activate(dev);
     fk.retains[dev]++;
@@ -364,11 +368,9 @@ static CUresult drv_primary_retain(CUcontext *pctx, CUdevice dev)
 /* The runtime keeps its own reference: the context stays. */
 static CUresult drv_primary_release(CUdevice dev)
 {
-    CUresult r = drv_gate();
+    CUresult r = drv_gate_device(dev);
     if (r != CUDA_SUCCESS)
         return r;
-    if (dev < 0 || dev >= fk.ndev)
-        return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&fk_mu);
     if (fk.retains[dev] <= 0)
         fk_die("cuDevicePrimaryCtxRelease(%d) without a retain", dev);
@@ -379,11 +381,9 @@ static CUresult drv_primary_release(CUdevice dev)
 
 static CUresult drv_primary_state(CUdevice dev, unsigned int *flags, int *active)
 {
-    CUresult r = drv_gate();
+    CUresult r = drv_gate_device(dev);
     if (r != CUDA_SUCCESS)
         return r;
-    if (dev < 0 || dev >= fk.ndev)
-        return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&fk_mu);
     *flags = 0;
     *active = fk.active[dev];

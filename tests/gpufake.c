@@ -482,6 +482,15 @@ int gf_fx_to_device(gf_fixture *fx, rf_slot *s, gf_stream *consumer, void **dev,
     return rc;
 }
 
+rf_slot *gf_fx_on_device(gf_fixture *fx, int64_t batch, int fillb, gf_stream *consumer, void **dev,
+                         int64_t **lab)
+{
+    rf_slot *s = gf_fx_lend(fx, batch, fillb);
+    assert_non_null(s);
+    assert_int_equal(gf_fx_to_device(fx, s, consumer, dev, lab), 0);
+    return s;
+}
+
 int gf_fx_copy_to(gf_fixture *fx, rf_slot *s, void *dst, void *dlab, gf_stream *stream, char *err,
                   size_t errcap)
 {

@@ -123,6 +123,9 @@ rf_slot *gf_fx_lend(gf_fixture *fx, int64_t batch, int fillb);
 /* rf__copier_to_device of the lent slot s for `consumer` (as
  * rf_loader_next_device: between rf__ring_copy_begin and _end). */
 int gf_fx_to_device(gf_fixture *fx, rf_slot *s, gf_stream *consumer, void **dev, int64_t **lab);
+/* gf_fx_lend, then gf_fx_to_device for `consumer` (asserted to succeed). */
+rf_slot *gf_fx_on_device(gf_fixture *fx, int64_t batch, int fillb, gf_stream *consumer, void **dev,
+                         int64_t **lab);
 /* rf__copier_copy_to of the lent slot s (as rf_batch_copy_to). */
 int gf_fx_copy_to(gf_fixture *fx, rf_slot *s, void *dst, void *dlab, gf_stream *stream, char *err,
                   size_t errcap);

@@ -124,10 +124,9 @@ static void test_host_slot_not_reclaimed_while_copy_pending(void **state)
     gf_fixture fx;
     gf_fx_init(&fx, 2, 1);
     gf_stream *A = gf_stream_new();
-    rf_slot *s0 = gf_fx_lend(&fx, 0, 0x11);
     void *dev;
     int64_t *lab;
-    assert_int_equal(gf_fx_to_device(&fx, s0, A, &dev, &lab), 0);
+    rf_slot *s0 = gf_fx_on_device(&fx, 0, 0x11, A, &dev, &lab);
     gf_fx_release(&fx, s0); /* at once, as Python does after its copy */
     assert_int_equal(s0->state, RF_SLOT_FREE);
     assert_int_equal(s0->copy_pending, 1);
@@ -163,10 +162,9 @@ static void test_claim_queries_copy(void **state)
     gf_fixture fx;
     gf_fx_init(&fx, 1, 1);
     gf_stream *A = gf_stream_new();
-    rf_slot *s = gf_fx_lend(&fx, 0, 1);
     void *dev;
     int64_t *lab;
-    assert_int_equal(gf_fx_to_device(&fx, s, A, &dev, &lab), 0);
+    rf_slot *s = gf_fx_on_device(&fx, 0, 1, A, &dev, &lab);
     gf_fx_release(&fx, s);
     assert_null(rf__ring_claim(&fx.ring, fx.gen, 1, GF_BATCH));
     gf_run_all();
@@ -277,10 +275,9 @@ static void test_copy_to_from_device_other_stream(void **state)
     gf_fixture fx;
     gf_fx_init(&fx, 1, 1);
     gf_stream *A = gf_stream_new(), *B = gf_stream_new();
-    rf_slot *s = gf_fx_lend(&fx, 0, 0x42);
     void *dev;
     int64_t *lab;
-    assert_int_equal(gf_fx_to_device(&fx, s, A, &dev, &lab), 0);
+    rf_slot *s = gf_fx_on_device(&fx, 0, 0x42, A, &dev, &lab);
     uint8_t dst[GF_SLOT_BYTES];
     int64_t dlab[GF_BATCH];
     char err[200];
@@ -316,10 +313,9 @@ static void test_copy_to_same_stream_and_partial(void **state)
     gf_fixture fx;
     gf_fx_init(&fx, 2, 1);
     gf_stream *A = gf_stream_new();
-    rf_slot *s = gf_fx_lend(&fx, 0, 0x10);
     void *dev;
     int64_t *lab;
-    assert_int_equal(gf_fx_to_device(&fx, s, A, &dev, &lab), 0);
+    rf_slot *s = gf_fx_on_device(&fx, 0, 0x10, A, &dev, &lab);
     uint8_t dst[GF_SLOT_BYTES];
     char err[200] = "";
     int first = GF.ncalls;

@@ -90,10 +90,9 @@ static void test_failed_event_query_counts_as_done_without_a_wait(void **state)
     gf_fixture fx;
     gf_fx_init(&fx, 1, 1);
     gf_stream *A = gf_stream_new();
-    rf_slot *s = gf_fx_lend(&fx, 0, 0x01);
     void *dev;
     int64_t *lab;
-    assert_int_equal(gf_fx_to_device(&fx, s, A, &dev, &lab), 0);
+    rf_slot *s = gf_fx_on_device(&fx, 0, 0x01, A, &dev, &lab);
     gf_fx_release(&fx, s);
     GF.query_error = 999;
     int syncs = GF.syncs;
@@ -116,10 +115,9 @@ static void test_failed_release_waits_at_the_next_copy(void **state)
     gf_fixture fx;
     gf_fx_init(&fx, 1, 1);
     gf_stream *A = gf_stream_new();
-    rf_slot *s = gf_fx_lend(&fx, 0, 0x31);
     void *dev;
     int64_t *lab;
-    assert_int_equal(gf_fx_to_device(&fx, s, A, &dev, &lab), 0);
+    rf_slot *s = gf_fx_on_device(&fx, 0, 0x31, A, &dev, &lab);
     uint8_t snap[GF_SLOT_BYTES];
     gf_kernel(A, 5, snap, dev, GF_SLOT_BYTES); /* the training step, not run yet */
     GF.fail_name = "event_record";
@@ -244,10 +242,9 @@ static void test_drain_waits_for_queued_copies(void **state)
     gf_fixture fx;
     gf_fx_init(&fx, 2, 1);
     gf_stream *A = gf_stream_new();
-    rf_slot *s = gf_fx_lend(&fx, 0, 0x01);
     void *dev;
     int64_t *lab;
-    assert_int_equal(gf_fx_to_device(&fx, s, A, &dev, &lab), 0);
+    rf_slot *s = gf_fx_on_device(&fx, 0, 0x01, A, &dev, &lab);
     gf_fx_release(&fx, s);
     int before = gf_count_runs("s0 copy");
     gf_fx_free(&fx);
@@ -263,10 +260,9 @@ static void test_drain_waits_for_a_lent_device_batch(void **state)
     gf_fixture fx;
     gf_fx_init(&fx, 1, 1);
     gf_stream *A = gf_stream_new();
-    rf_slot *s = gf_fx_lend(&fx, 0, 0x77);
     void *dev;
     int64_t *lab;
-    assert_int_equal(gf_fx_to_device(&fx, s, A, &dev, &lab), 0);
+    (void)gf_fx_on_device(&fx, 0, 0x77, A, &dev, &lab);
     uint8_t snap[GF_SLOT_BYTES];
     memset(snap, 0, sizeof snap);
     gf_kernel(A, 9, snap, dev, GF_SLOT_BYTES); /* not released: the loader goes first */
@@ -285,10 +281,9 @@ static void test_drain_deadline_leaks_instead_of_hanging(void **state)
     gf_fixture fx;
     gf_fx_init(&fx, 1, 1);
     gf_stream *A = gf_stream_new();
-    rf_slot *s = gf_fx_lend(&fx, 0, 0x21);
     void *dev;
     int64_t *lab;
-    assert_int_equal(gf_fx_to_device(&fx, s, A, &dev, &lab), 0);
+    rf_slot *s = gf_fx_on_device(&fx, 0, 0x21, A, &dev, &lab);
     gf_fx_release(&fx, s);
     fx.copy->stuck = 1;
     int saved = rf__copier_drain_ms;

@@ -355,19 +355,21 @@ int rf_batch_copy_to(rf_batch *b, void *dst_images, void *dst_labels, void *stre
                               "belongs to the parent's loader");
         return RF_E_FORKED;
     }
-    if (!l->copier) {
-        rf__loader_err_any(l, NO_DEVICE_FMT, l->cuda_note);
-        return RF_E_NO_DEVICE;
-    }
     /* The lease check and the mark that keeps the slot from being claimed
      * go together: a release from another thread after the check cannot let
      * the slot be refilled under the copy about to be enqueued. */
     pthread_mutex_lock(&l->mu);
-    int rc = rf__ring_copy_begin(b);
+    int rc = l->copier ? rf__ring_copy_begin(b)
+             : rf__ring_lease_live(b) && b->slot->state == RF_SLOT_LENT ? 0
+                                                                         : RF_E_RELEASED;
     pthread_mutex_unlock(&l->mu);
     if (rc < 0) {
         rf__loader_err_any(l, "copier: rf_batch_copy_to: the batch was released");
         return RF_E_RELEASED;
+    }
+    if (!l->copier) {
+        rf__loader_err_any(l, NO_DEVICE_FMT, l->cuda_note);
+        return RF_E_NO_DEVICE;
     }
     char err[300];
     rc = rf__copier_copy_to(l->copier, b->slot->id, b->data, b->nbytes, b->labels, b->count,

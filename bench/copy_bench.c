@@ -11,9 +11,15 @@
  * Each figure is the best of `repeats` runs of `iters` copies of batch x
  * size x size x 3 bytes (plus the labels for the copier), wall clock from the
  * first enqueue to the end of a stream synchronisation, in GB/s (1e9 B/s).
- * Prints one JSON object with the machine and the git revision (also written
- * to FILE). Without a CUDA device it holds "skipped": "..." and the program
- * exits 0.
+ * The copier's host slots are made as a loader's are (rf__copier_slot_alloc:
+ * page-locked blocks with the labels' staging, a device buffer each).
+ * Prints one JSON object with the machine, the runtime and the git revision
+ * (also written to FILE). Without a CUDA device it holds "skipped": "..." and
+ * the program exits 0.
+ *
+ * It does not link libcudart: it calls the runtime the library loaded
+ * (lib/cudart.h: torch's, $RINGFEED_CUDART, or libcudart.so.<major>), so
+ * that both use one runtime, found the library's way.
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -21,17 +27,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda_runtime_api.h>
+#include <dlfcn.h>
 
 #include "benchutil.h"
 #include "copier.h"
+#include "cudart.h"
 #include "ringfeed.h"
+
+static const rf_cudart *rt; /* the runtime the library loaded */
 
 #define CK(x)                                                                                      \
     do {                                                                                           \
         cudaError_t e_ = (x);                                                                      \
         if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "rf-copy-bench: %s: %s\n", #x, cudaGetErrorString(e_));                \
+            fprintf(stderr, "rf-copy-bench: %s: %s\n", #x, rt->GetErrorString(e_));                \
             exit(1);                                                                               \
         }                                                                                          \
     } while (0)
@@ -45,39 +54,39 @@ typedef struct cfg {
 static double plain(const cfg *c, int pinned)
 {
     cudaStream_t s;
-    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CK(rt->StreamCreateWithFlags(&s, cudaStreamNonBlocking));
     void **host = calloc((size_t)c->slots, sizeof *host),
          **dev = calloc((size_t)c->slots, sizeof *dev);
     for (int i = 0; i < c->slots; i++) {
         if (pinned)
-            CK(cudaHostAlloc(&host[i], c->bytes, cudaHostAllocPortable));
+            CK(rt->HostAlloc(&host[i], c->bytes, cudaHostAllocPortable));
         else if (posix_memalign(&host[i], 4096, c->bytes) != 0)
             exit(1);
         memset(host[i], i, c->bytes);
-        CK(cudaMalloc(&dev[i], c->bytes));
+        CK(rt->Malloc(&dev[i], c->bytes));
     }
     double best = 0;
     for (int r = 0; r <= c->repeats; r++) { /* run 0 warms up */
-        CK(cudaStreamSynchronize(s));
+        CK(rt->StreamSynchronize(s));
         double t0 = bu_now_s();
         for (int i = 0; i < c->iters; i++)
-            CK(cudaMemcpyAsync(dev[i % c->slots], host[i % c->slots], c->bytes,
+            CK(rt->MemcpyAsync(dev[i % c->slots], host[i % c->slots], c->bytes,
                                cudaMemcpyHostToDevice, s));
-        CK(cudaStreamSynchronize(s));
+        CK(rt->StreamSynchronize(s));
         double gbps = (double)c->bytes * c->iters / (bu_now_s() - t0) / 1e9;
         if (r > 0 && gbps > best)
             best = gbps;
     }
     for (int i = 0; i < c->slots; i++) {
         if (pinned)
-            cudaFreeHost(host[i]);
+            rt->FreeHost(host[i]);
         else
             free(host[i]);
-        cudaFree(dev[i]);
+        rt->Free(dev[i]);
     }
     free(host);
     free(dev);
-    cudaStreamDestroy(s);
+    rt->StreamDestroy(s);
     return best;
 }
 
@@ -101,20 +110,20 @@ static double copier(const cfg *c, int pinned, int direct, char *why, size_t why
     int64_t *labels = calloc((size_t)c->batch, sizeof *labels);
     for (int i = 0; i < c->slots; i++) {
         char n2[160] = "";
-        host[i] = rf__host_alloc(c->bytes, pinned, &pin[i], n2, sizeof n2);
+        host[i] = rf__copier_slot_alloc(cp, i, c->bytes, pinned, &pin[i], n2, sizeof n2);
         if (!host[i] || pin[i] != pinned) {
             snprintf(why, whycap, "host memory: %s", n2);
             return 0;
         }
         memset(host[i], i, c->bytes);
         if (direct)
-            CK(cudaMalloc(&dst[i], c->bytes + (size_t)c->batch * 8));
+            CK(rt->Malloc(&dst[i], c->bytes + (size_t)c->batch * 8));
     }
     cudaStream_t s;
-    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CK(rt->StreamCreateWithFlags(&s, cudaStreamNonBlocking));
     double best = 0;
     for (int r = 0; r <= c->repeats; r++) {
-        CK(cudaStreamSynchronize(s));
+        CK(rt->StreamSynchronize(s));
         double t0 = bu_now_s();
         for (int i = 0; i < c->iters; i++) {
             int k = i % c->slots;
@@ -128,6 +137,10 @@ static double copier(const cfg *c, int pinned, int direct, char *why, size_t why
                 int64_t *dl;
                 rc = rf__copier_to_device(cp, k, host[k], c->bytes, labels, c->batch, s, &d, &dl,
                                           err, sizeof err);
+                if (rc == 0 && !d) {
+                    snprintf(why, whycap, "slot %d has no device buffer (device memory)", k);
+                    return 0;
+                }
                 rf__copier_release(cp, k);
             }
             if (rc < 0) {
@@ -135,23 +148,24 @@ static double copier(const cfg *c, int pinned, int direct, char *why, size_t why
                 return 0;
             }
         }
-        CK(cudaStreamSynchronize(s));
+        CK(rt->StreamSynchronize(s));
         double gbps =
             (double)(c->bytes + (size_t)c->batch * 8) * c->iters / (bu_now_s() - t0) / 1e9;
         if (r > 0 && gbps > best)
             best = gbps;
     }
-    rf__copier_destroy(cp);
+    rf__copier_drain(cp);
     for (int i = 0; i < c->slots; i++) {
-        rf__host_free(host[i], pin[i]);
+        rf__copier_slot_free(cp, i, host[i], pin[i]);
         if (dst[i])
-            cudaFree(dst[i]);
+            rt->Free(dst[i]);
     }
+    rf__copier_destroy(cp);
     free(host);
     free(dst);
     free(pin);
     free(labels);
-    cudaStreamDestroy(s);
+    rt->StreamDestroy(s);
     return best;
 }
 
@@ -185,21 +199,27 @@ int main(int argc, char **argv)
     bu_git_revision(rev, sizeof rev);
     bu_json_begin(o, "copy", rev);
     int n = rf_cuda_device_count();
-    if (n <= c.device) {
-        int cnt = 0;
-        cudaError_t e = cudaGetDeviceCount(&cnt);
-        fprintf(o, ", \"skipped\": \"no CUDA device %d (cudaGetDeviceCount: %s)\"}", c.device,
-                cudaGetErrorString(e));
+    rt = rf__cudart(NULL, 0);
+    __typeof__(cudaGetDeviceProperties) *props =
+        rt ? (__typeof__(props))dlsym(rt->handle, RF_CUDART_SYM(cudaGetDeviceProperties)) : NULL;
+    if (n <= c.device || !props) {
+        char note[600];
+        rf__cuda_devices(note, sizeof note);
+        fprintf(o, ", \"skipped\": ");
+        bu_json_str(o, n <= c.device ? note : "the runtime lacks cudaGetDeviceProperties");
+        fputc('}', o);
     } else {
-        CK(cudaSetDevice(c.device));
+        CK(rt->SetDevice(c.device));
         struct cudaDeviceProp p;
-        CK(cudaGetDeviceProperties(&p, c.device));
+        CK(props(&p, c.device));
         double pp = plain(&c, 1), pg = plain(&c, 0);
         double cp = copier(&c, 1, 0, why, sizeof why);
         double cg = copier(&c, 0, 0, why, sizeof why);
         double cd = copier(&c, 1, 1, why, sizeof why);
         fputs(", \"gpu\": ", o);
         bu_json_str(o, p.name);
+        fputs(", \"runtime\": ", o);
+        bu_json_str(o, rt->desc);
         fprintf(o,
                 ", \"bytes_per_copy\": %zu, \"batch\": %d, \"image_size\": %d, "
                 "\"iters\": %d, \"slots\": %d, \"repeats\": %d, "

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """gpu_e2e.py - end to end into the GPU: ringfeed vs torchvision's DataLoader.
 
-    gpu_e2e.py --data DIR --out FILE.json [--workers 4,8,16] [--batch-size 256]
+    gpu_e2e.py --data DIR --out FILE.json [--workers 16] [--batch-size 256]
                [--image-size 224] [--device cuda|cpu] [--epochs 2] [--run-limit 60]
                [--deadline UNIX_TIME] [--no-torchvision] [--extras]
 
@@ -45,7 +45,7 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", required=True)
     p.add_argument("--out", required=True)
-    p.add_argument("--workers", default="4,8,16")
+    p.add_argument("--workers", default="16")
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--image-size", type=int, default=224)
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])

@@ -545,17 +545,26 @@ RF_API const int64_t *rf_batch_samples(const rf_batch *b);
 RF_API size_t rf_batch_nbytes(const rf_batch *b);
 
 /* ---- CUDA -----------------------------------------------------------------
- * With RF_P_DEVICE = N >= 0 and a usable CUDA device N, the ring is
- * page-locked (unless RF_P_PIN_MEMORY = 0) and the loader owns a
- * non-blocking copy stream on device N. Streams travel as `void *` (a
- * cudaStream_t; NULL is the legacy default stream). Nothing here makes the
- * host wait for the device: the copies are ordered on the caller's stream by
- * events. A host slot is refilled only after its copy completed, a device
- * buffer only after the release recorded on the consumer's stream. Failed CUDA
- * calls return RF_E_CUDA, and rf_loader_errmsg names the call and the CUDA
- * error; RF_E_NO_DEVICE means the loader has no CUDA device (RF_P_DEVICE = -1,
- * no device, no driver, or a library built without CUDA: the stats say why).
- * These functions exist in every build. */
+ * With RF_P_DEVICE = N >= 0 and a usable CUDA device N, each ring slot is
+ * page-locked (unless RF_P_PIN_MEMORY = 0; a slot that cannot be pinned is
+ * pageable, the stats' memory.note says which) and has a device buffer on
+ * device N, both made at rf_loader_start or when the tuner adds the slot,
+ * never while batches flow; the loader owns a non-blocking copy stream on
+ * device N. Streams travel as `void *` (a cudaStream_t; NULL is the legacy
+ * default stream of device N). Nothing here makes the host wait for the
+ * device (but pageable memory, which the CUDA runtime stages on the host):
+ * the copies are ordered on the caller's stream by events. A host slot is
+ * refilled only after its copy completed, a device buffer only after the
+ * release recorded on the consumer's stream. Every call makes device N's
+ * context current for its duration and puts back the calling thread's own
+ * (or none: a thread that never chose a device gets no context on device 0).
+ * Failed CUDA calls return RF_E_CUDA, and rf_loader_errmsg names the call and
+ * the CUDA error; RF_E_NO_DEVICE means the loader has no CUDA device
+ * (RF_P_DEVICE = -1, no device, no driver, or a library built without CUDA:
+ * the stats say why). rf_loader_destroy waits for the copies and for the work
+ * queued on the device buffers of batches still lent, at most 10 s; past it
+ * it leaves that memory allocated, with a message on stderr. These functions
+ * exist in every build. */
 
 /* Number of usable CUDA devices: 0 without a device, a driver, a CUDA
  * runtime, or CUDA support in this build. The library does not link the CUDA
@@ -566,13 +575,16 @@ RF_API size_t rf_batch_nbytes(const rf_batch *b);
  * Thread-safety: any thread. */
 RF_API int rf_cuda_device_count(void);
 
-/* As rf_loader_next, and the batch's images and labels are copied into one of
- * the loader's device buffers: complete for work ordered after this call on
- * `stream`, valid until rf_batch_release (which records the release on
- * `stream`; the stream must outlive the batch). rf_batch_device_data and
+/* As rf_loader_next, and the batch's images and labels are copied (two
+ * copies, from the slot's page-locked memory) into the slot's device buffer:
+ * complete for work ordered after this call on `stream`, valid until
+ * rf_batch_release (which records the release on `stream`; the stream, of
+ * device N, must outlive the batch). rf_batch_device_data and
  * rf_batch_device_labels point at them; rf_batch_data still holds the host
- * copy. Returns what rf_loader_next returns, RF_E_NO_DEVICE without a CUDA
- * device, or RF_E_CUDA (the batch is then not lent).
+ * copy. When the device had no room for the slot's buffer (the stats' cuda
+ * buffer_note says so) the batch is lent with both NULL: copy it with
+ * rf_batch_copy_to. Returns what rf_loader_next returns, RF_E_NO_DEVICE
+ * without a CUDA device, or RF_E_CUDA (the batch is then not lent).
  * Thread-safety: the consumer thread. */
 RF_API int rf_loader_next_device(rf_loader *l, void *stream, rf_batch **out);
 
@@ -584,21 +596,23 @@ RF_API int rf_loader_next_device_wait(rf_loader *l, void *stream, rf_batch **out
 
 /* Device copy of the batch's images (layout as rf_batch_data) and labels
  * (count int64 values), or NULL when the batch was not lent by
- * rf_loader_next_device. Valid until rf_batch_release.
+ * rf_loader_next_device (or its slot has no device buffer). Valid until
+ * rf_batch_release.
  * Thread-safety: any thread holding the batch. */
 RF_API void *rf_batch_device_data(const rf_batch *b);
 RF_API const int64_t *rf_batch_device_labels(const rf_batch *b);
 
 /* Copies the batch into caller memory on the loader's device:
  * rf_batch_nbytes(b) bytes of images to dst_images and count int64 labels to
- * dst_labels (either may be NULL to skip it; device pointers, or page-locked /
- * managed memory the device can reach). The destination may be written by
- * work ordered after this call on `stream` (memory from a stream-ordered
- * allocator, such as torch's, is safe), and holds the batch for work ordered
- * after it on `stream`. A batch lent by rf_loader_next_device is copied from
- * its device buffer, any other through the loader's copy stream from host
- * memory. The batch may be released right after the call: its host slot is
- * reused only once the copy completed. Returns 0, RF_E_INVALID, RF_E_RELEASED
+ * dst_labels (either may be NULL to skip it; device, page-locked host or
+ * managed memory: the copies are cudaMemcpyDefault). The destination may be
+ * written by work ordered after this call on `stream` (memory from a
+ * stream-ordered allocator, such as torch's, is safe), and holds the batch for
+ * work ordered after it on `stream`. A batch lent by rf_loader_next_device is
+ * copied from its device buffer, any other through the loader's copy stream
+ * from host memory. The batch may be released right after the call, even by
+ * another thread during it: its host slot is reused only once the copy
+ * completed. Returns 0, RF_E_INVALID, RF_E_RELEASED
  * (the batch was released), RF_E_NO_DEVICE, RF_E_CUDA, or RF_E_FORKED in a
  * forked child (nothing is copied). A failure's message does not replace an
  * error of the consumer's calls not yet read (rf_loader_errmsg).

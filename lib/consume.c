@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include "loader.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -289,7 +290,7 @@ const int64_t *rf_batch_device_labels(const rf_batch *b)
 
 int rf_cuda_device_count(void)
 {
-    char note[240];
+    char note[1100];
     return rf__cuda_devices(note, sizeof note);
 }
 
@@ -318,10 +319,14 @@ int rf_loader_next_device_wait(rf_loader *l, void *stream, rf_batch **out, int64
     void *dev = NULL;
     int64_t *dev_labels = NULL;
     char err[300];
+    pthread_mutex_lock(&l->mu);
+    rc = rf__ring_copy_begin(b); /* the lease is ours: not handed out yet */
+    pthread_mutex_unlock(&l->mu);
+    assert(rc == 0);
     rc = rf__copier_to_device(l->copier, b->slot->id, b->data, b->nbytes, b->labels, b->count,
                               stream, &dev, &dev_labels, err, sizeof err);
     pthread_mutex_lock(&l->mu);
-    rf__ring_mark_copy(b->slot); /* also on failure: something may have been enqueued */
+    rf__ring_copy_end(b->slot); /* copy_pending stays: something may have been enqueued */
     pthread_mutex_unlock(&l->mu);
     if (rc < 0) {
         rf__loader_err(l, "%s", err);
@@ -350,10 +355,15 @@ int rf_batch_copy_to(rf_batch *b, void *dst_images, void *dst_labels, void *stre
                               "belongs to the parent's loader");
         return RF_E_FORKED;
     }
+    /* The lease check and the mark that keeps the slot from being claimed
+     * go together: a release from another thread after the check cannot let
+     * the slot be refilled under the copy about to be enqueued. */
     pthread_mutex_lock(&l->mu);
-    int lent = rf__ring_lease_live(b) && b->slot->state == RF_SLOT_LENT;
+    int rc = l->copier ? rf__ring_copy_begin(b)
+             : rf__ring_lease_live(b) && b->slot->state == RF_SLOT_LENT ? 0
+                                                                         : RF_E_RELEASED;
     pthread_mutex_unlock(&l->mu);
-    if (!lent) {
+    if (rc < 0) {
         rf__loader_err_any(l, "copier: rf_batch_copy_to: the batch was released");
         return RF_E_RELEASED;
     }
@@ -362,14 +372,12 @@ int rf_batch_copy_to(rf_batch *b, void *dst_images, void *dst_labels, void *stre
         return RF_E_NO_DEVICE;
     }
     char err[300];
-    int rc = rf__copier_copy_to(l->copier, b->slot->id, b->data, b->nbytes, b->labels, b->count,
-                                dst_images, dst_labels, stream, err, sizeof err);
+    rc = rf__copier_copy_to(l->copier, b->slot->id, b->data, b->nbytes, b->labels, b->count,
+                            dst_images, dst_labels, stream, err, sizeof err);
     if (rc < 0)
         rf__loader_err_any(l, "%s", err);
-    if (rc != RF_E_INVALID) {
-        pthread_mutex_lock(&l->mu);
-        rf__ring_mark_copy(b->slot);
-        pthread_mutex_unlock(&l->mu);
-    }
+    pthread_mutex_lock(&l->mu);
+    rf__ring_copy_end(b->slot);
+    pthread_mutex_unlock(&l->mu);
     return rc;
 }

@@ -1,277 +1,53 @@
 /*
- * copier.c - host memory for the ring, and the CUDA copier (see copier.h for
- * the ordering rules).
- *
- * Built with RF_HAVE_CUDA, page-locked memory comes from cudaHostAlloc when
- * a device is present, and pinning failures fall back to pageable memory
- * with the reason recorded. The runtime is not linked: cudart.c loads it on
- * first need, and every CUDA call here goes through its table (rf_cudart).
- * Without CUDA, or without a runtime or a device, everything is pageable, no
- * copier is ever made, and the library runs on the CPU alone.
+ * copier.c - the CUDA copier (see copier.h for what it holds per slot and
+ * for the ordering rules; gpu_cuda.c is its backend over the CUDA runtime).
  *
  * The copier owns one non-blocking copy stream on the loader's device and,
- * per host slot of the ring, three events (copy done, consumer released the
- * device buffer, caller's stream read the device buffer), a device buffer
- * (images then labels; allocated on first use) and a small page-locked
- * staging area for the labels (the ring's labels are pageable, and a copy
- * from pageable memory may synchronise the host). It never waits on the host
- * on the hot path: every wait is an event on a stream.
+ * per slot of the ring, three events (copy done, consumer released the
+ * device buffer, a caller's stream read the device buffer), the slot's host
+ * block (images, then a staging area for the labels: the ring's labels are
+ * pageable, and a copy from pageable memory makes the host wait), and a
+ * device buffer of the same layout. The stream and events are made at open,
+ * a slot's memory when the ring makes the slot: nothing is allocated while
+ * batches flow. It never waits on the host on the hot path: every wait is an
+ * event on a stream; the host waits only in rf__copier_drain (polling, with
+ * a deadline) and, after a failed call, for the copy stream.
  *
  * Lock rules: c->mu serialises everything that enqueues work on the copy
- * stream or touches a slot's device state (to_device, copy_to, release,
- * destroy). rf__copier_slot_done does not take it: the ring asks only about
- * FREE slots, whose events nobody records (a slot's events are recorded only
- * while the slot is lent, and the release that frees it happens under the
- * loader's mutex, which the ring's caller holds). Never held while taking the
- * loader's mutex.
+ * stream or touches a slot's device state or memory (slot_alloc, slot_free,
+ * to_device, copy_to, release, drain) and the stats. rf__copier_slot_done
+ * reads only events made at open and `broken` (atomic), and takes c->mu only
+ * to count a failure. rf__copier_release and rf__copier_slot_done run under
+ * the loader's mutex (lock order: the loader's mutex, then c->mu) and never
+ * wait; c->mu is never held while taking the loader's mutex.
  */
 #define _GNU_SOURCE
 #include "copier.h"
 
 #include <assert.h>
 #include <pthread.h>
-#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "clock.h"
+#include "cudart.h"
 #include "ringfeed.h"
 
-#include "cudart.h"
-
-/* ---- host memory ---------------------------------------------------------- */
-
-int rf__cuda_devices(char *note, size_t notecap)
-{
-#ifdef RF_HAVE_CUDA
-    const rf_cudart *rt = rf__cudart(note, notecap); /* the note says why not */
-    if (!rt)
-        return 0;
-    int n = 0;
-    cudaError_t e = rt->GetDeviceCount(&n);
-    if (e != cudaSuccess) {
-        snprintf(note, notecap, "%s; no CUDA device: cudaGetDeviceCount: %s (%s)", rt->desc,
-                 rt->GetErrorString(e), rt->GetErrorName(e));
-        (void)rt->GetLastError(); /* clear the error state of this thread */
-        return 0;
-    }
-    if (n == 0)
-        snprintf(note, notecap, "%s; no CUDA device: cudaGetDeviceCount found none", rt->desc);
-    return n;
-#else
-    snprintf(note, notecap, "no CUDA: built without the CUDA toolkit");
-    return 0;
-#endif
-}
-
-void *rf__host_alloc(size_t bytes, int pin, int *pinned, char *note, size_t notecap)
-{
-    *pinned = 0;
-    if (bytes == 0)
-        bytes = 1;
-#ifdef RF_HAVE_CUDA
-    if (pin && rf__cuda_devices(note, notecap) > 0) {
-        const rf_cudart *rt = rf__cudart(NULL, 0); /* loaded: there is a device */
-        void *p = NULL;
-        cudaError_t e = rt->HostAlloc(&p, bytes, cudaHostAllocPortable);
-        if (e == cudaSuccess) {
-            *pinned = 1;
-            return p;
-        }
-        snprintf(note, notecap, "cudaHostAlloc(%zu bytes) failed: %s; using pageable memory", bytes,
-                 rt->GetErrorString(e));
-        (void)rt->GetLastError();
-    } else if (pin) {
-        size_t n = strlen(note);
-        snprintf(note + n, notecap - n, "; using pageable memory");
-    }
-#else
-    if (pin)
-        snprintf(note, notecap, "pageable memory: built without CUDA");
-#endif
-    void *p = NULL;
-    if (posix_memalign(&p, 4096, bytes) != 0)
-        return NULL;
-    return p;
-}
-
-void rf__host_free(void *p, int pinned)
-{
-#ifdef RF_HAVE_CUDA
-    if (pinned) {
-        rf__cudart(NULL, 0)->FreeHost(p); /* pinned: the runtime was loaded */
-        return;
-    }
-#endif
-    (void)pinned;
-    free(p);
-}
-
-/* ---- the CUDA runtime backend --------------------------------------------- */
-
-#ifdef RF_HAVE_CUDA
-/* The backend's ctx is the runtime's table (rf_cudart, from rf__cudart). */
-#define RT ((const rf_cudart *)ctx)
-
-/* A failed call also sets the calling thread's "last error", which the next
- * framework on this thread (torch checks cudaGetLastError after its kernel
- * launches) would take for its own: clear it, the code is returned. */
-static int cu(const rf_cudart *rt, cudaError_t e)
-{
-    if (e != cudaSuccess)
-        (void)rt->GetLastError();
-    return (int)e;
-}
-
-static int cu_set_device(void *ctx, int d)
-{
-    int cur = -1;
-    if (RT->GetDevice(&cur) == cudaSuccess && cur == d)
-        return 0;
-    return cu(RT, RT->SetDevice(d));
-}
-
-static int cu_stream_create(void *ctx, void **s)
-{
-    cudaStream_t st = NULL;
-    int e = cu(RT, RT->StreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    if (e == 0)
-        *s = st;
-    return e;
-}
-
-static int cu_stream_destroy(void *ctx, void *s)
-{
-    return cu(RT, RT->StreamDestroy((cudaStream_t)s));
-}
-
-static int cu_stream_sync(void *ctx, void *s)
-{
-    return cu(RT, RT->StreamSynchronize((cudaStream_t)s));
-}
-
-static int cu_event_create(void *ctx, void **ev)
-{
-    cudaEvent_t e = NULL;
-    int rc = cu(RT, RT->EventCreateWithFlags(&e, cudaEventDisableTiming));
-    if (rc == 0)
-        *ev = e;
-    return rc;
-}
-
-static int cu_event_destroy(void *ctx, void *ev)
-{
-    return cu(RT, RT->EventDestroy((cudaEvent_t)ev));
-}
-
-static int cu_event_record(void *ctx, void *ev, void *s)
-{
-    return cu(RT, RT->EventRecord((cudaEvent_t)ev, (cudaStream_t)s));
-}
-
-static int cu_event_query(void *ctx, void *ev)
-{
-    cudaError_t e = RT->EventQuery((cudaEvent_t)ev);
-    if (e == cudaErrorNotReady) {
-        (void)RT->GetLastError();
-        return RF__GPU_NOT_READY;
-    }
-    return cu(RT, e);
-}
-
-static int cu_event_sync(void *ctx, void *ev)
-{
-    return cu(RT, RT->EventSynchronize((cudaEvent_t)ev));
-}
-
-static int cu_stream_wait(void *ctx, void *s, void *ev)
-{
-    return cu(RT, RT->StreamWaitEvent((cudaStream_t)s, (cudaEvent_t)ev, 0));
-}
-
-static int cu_memcpy_async(void *ctx, void *dst, const void *src, size_t n, int kind, void *s)
-{
-    return cu(RT, RT->MemcpyAsync(dst, src, n, (enum cudaMemcpyKind)kind, (cudaStream_t)s));
-}
-
-static int cu_dev_alloc(void *ctx, void **p, size_t n)
-{
-    return cu(RT, RT->Malloc(p, n));
-}
-
-static int cu_dev_free(void *ctx, void *p)
-{
-    return cu(RT, RT->Free(p));
-}
-
-static int cu_host_alloc(void *ctx, void **p, size_t n)
-{
-    return cu(RT, RT->HostAlloc(p, n, cudaHostAllocPortable));
-}
-
-static int cu_host_free(void *ctx, void *p)
-{
-    return cu(RT, RT->FreeHost(p));
-}
-
-static const char *cu_error_string(void *ctx, int code)
-{
-    return RT->GetErrorString((cudaError_t)code);
-}
-
-static const rf_gpu_ops cuda_ops = {
-    .name = "cuda",
-    .set_device = cu_set_device,
-    .stream_create = cu_stream_create,
-    .stream_destroy = cu_stream_destroy,
-    .stream_sync = cu_stream_sync,
-    .event_create = cu_event_create,
-    .event_destroy = cu_event_destroy,
-    .event_record = cu_event_record,
-    .event_query = cu_event_query,
-    .event_sync = cu_event_sync,
-    .stream_wait = cu_stream_wait,
-    .memcpy_async = cu_memcpy_async,
-    .dev_alloc = cu_dev_alloc,
-    .dev_free = cu_dev_free,
-    .host_alloc = cu_host_alloc,
-    .host_free = cu_host_free,
-    .error_string = cu_error_string,
-};
-
-/* The device current on this thread, so that a call from the consumer's
- * thread can put back the device its framework had made current. */
-static int cu_current_device(void *ctx)
-{
-    int d = -1;
-    if (RT->GetDevice(&d) != cudaSuccess) {
-        (void)RT->GetLastError();
-        return -1;
-    }
-    return d;
-}
-#undef RT
-
-const rf_gpu_ops *rf__cuda_ops(void)
-{
-    return &cuda_ops;
-}
-#else
-const rf_gpu_ops *rf__cuda_ops(void)
-{
-    return NULL;
-}
-#endif
-
-/* ---- the copier ----------------------------------------------------------- */
+int rf__copier_drain_ms = 10000;
 
 typedef struct rf_copier_slot {
-    void *ev_copy;       /* after the last copy out of the host slot (copy stream) */
-    void *ev_release;    /* consumer released the device buffer (consumer's stream) */
-    void *ev_read;       /* a caller's stream finished reading the device buffer */
-    uint8_t *dev;        /* device buffer: images, then labels at c->dev_label_off */
-    int64_t *stage;      /* page-locked copy of the labels, source of their copy */
+    void *ev_copy;    /* after the last copy out of the host block (copy stream) */
+    void *ev_release; /* consumer released the device buffer (consumer's stream) */
+    void *ev_read;    /* a caller's stream finished reading the device buffer */
+    uint8_t *host;    /* the host block (the ring's slot memory), NULL: not made */
+    int host_pinned;
+    int64_t *stage;      /* in the host block: the labels, source of their copy */
+    uint8_t *dev;        /* device buffer: images, then labels at c->dev_label_off; NULL: none */
     void *consumer;      /* stream given to rf__copier_to_device */
+    void *unordered;     /* a consumer's stream whose release could not be recorded */
     int on_device;       /* dev holds the slot's batch, lent to the consumer */
     int release_pending; /* ev_release recorded, not yet waited on by the copy stream */
 } rf_copier_slot;
@@ -280,19 +56,32 @@ struct rf_copier {
     const rf_gpu_ops *ops;
     void *ctx;
     int device;
+    void *dctx; /* the device's context (ops->open) */
     int nslots;
     size_t slot_bytes;    /* image bytes of one slot */
     int64_t batch_size;   /* labels of one slot */
+    size_t stage_off;     /* labels' offset in a host block (256-aligned) */
     size_t dev_label_off; /* labels' offset in a device buffer (256-aligned) */
     void *stream;         /* the copy stream */
     void *ev_order;       /* copy_to: the caller's stream up to the call */
-    int prev_device;      /* current before rf__copier_create; put back by rf__copier_leave */
+    void *ev_drain;       /* drain: the copy stream's end */
+    rf_copier_step step;
+    void *step_arg;
     rf_copier_slot *slots;
+    _Atomic int broken; /* a query failed: the context is gone, nothing runs any more */
+    int used;           /* (mu) work was enqueued (else the drain has nothing to wait for) */
+    int drained, leaked;
+    struct rf_copier *next_leaked;
     pthread_mutex_t mu; /* see the lock rules at the top */
-    rf_copier_stats st; /* under mu, but errors from rf__copier_slot_done (benign race) */
+    rf_copier_stats st; /* (mu) */
 };
 
-/* Formats "copier: <call>: <error string>" into err and the stats. */
+/* Copiers whose drain gave up, kept reachable on purpose (their memory may
+ * still be in use by a stream that never ended). */
+static rf_copier *leaked_copiers;
+static pthread_mutex_t leaked_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Formats "copier: <call> (device N): <error>" into err and the stats (mu). */
 static int fail(rf_copier *c, const char *call, int code, char *err, size_t errcap)
 {
     const char *why = c->ops->error_string ? c->ops->error_string(c->ctx, code) : "error";
@@ -313,25 +102,14 @@ static int fail(rf_copier *c, const char *call, int code, char *err, size_t errc
         }                                                                                          \
     } while (0)
 
-/* Makes the loader's device current; returns what to put back (-1: nothing). */
-static int dev_enter(rf_copier *c)
+static int enter(rf_copier *c, rf_gpu_saved *sv)
 {
-#ifdef RF_HAVE_CUDA
-    if (c->ops == &cuda_ops) {
-        int prev = cu_current_device(c->ctx);
-        if (prev != c->device)
-            c->ops->set_device(c->ctx, c->device);
-        return prev != c->device ? prev : -1;
-    }
-#endif
-    c->ops->set_device(c->ctx, c->device);
-    return -1;
+    return c->ops->enter(c->ctx, c->device, c->dctx, sv);
 }
 
-static void dev_leave(rf_copier *c, int prev)
+static void leave(rf_copier *c, const rf_gpu_saved *sv)
 {
-    if (prev >= 0)
-        c->ops->set_device(c->ctx, prev);
+    c->ops->leave(c->ctx, sv);
 }
 
 int rf__copier_create(rf_copier **out, const rf_gpu_ops *ops, void *ctx, int device, int nslots,
@@ -353,20 +131,17 @@ int rf__copier_create(rf_copier **out, const rf_gpu_ops *ops, void *ctx, int dev
     c->nslots = nslots;
     c->slot_bytes = slot_bytes;
     c->batch_size = batch_size;
-    c->dev_label_off = (slot_bytes + 255) & ~(size_t)255;
+    c->stage_off = (slot_bytes + 255) & ~(size_t)255;
+    c->dev_label_off = c->stage_off;
     pthread_mutex_init(&c->mu, NULL);
-    int rc = 0;
-    /* The device stays current on this thread until rf__copier_leave: the
-     * ring's page-locked memory is allocated next, in the loader's device's
-     * context. */
-    c->prev_device = -1;
-#ifdef RF_HAVE_CUDA
-    if (ops == &cuda_ops)
-        c->prev_device = cu_current_device(ctx);
-#endif
-    TRY("cudaSetDevice", ops->set_device(ctx, device));
+    int rc = 0, entered = 0;
+    rf_gpu_saved sv;
+    TRY("cuDevicePrimaryCtxRetain", ops->open(ctx, device, &c->dctx));
+    TRY("cuCtxSetCurrent", enter(c, &sv));
+    entered = 1;
     TRY("cudaStreamCreateWithFlags", ops->stream_create(ctx, &c->stream));
     TRY("cudaEventCreateWithFlags", ops->event_create(ctx, &c->ev_order));
+    TRY("cudaEventCreateWithFlags", ops->event_create(ctx, &c->ev_drain));
     for (int i = 0; i < nslots; i++) {
         rf_copier_slot *s = &c->slots[i];
         TRY("cudaEventCreateWithFlags", ops->event_create(ctx, &s->ev_copy));
@@ -374,8 +149,9 @@ int rf__copier_create(rf_copier **out, const rf_gpu_ops *ops, void *ctx, int dev
         TRY("cudaEventCreateWithFlags", ops->event_create(ctx, &s->ev_read));
     }
 out:
+    if (entered)
+        leave(c, &sv);
     if (rc < 0) {
-        rf__copier_leave(c);
         rf__copier_destroy(c);
         return rc;
     }
@@ -391,7 +167,7 @@ int rf__copier_open(rf_copier **out, int device, int nslots, size_t slot_bytes, 
         snprintf(note, notecap, "device=cpu: batches stay on the host");
         return 0;
     }
-    char why[512] = "";
+    char why[1100] = "";
     int n = rf__cuda_devices(why, sizeof why);
     if (n == 0) {
         snprintf(note, notecap, "device=cuda:%d asked for, running on the CPU: %s", device, why);
@@ -407,24 +183,195 @@ int rf__copier_open(rf_copier **out, int device, int nslots, size_t slot_bytes, 
     int rc = rf__copier_create(out, rf__cuda_ops(), (void *)rt, device, nslots, slot_bytes,
                                batch_size, err, errcap);
     if (rc == 0)
-        snprintf(note, notecap, "cuda:%d (%d device%s; %s)", device, n, n == 1 ? "" : "s",
-                 rt->desc);
+        snprintf(note, notecap, "cuda:%d (%d device%s; %s; contexts: %s)", device, n,
+                 n == 1 ? "" : "s", rt->desc, rt->contexts);
     return rc;
 #else
     return RF_E_CUDA; /* unreachable: no devices without CUDA */
 #endif
 }
 
-void rf__copier_leave(rf_copier *c)
-{
-    if (c && c->prev_device >= 0 && c->prev_device != c->device)
-        c->ops->set_device(c->ctx, c->prev_device);
-}
-
 void rf__copier_bind_thread(rf_copier *c)
 {
-    if (c)
-        (void)dev_enter(c); /* nothing to put back: the thread is ours */
+    if (c) {
+        rf_gpu_saved sv; /* nothing to put back: the thread is ours */
+        (void)enter(c, &sv);
+    }
+}
+
+void rf__copier_set_step(rf_copier *c, rf_copier_step step, void *arg)
+{
+    pthread_mutex_lock(&c->mu);
+    c->step = step;
+    c->step_arg = arg;
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* ---- slot memory ------------------------------------------------------------ */
+
+uint8_t *rf__copier_slot_alloc(void *copier, int slot, size_t bytes, int pin, int *pinned,
+                               char *note, size_t notecap)
+{
+    rf_copier *c = copier;
+    assert(slot >= 0 && slot < c->nslots && bytes <= c->slot_bytes);
+    rf_copier_slot *s = &c->slots[slot];
+    size_t host_n = c->stage_off + (size_t)c->batch_size * sizeof(int64_t);
+    size_t dev_n = c->dev_label_off + (size_t)c->batch_size * sizeof(int64_t);
+    *pinned = 0;
+    note[0] = '\0';
+    pthread_mutex_lock(&c->mu);
+    assert(!s->host);
+    rf_gpu_saved sv;
+    void *mem = NULL, *dev = NULL;
+    int e = enter(c, &sv), entered = e == 0;
+    if (!entered) {
+        fail(c, "cuCtxSetCurrent", e, NULL, 0);
+        if (pin)
+            snprintf(note, notecap, "%s", c->st.last_error);
+    }
+    if (entered && pin) {
+        e = c->ops->host_alloc(c->ctx, &mem, host_n);
+        if (e == 0)
+            *pinned = 1;
+        else
+            snprintf(note, notecap, "cudaHostAlloc(%zu bytes) failed: %s", host_n,
+                     c->ops->error_string(c->ctx, e));
+    }
+    if (entered && (e = c->ops->dev_alloc(c->ctx, &dev, dev_n)) != 0) {
+        /* Its batches go from the host block into the caller's memory. */
+        dev = NULL;
+        if (!c->st.buffer_note[0])
+            snprintf(c->st.buffer_note, sizeof c->st.buffer_note,
+                     "slot %d has no device buffer (cudaMalloc(%zu bytes): %s): its batches go "
+                     "straight into the caller's memory",
+                     slot, dev_n, c->ops->error_string(c->ctx, e));
+        if (e != RF__GPU_OOM)
+            fail(c, "cudaMalloc", e, NULL, 0);
+    }
+    if (!mem && posix_memalign(&mem, 4096, host_n) != 0)
+        mem = NULL;
+    if (mem) {
+        s->host = mem;
+        s->host_pinned = *pinned;
+        s->stage = (int64_t *)((uint8_t *)mem + c->stage_off);
+        memset(s->stage, 0, (size_t)c->batch_size * sizeof(int64_t)); /* stage_labels compares */
+        s->dev = dev;
+        if (dev) {
+            c->st.buffers++;
+            c->st.dev_bytes += (int64_t)dev_n;
+        }
+    } else if (dev) {
+        c->ops->dev_free(c->ctx, dev);
+    }
+    if (entered)
+        leave(c, &sv);
+    pthread_mutex_unlock(&c->mu);
+    return mem;
+}
+
+/* Frees slot s's memory (mu held, the device current); leaks the page-locked
+ * block and the device buffer when the drain gave up. */
+static void free_slot(rf_copier *c, rf_copier_slot *s)
+{
+    if (s->dev && !c->leaked) {
+        c->ops->dev_free(c->ctx, s->dev);
+        c->st.buffers--;
+        c->st.dev_bytes -= (int64_t)(c->dev_label_off + (size_t)c->batch_size * 8);
+    }
+    if (s->host_pinned && !c->leaked)
+        c->ops->host_free(c->ctx, s->host);
+    else if (!s->host_pinned)
+        free(s->host); /* pageable copies were staged when enqueued: nothing reads it */
+    s->host = NULL;
+    s->dev = NULL;
+    s->stage = NULL;
+}
+
+void rf__copier_slot_free(void *copier, int slot, uint8_t *mem, int pinned)
+{
+    rf_copier *c = copier;
+    assert(slot >= 0 && slot < c->nslots);
+    rf_copier_slot *s = &c->slots[slot];
+    pthread_mutex_lock(&c->mu);
+    assert(s->host == mem && s->host_pinned == pinned);
+    (void)mem;
+    (void)pinned;
+    rf_gpu_saved sv;
+    int entered = enter(c, &sv) == 0;
+    free_slot(c, s);
+    if (entered)
+        leave(c, &sv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* ---- teardown ------------------------------------------------------------------ */
+
+/* 1 when ev is done, or can never be (an error: the context failed). */
+static int event_done(rf_copier *c, void *ev)
+{
+    int e = c->ops->event_query(c->ctx, ev);
+    return e != RF__GPU_NOT_READY;
+}
+
+int rf__copier_drain(rf_copier *c)
+{
+    if (!c)
+        return 0;
+    pthread_mutex_lock(&c->mu);
+    if (c->drained) {
+        pthread_mutex_unlock(&c->mu);
+        return c->leaked ? -1 : 0;
+    }
+    c->drained = 1;
+    if (!c->used) {
+        pthread_mutex_unlock(&c->mu);
+        return 0;
+    }
+    rf_gpu_saved sv;
+    int entered = enter(c, &sv) == 0;
+    int broken = !entered || atomic_load(&c->broken);
+    /* A device batch still lent: its consumer's work so far may read it. */
+    for (int i = 0; i < c->nslots && !broken; i++) {
+        rf_copier_slot *s = &c->slots[i];
+        if (s->on_device && c->ops->event_record(c->ctx, s->ev_release, s->consumer) == 0)
+            s->release_pending = 1;
+        s->on_device = 0;
+    }
+    int have_end =
+        !broken && c->stream && c->ops->event_record(c->ctx, c->ev_drain, c->stream) == 0;
+    int64_t deadline = rf__now_ns() + (int64_t)rf__copier_drain_ms * 1000000;
+    long nap_us = 100;
+    for (int done = broken; !done;) {
+        done = !have_end || event_done(c, c->ev_drain);
+        for (int i = 0; i < c->nslots && done; i++)
+            done = !c->slots[i].release_pending || event_done(c, c->slots[i].ev_release);
+        if (done)
+            break;
+        if (rf__now_ns() >= deadline) {
+            c->leaked = 1;
+            break;
+        }
+        struct timespec t = {0, nap_us * 1000};
+        nanosleep(&t, NULL);
+        nap_us = nap_us < 10000 ? nap_us * 2 : nap_us;
+    }
+    for (int i = 0; i < c->nslots; i++)
+        c->slots[i].release_pending = 0;
+    if (c->leaked) {
+        int64_t pinned = 0;
+        for (int i = 0; i < c->nslots; i++)
+            pinned +=
+                c->slots[i].host_pinned ? (int64_t)(c->stage_off + (size_t)c->batch_size * 8) : 0;
+        fprintf(stderr,
+                "ringfeed: copier: cuda:%d: a copy or a consumer's stream did not finish within "
+                "%d ms of the loader's destroy; leaving %lld bytes of device memory and %lld "
+                "bytes of page-locked memory allocated rather than free memory still in use\n",
+                c->device, rf__copier_drain_ms, (long long)c->st.dev_bytes, (long long)pinned);
+    }
+    if (entered)
+        leave(c, &sv);
+    pthread_mutex_unlock(&c->mu);
+    return c->leaked ? -1 : 0;
 }
 
 void rf__copier_destroy(rf_copier *c)
@@ -432,21 +379,21 @@ void rf__copier_destroy(rf_copier *c)
     if (!c)
         return;
     const rf_gpu_ops *o = c->ops;
-    int prev = dev_enter(c);
-    /* Nothing may still read or write what is freed below: the ring's host
-     * memory (freed by the caller next), the device buffers, the staging. */
     if (c->stream)
-        o->stream_sync(c->ctx, c->stream);
+        rf__copier_drain(c);
+    if (c->leaked) {
+        pthread_mutex_lock(&leaked_mu);
+        c->next_leaked = leaked_copiers;
+        leaked_copiers = c;
+        pthread_mutex_unlock(&leaked_mu);
+        return;
+    }
+    rf_gpu_saved sv;
+    int entered = o->enter(c->ctx, c->device, c->dctx, &sv) == 0;
     for (int i = 0; i < c->nslots; i++) {
         rf_copier_slot *s = &c->slots[i];
-        if (s->on_device && s->ev_read)
-            o->event_sync(c->ctx, s->ev_read);
-        if (s->release_pending && s->ev_release)
-            o->event_sync(c->ctx, s->ev_release);
-        if (s->dev)
-            o->dev_free(c->ctx, s->dev);
-        if (s->stage)
-            o->host_free(c->ctx, s->stage);
+        if (s->host)
+            free_slot(c, s);
         if (s->ev_copy)
             o->event_destroy(c->ctx, s->ev_copy);
         if (s->ev_release)
@@ -456,33 +403,28 @@ void rf__copier_destroy(rf_copier *c)
     }
     if (c->ev_order)
         o->event_destroy(c->ctx, c->ev_order);
+    if (c->ev_drain)
+        o->event_destroy(c->ctx, c->ev_drain);
     if (c->stream)
-        o->stream_destroy(c->ctx, c->stream);
-    dev_leave(c, prev);
+        o->stream_destroy(c->ctx, c->stream); /* returns at once; its work is done (drain) */
+    if (entered)
+        o->leave(c->ctx, &sv);
+    if (c->dctx)
+        o->close(c->ctx, c->device, c->dctx);
     pthread_mutex_destroy(&c->mu);
     free(c->slots);
     free(c);
 }
 
-/* Device buffer and label staging of a slot, allocated on first use. */
-static int slot_buffers(rf_copier *c, rf_copier_slot *s, int need_dev, char *err, size_t errcap)
+void rf__copier_abandon(rf_copier *c)
 {
-    int rc = 0;
-    if (!s->stage) {
-        void *p = NULL;
-        TRY("cudaHostAlloc", c->ops->host_alloc(c->ctx, &p, (size_t)c->batch_size * 8));
-        s->stage = p;
-    }
-    if (need_dev && !s->dev) {
-        void *p = NULL;
-        size_t n = c->dev_label_off + (size_t)c->batch_size * 8;
-        TRY("cudaMalloc", c->ops->dev_alloc(c->ctx, &p, n));
-        s->dev = p;
-        c->st.dev_bytes += (int64_t)n;
-    }
-out:
-    return rc;
+    if (!c)
+        return;
+    free(c->slots); /* its blocks and buffers are the parent's context's */
+    free(c);
 }
+
+/* ---- copies --------------------------------------------------------------------- */
 
 /* Labels into the slot's page-locked staging. A second copy of the same lent
  * batch finds them there already (and must not rewrite bytes a copy may be
@@ -502,12 +444,26 @@ int rf__copier_to_device(rf_copier *c, int slot, const void *img, size_t img_n,
     assert(img_n <= c->slot_bytes && count >= 0 && count <= c->batch_size);
     const rf_gpu_ops *o = c->ops;
     rf_copier_slot *s = &c->slots[slot];
-    int rc = 0, enqueued = 0;
+    assert(s->host && img == s->host);
+    *dev_img = NULL;
+    *dev_labels = NULL;
+    int rc = 0, enqueued = 0, entered = 0;
+    rf_gpu_saved sv;
     pthread_mutex_lock(&c->mu);
-    int prev = dev_enter(c);
     assert(!s->on_device);
-    if ((rc = slot_buffers(c, s, 1, err, errcap)) < 0)
+    if (!s->dev) {
+        c->st.direct++; /* the batch stays on the host: rf_batch_copy_to */
         goto out;
+    }
+    TRY("cuCtxSetCurrent", enter(c, &sv));
+    entered = 1;
+    c->used = 1;
+    if (s->unordered) {
+        /* The previous consumer's release was not recorded: wait for its
+         * stream before the buffer is written (not under the loader's mutex). */
+        TRY("cudaStreamSynchronize", o->stream_sync(c->ctx, s->unordered));
+        s->unordered = NULL;
+    }
     if (s->release_pending) {
         /* The buffer's previous batch: the consumer's work before its release. */
         TRY("cudaStreamWaitEvent", o->stream_wait(c->ctx, c->stream, s->ev_release));
@@ -515,9 +471,11 @@ int rf__copier_to_device(rf_copier *c, int slot, const void *img, size_t img_n,
     }
     stage_labels(s, labels, count);
     enqueued = 1;
-    TRY("cudaMemcpyAsync", o->memcpy_async(c->ctx, s->dev, img, img_n, RF__GPU_H2D, c->stream));
-    TRY("cudaMemcpyAsync", o->memcpy_async(c->ctx, s->dev + c->dev_label_off, s->stage,
-                                           (size_t)count * 8, RF__GPU_H2D, c->stream));
+    TRY("cudaMemcpyAsync", o->memcpy_async(c->ctx, s->dev, img, img_n, c->stream));
+    TRY("cudaMemcpyAsync",
+        o->memcpy_async(c->ctx, s->dev + c->dev_label_off, s->stage, (size_t)count * 8, c->stream));
+    if (c->step)
+        TRY("post-copy step", c->step(c->step_arg, slot, c->stream, s->dev, img_n, count));
     TRY("cudaEventRecord", o->event_record(c->ctx, s->ev_copy, c->stream));
     TRY("cudaStreamWaitEvent", o->stream_wait(c->ctx, stream, s->ev_copy));
     c->st.copies++;
@@ -529,7 +487,8 @@ int rf__copier_to_device(rf_copier *c, int slot, const void *img, size_t img_n,
 out:
     if (rc < 0 && enqueued)
         o->stream_sync(c->ctx, c->stream); /* ev_copy may not cover what was enqueued */
-    dev_leave(c, prev);
+    if (entered)
+        leave(c, &sv);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
@@ -547,18 +506,20 @@ int rf__copier_copy_to(rf_copier *c, int slot, const void *img, size_t img_n, co
     const rf_gpu_ops *o = c->ops;
     rf_copier_slot *s = &c->slots[slot];
     size_t lab_n = (size_t)count * 8;
-    int rc = 0, enqueued = 0;
+    int rc = 0, enqueued = 0, entered = 0;
+    rf_gpu_saved sv;
     pthread_mutex_lock(&c->mu);
-    int prev = dev_enter(c);
+    TRY("cuCtxSetCurrent", enter(c, &sv));
+    entered = 1;
+    c->used = 1;
     if (s->on_device) {
-        /* Device to device on the caller's stream, after the slot's copy. */
+        /* From the device buffer, on the caller's stream, after the slot's copy. */
         TRY("cudaStreamWaitEvent", o->stream_wait(c->ctx, stream, s->ev_copy));
         if (dst_img && img_n)
-            TRY("cudaMemcpyAsync",
-                o->memcpy_async(c->ctx, dst_img, s->dev, img_n, RF__GPU_D2D, stream));
+            TRY("cudaMemcpyAsync", o->memcpy_async(c->ctx, dst_img, s->dev, img_n, stream));
         if (dst_labels && lab_n)
-            TRY("cudaMemcpyAsync", o->memcpy_async(c->ctx, dst_labels, s->dev + c->dev_label_off,
-                                                   lab_n, RF__GPU_D2D, stream));
+            TRY("cudaMemcpyAsync",
+                o->memcpy_async(c->ctx, dst_labels, s->dev + c->dev_label_off, lab_n, stream));
         if (stream != s->consumer) {
             /* The release is recorded on the consumer's stream: make that
              * stream wait for this read, or the buffer could be refilled
@@ -569,20 +530,17 @@ int rf__copier_copy_to(rf_copier *c, int slot, const void *img, size_t img_n, co
         c->st.d2d++;
         goto out;
     }
-    if ((rc = slot_buffers(c, s, 0, err, errcap)) < 0)
-        goto out;
+    assert(s->host && img == s->host);
     /* The destination is free to write only for work ordered after this call
      * on `stream` (a stream-ordered allocator may have just recycled it). */
     TRY("cudaEventRecord", o->event_record(c->ctx, c->ev_order, stream));
     TRY("cudaStreamWaitEvent", o->stream_wait(c->ctx, c->stream, c->ev_order));
     enqueued = 1;
     if (dst_img && img_n)
-        TRY("cudaMemcpyAsync",
-            o->memcpy_async(c->ctx, dst_img, img, img_n, RF__GPU_H2D, c->stream));
+        TRY("cudaMemcpyAsync", o->memcpy_async(c->ctx, dst_img, img, img_n, c->stream));
     if (dst_labels && lab_n) {
         stage_labels(s, labels, count);
-        TRY("cudaMemcpyAsync",
-            o->memcpy_async(c->ctx, dst_labels, s->stage, lab_n, RF__GPU_H2D, c->stream));
+        TRY("cudaMemcpyAsync", o->memcpy_async(c->ctx, dst_labels, s->stage, lab_n, c->stream));
     }
     TRY("cudaEventRecord", o->event_record(c->ctx, s->ev_copy, c->stream));
     TRY("cudaStreamWaitEvent", o->stream_wait(c->ctx, stream, s->ev_copy));
@@ -591,7 +549,8 @@ int rf__copier_copy_to(rf_copier *c, int slot, const void *img, size_t img_n, co
 out:
     if (rc < 0 && enqueued)
         o->stream_sync(c->ctx, c->stream);
-    dev_leave(c, prev);
+    if (entered)
+        leave(c, &sv);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
@@ -602,19 +561,24 @@ void rf__copier_release(rf_copier *c, int slot)
     rf_copier_slot *s = &c->slots[slot];
     pthread_mutex_lock(&c->mu);
     if (s->on_device) {
-        int prev = dev_enter(c);
-        int e = c->ops->event_record(c->ctx, s->ev_release, s->consumer);
+        rf_gpu_saved sv;
+        int e = enter(c, &sv);
+        int entered = e == 0;
+        if (e == 0)
+            e = c->ops->event_record(c->ctx, s->ev_release, s->consumer);
         if (e == 0) {
             s->release_pending = 1;
         } else {
             /* Without the event the buffer's reuse cannot be ordered on the
-             * device: wait here for the consumer's stream instead. */
+             * device; not waited for here (the loader's mutex is held): the
+             * next copy into the buffer waits for the stream. */
             fail(c, "cudaEventRecord", e, NULL, 0);
-            c->ops->stream_sync(c->ctx, s->consumer);
+            s->unordered = s->consumer;
         }
         s->on_device = 0;
         s->consumer = NULL;
-        dev_leave(c, prev);
+        if (entered)
+            leave(c, &sv);
     }
     pthread_mutex_unlock(&c->mu);
 }
@@ -623,15 +587,25 @@ int rf__copier_slot_done(void *copier, int slot)
 {
     rf_copier *c = copier;
     assert(slot >= 0 && slot < c->nslots);
-    int prev = dev_enter(c);
-    int e = c->ops->event_query(c->ctx, c->slots[slot].ev_copy);
-    if (e != 0 && e != RF__GPU_NOT_READY) {
-        /* The context failed: drain what can be drained, nothing more will run. */
-        fail(c, "cudaEventQuery", e, NULL, 0);
-        c->ops->stream_sync(c->ctx, c->stream);
+    if (atomic_load(&c->broken))
+        return 1;
+    rf_gpu_saved sv;
+    int e = enter(c, &sv);
+    if (e == 0) {
+        e = c->ops->event_query(c->ctx, c->slots[slot].ev_copy);
+        leave(c, &sv);
     }
-    dev_leave(c, prev);
-    return e != RF__GPU_NOT_READY;
+    if (e == RF__GPU_NOT_READY)
+        return 0;
+    if (e != 0) {
+        /* The context failed: nothing it queued runs any more, so nothing
+         * reads the slot. Not waited for: the loader's mutex is held. */
+        pthread_mutex_lock(&c->mu);
+        fail(c, "cudaEventQuery", e, NULL, 0);
+        pthread_mutex_unlock(&c->mu);
+        atomic_store(&c->broken, 1);
+    }
+    return 1;
 }
 
 void rf__copier_stats(rf_copier *c, rf_copier_stats *out)

@@ -11,8 +11,21 @@
  *      is libcudart.so.11.0);
  *   4. libcudart.so.
  * A runtime that fails to load or lacks a function of the table is closed
- * and the search goes on; the note keeps each attempt and why it failed. No
- * runtime is not an error: the library runs on the CPU.
+ * and the search goes on, and so is one whose driver is too old for it
+ * (cudaGetDeviceCount says cudaErrorInsufficientDriver: an older major may
+ * still run; that one is left loaded, as it has started); the note keeps
+ * each attempt and why it failed. No runtime is not an error: the library
+ * runs on the CPU.
+ *
+ * Contexts. Since CUDA 12, cudaSetDevice(d) creates device d's primary
+ * context at once (~0.5 GiB of device memory): putting back a thread's
+ * "previous device" with it would give every thread that never chose one a
+ * context on device 0. So with a runtime of CUDA 12 or later the table also
+ * holds the driver's context calls (RF_CUDART_DRIVER_FUNCS), through
+ * cudaGetDriverEntryPointByVersion (12.5+) or cudaGetDriverEntryPoint, and
+ * the copier saves and restores a thread's current context (which may be
+ * none) instead. Without them (an older runtime) it uses cudaSetDevice, which
+ * made no context before CUDA 12.
  *
  * ABI. The table's types are the header's declarations (__typeof__) and the
  * symbols the names the header binds them to (RF_CUDART_SYM). The table's
@@ -53,7 +66,8 @@ static struct {
     char why[160];  /* "not found", dlerror()'s text, ... */
 } attempts[8];      /* what was tried, in order */
 static int nattempts;
-static char tried[1024]; /* the attempts, when nothing was loaded */
+static char tried[1024];  /* the attempts, when nothing was loaded */
+static char passed[400];  /* runtimes passed over for their driver, for the desc */
 
 static int abi_ok(int major)
 {
@@ -125,6 +139,52 @@ static const char *dl_why(const char *name)
 
 /* Resolves the table from handle h (name: how it was found, for the note);
  * 1 when done, 0 (attempt recorded, h closed) when it cannot serve. */
+/* The driver's context calls, from the runtime's entry points (12+): 1 when
+ * all were found. */
+static int driver_calls(void *h, rf_cudart *t)
+{
+#if CUDART_VERSION >= 12000
+    if (t->version < 12000)
+        return 0;
+    __typeof__(cudaGetDriverEntryPointByVersion) *by_version =
+        (__typeof__(by_version))dlsym(h, RF_CUDART_SYM(cudaGetDriverEntryPointByVersion));
+    /* 12.0 to 12.4 have only this one, deprecated since (its type is
+     * spelled out: the header's declaration carries the deprecation). */
+    cudaError_t (*plain)(const char *, void **, unsigned long long,
+                         enum cudaDriverEntryPointQueryResult *) = NULL;
+    if (!by_version)
+        plain = (__typeof__(plain))dlsym(h, RF_CUDART_SYM(cudaGetDriverEntryPoint));
+    if (!by_version && !plain)
+        return 0;
+    int ok = 1;
+    /* The functions as of CUDA 12.0, whose ABI later drivers keep. */
+#define RF_CUDART_ENTRY(field, fn)                                                                 \
+    {                                                                                              \
+        void *p = NULL;                                                                            \
+        enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;               \
+        cudaError_t e = by_version ? by_version(#fn, &p, 12000, cudaEnableDefault, &q)             \
+                                   : plain(#fn, &p, cudaEnableDefault, &q);                        \
+        t->field = e == cudaSuccess && q == cudaDriverEntryPointSuccess                            \
+                       ? (__typeof__(t->field))p                                                   \
+                       : NULL;                                                                     \
+        ok &= t->field != NULL;                                                                    \
+    }
+    RF_CUDART_DRIVER_FUNCS(RF_CUDART_ENTRY)
+#undef RF_CUDART_ENTRY
+    if (!ok) {
+#define RF_CUDART_CLEAR(field, fn) t->field = NULL;
+        RF_CUDART_DRIVER_FUNCS(RF_CUDART_CLEAR)
+#undef RF_CUDART_CLEAR
+        (void)t->GetLastError();
+    }
+    return ok;
+#else
+    (void)h;
+    (void)t;
+    return 0;
+#endif
+}
+
 static int adopt(void *h, const char *name)
 {
     rf_cudart t;
@@ -156,16 +216,32 @@ static int adopt(void *h, const char *name)
         dlclose(h);
         return 0;
     }
+    int ndev = 0;
+    cudaError_t de = t.GetDeviceCount(&ndev);
+    if (de == cudaErrorInsufficientDriver) {
+        /* Its driver is too old for it: another major may run. Not closed:
+         * it has started (cudaGetDeviceCount initialises the driver). */
+        snprintf(why, sizeof why, "cudart %d.%d: the driver is older than it (%s)", v / 1000,
+                 v % 1000 / 10, t.GetErrorName(de));
+        (void)t.GetLastError();
+        attempt(name, why);
+        size_t n = strlen(passed);
+        snprintf(passed + n, sizeof passed - n, "%s%s (%s)", n ? ", " : "", name, why);
+        return 0;
+    }
+    (void)t.GetLastError();
+    t.version = v;
+    t.contexts = driver_calls(h, &t) ? "driver" : "runtime";
     struct link_map *lm = NULL;
     const char *path = name;
     if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && lm->l_name[0])
         path = lm->l_name;
     char *abs = realpath(path, NULL); /* a relative LD_LIBRARY_PATH gives a relative l_name */
     t.handle = h;
-    t.version = v;
     snprintf(t.path, sizeof t.path, "%s", abs ? abs : path);
     free(abs);
-    snprintf(t.desc, sizeof t.desc, "cudart %d.%d from %s", v / 1000, v % 1000 / 10, t.path);
+    snprintf(t.desc, sizeof t.desc, "cudart %d.%d from %s%s%s", v / 1000, v % 1000 / 10, t.path,
+             passed[0] ? "; passed over: " : "", passed);
     rt = t;
     loaded = 1;
     return 1;

@@ -18,6 +18,7 @@
 typedef struct rf_cudart rf_cudart;
 
 #ifdef RF_HAVE_CUDA
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 /* The symbol a runtime function `f` has for this build, as a string. The
@@ -52,14 +53,29 @@ typedef struct rf_cudart rf_cudart;
     X(HostAlloc, cudaHostAlloc)                                                                    \
     X(FreeHost, cudaFreeHost)
 
+/* The driver's context calls, reached through the runtime's
+ * cudaGetDriverEntryPoint[ByVersion] (so that they are the driver the runtime
+ * uses): X(field, the driver's name). */
+#define RF_CUDART_DRIVER_FUNCS(X)                                                                  \
+    X(CtxGetCurrent, cuCtxGetCurrent)                                                              \
+    X(CtxSetCurrent, cuCtxSetCurrent)                                                              \
+    X(DeviceGet, cuDeviceGet)                                                                      \
+    X(PrimaryCtxRetain, cuDevicePrimaryCtxRetain)                                                  \
+    X(PrimaryCtxRelease, cuDevicePrimaryCtxRelease)
+
 struct rf_cudart {
 #define RF_CUDART_FIELD(field, fn) __typeof__(fn) *field;
     RF_CUDART_FUNCS(RF_CUDART_FIELD)
+    /* All set, or all NULL: a runtime before CUDA 12 (whose cudaSetDevice
+     * makes no context, so the runtime's calls serve) or one whose driver
+     * does not give them; `contexts` says which. */
+    RF_CUDART_DRIVER_FUNCS(RF_CUDART_FIELD)
 #undef RF_CUDART_FIELD
+    const char *contexts; /* "driver" or "runtime": how the copier keeps a thread's context */
     void *handle;   /* from dlopen; dlsym() on it for functions not in the table (tests) */
     int version;    /* cudaRuntimeGetVersion: 1000 * major + 10 * minor */
     char path[512]; /* the file that was loaded */
-    char desc[600]; /* "cudart 13.0 from <path>", for notes */
+    char desc[1024]; /* "cudart 13.0 from <path>[; passed over: ...]", for notes */
 };
 #endif
 

@@ -256,11 +256,9 @@ static void teardown(rf_loader *l)
     if (forked) {
         atomic_store(&l->stopped, 1);
         rf__reader_abandon(l->reader); /* shared with the parent: do not drain */
-        l->copier = NULL;              /* the parent's CUDA context */
-        if (l->ring.pinned) {
-            l->ring.mem = NULL; /* page-locked by the parent's CUDA context */
-            l->ring.ngrown = 0;
-        }
+        rf__ring_abandon(&l->ring);    /* no CUDA call: the page-locked slots are the parent's */
+        rf__copier_abandon(l->copier); /* the parent's CUDA context */
+        l->copier = NULL;
     } else {
         rf_loader_stop(l);
         rf__reader_destroy(l->reader);
@@ -269,9 +267,12 @@ static void teardown(rf_loader *l)
     rf__dispatch_free(&l->disp, forked);
     rf__pool_destroy(&l->pool, forked);
     rf__work_free(&l->work);
-    rf__copier_destroy(l->copier); /* waits for copies out of the ring's memory */
+    /* The copies out of the ring and the consumers' work on the device
+     * buffers end before their memory is freed (or it is leaked: a deadline). */
+    rf__copier_drain(l->copier);
+    rf__ring_free(&l->ring); /* the slots' memory, through the copier */
+    rf__copier_destroy(l->copier);
     l->copier = NULL;
-    rf__ring_free(&l->ring);
     rf__sampler_free(&l->sampler);
     rf__source_close(&l->src);
     rf__stats_free(&l->stats);
@@ -329,8 +330,8 @@ static int open_memory(rf_loader *l)
 {
     const rf_config *c = &l->cfg;
     char err[600];
-    /* The copier first: it makes the device current, so that the ring's
-     * page-locked memory belongs to the loader's device's context. */
+    /* The copier first: the ring's slots get their memory (page-locked, with
+     * a device buffer each) from it, on the loader's device. */
     int rc = rf__copier_open(&l->copier, c->device, c->prefetch + RF_RING_MAX_GROW,
                              (size_t)c->batch_size * c->sample_bytes, c->batch_size,
                              l->cuda_note, sizeof l->cuda_note, err, sizeof err);
@@ -339,15 +340,13 @@ static int open_memory(rf_loader *l)
         return rc;
     }
     int pin = c->pin_memory && l->copier;
-    rc = rf__ring_init(&l->ring, c->prefetch, c->batch_size, c->sample_bytes, pin);
+    rf_ring_hooks hooks = {l->copier, rf__copier_slot_done, rf__copier_slot_alloc,
+                           rf__copier_slot_free};
+    rc = rf__ring_init_hooks(&l->ring, c->prefetch, c->batch_size, c->sample_bytes, pin,
+                             l->copier ? &hooks : NULL);
     if (rc == 0 && l->src.nextras > 0)
         rc = rf__ring_init_extras(&l->ring, l->src.nextras, (size_t)c->extras_bytes);
-    if (rc == 0 && l->copier) {
-        assert(l->ring.cap <= c->prefetch + RF_RING_MAX_GROW);
-        l->ring.copy_done = rf__copier_slot_done;
-        l->ring.copy_ctx = l->copier;
-    }
-    rf__copier_leave(l->copier); /* the caller's current device again */
+    assert(rc < 0 || l->ring.cap <= c->prefetch + RF_RING_MAX_GROW);
     if (rc < 0)
         rf__loader_err(l, "ring: cannot allocate %d slots of %lld x %zu bytes", c->prefetch,
                        (long long)c->batch_size,
@@ -598,6 +597,8 @@ int64_t rf_loader_stats_json(rf_loader *l, char *buf, size_t cap)
 #endif
         .device = l->opts.v[RF_P_DEVICE],
         .copies = cs.copies,
+        .direct_copies = cs.direct,
+        .buffer_note = cs.buffer_note,
         .copy_bytes = cs.bytes,
         .d2d_copies = cs.d2d,
         .device_buffer_bytes = cs.dev_bytes,

@@ -60,7 +60,7 @@ struct rf_loader {
     rf_sampler sampler;
     rf_ring ring;
     rf_copier *copier; /* NULL: no CUDA device (cuda_note says why) */
-    char cuda_note[240];
+    char cuda_note[1024];
     rf_reader *reader;
     int nworkers; /* worker threads */
     char budget_why[200];

@@ -1,10 +1,11 @@
 /*
  * ring.c - slot memory and the slot state machine (see ring.h).
  *
- * All slot data lives in one allocation (pinned when the copier can pin), so
- * the ring costs exactly K x batch bytes plus labels, whatever the dataset;
- * each slot added by the tuner is one block more. Every change of a slot's
- * state is made here (leases and their handles: ring.h).
+ * Each slot's images live in a block of their own (from the copier's hooks
+ * with CUDA: page-locked, each on its own, so one failed pin makes one slot
+ * pageable, not the ring), so the ring costs exactly K x batch bytes plus
+ * labels, whatever the dataset. Every change of a slot's state is made here
+ * (leases and their handles: ring.h).
  */
 #include "ring.h"
 
@@ -52,7 +53,38 @@ int rf__ring_init_extras(rf_ring *r, int nextras, size_t extras_bytes)
     return 0;
 }
 
-int rf__ring_init(rf_ring *r, int k, int64_t batch_size, size_t sample_bytes, int pin)
+/* Slot i's block, from the hooks or rf__host_alloc. */
+static uint8_t *slot_mem(const rf_ring *r, int i, int *pinned, char *note, size_t notecap)
+{
+    size_t bytes = (size_t)r->batch_size * r->sample_bytes;
+    note[0] = '\0';
+    *pinned = 0;
+    if (r->slot_alloc)
+        return r->slot_alloc(r->copy_ctx, i, bytes, r->pin, pinned, note, notecap);
+    return rf__host_alloc(bytes, r->pin, pinned, note, notecap);
+}
+
+static void slot_mem_free(const rf_ring *r, int i)
+{
+    if (!r->mem[i])
+        return;
+    if (r->slot_free)
+        r->slot_free(r->copy_ctx, i, r->mem[i], r->mem_pinned[i]);
+    else
+        rf__host_free(r->mem[i], r->mem_pinned[i]);
+}
+
+/* Slot i's block is mem. */
+static void slot_take(rf_ring *r, int i, uint8_t *mem, int pinned)
+{
+    r->mem[i] = mem;
+    r->mem_pinned[i] = (unsigned char)pinned;
+    r->npinned += pinned;
+    r->pinned = r->npinned > 0;
+}
+
+int rf__ring_init_hooks(rf_ring *r, int k, int64_t batch_size, size_t sample_bytes, int pin,
+                        const rf_ring_hooks *hooks)
 {
     memset(r, 0, sizeof *r);
     assert(k >= 1 && batch_size >= 1);
@@ -61,30 +93,63 @@ int rf__ring_init(rf_ring *r, int k, int64_t batch_size, size_t sample_bytes, in
     r->batch_size = batch_size;
     r->sample_bytes = sample_bytes;
     r->pin = pin;
+    if (hooks) {
+        r->copy_ctx = hooks->ctx;
+        r->copy_done = hooks->copy_done;
+        r->slot_alloc = hooks->slot_alloc;
+        r->slot_free = hooks->slot_free;
+    }
     r->mem_bytes = (size_t)k * (size_t)batch_size * sample_bytes;
     r->slots = calloc((size_t)r->cap, sizeof *r->slots);
+    r->mem = calloc((size_t)r->cap, sizeof *r->mem);
+    r->mem_pinned = calloc((size_t)r->cap, sizeof *r->mem_pinned);
     r->labels = calloc((size_t)r->cap * (size_t)batch_size, sizeof *r->labels);
     r->samples = calloc((size_t)r->cap * (size_t)batch_size, sizeof *r->samples);
-    r->mem = rf__host_alloc(r->mem_bytes, pin, &r->pinned, r->note, sizeof r->note);
-    if (!r->slots || !r->labels || !r->samples || !r->mem) {
+    if (!r->slots || !r->mem || !r->mem_pinned || !r->labels || !r->samples) {
         rf__ring_free(r);
         return RF_E_NOMEM;
     }
-    for (int i = 0; i < k; i++)
-        slot_setup(r, i, r->mem + (size_t)i * (size_t)batch_size * sample_bytes);
+    int first = -1; /* the first slot that could not be pinned, and why */
+    char why[160] = "";
+    for (int i = 0; i < k; i++) {
+        int pinned;
+        char note[160];
+        uint8_t *m = slot_mem(r, i, &pinned, note, sizeof note);
+        if (!m) {
+            rf__ring_free(r);
+            return RF_E_NOMEM;
+        }
+        slot_take(r, i, m, pinned);
+        slot_setup(r, i, m);
+        if (pin && !pinned && first < 0) {
+            first = i;
+            snprintf(why, sizeof why, "%s", note);
+        }
+    }
+    if (first >= 0 && r->pinned)
+        snprintf(r->note, sizeof r->note, "%d of %d slots pageable, slot %d: %s", k - r->npinned,
+                 k, first, why);
+    else if (first >= 0)
+        snprintf(r->note, sizeof r->note, "%s", why);
     return 0;
+}
+
+int rf__ring_init(rf_ring *r, int k, int64_t batch_size, size_t sample_bytes, int pin)
+{
+    return rf__ring_init_hooks(r, k, batch_size, sample_bytes, pin, NULL);
 }
 
 uint8_t *rf__ring_grow_alloc(const rf_ring *r, int *pinned, char *note, size_t notecap,
                              uint8_t **extras)
 {
-    size_t bytes = (size_t)r->batch_size * r->sample_bytes;
-    note[0] = '\0';
-    *pinned = 0;
     *extras = NULL;
-    uint8_t *mem = rf__host_alloc(bytes, r->pin, pinned, note, notecap);
+    assert(r->k < r->cap);
+    uint8_t *mem = slot_mem(r, r->k, pinned, note, notecap);
     if (mem && r->nextras > 0 && !(*extras = malloc((size_t)r->batch_size * r->extras_bytes))) {
-        rf__host_free(mem, *pinned);
+        if (r->slot_free)
+            r->slot_free(r->copy_ctx, r->k, mem, *pinned);
+        else
+            rf__host_free(mem, *pinned);
         return NULL;
     }
     return mem;
@@ -92,14 +157,12 @@ uint8_t *rf__ring_grow_alloc(const rf_ring *r, int *pinned, char *note, size_t n
 
 void rf__ring_grow_commit(rf_ring *r, uint8_t *mem, int pinned, const char *note, uint8_t *extras)
 {
-    if (r->pin && r->pinned && !pinned && !r->note[0])
-        snprintf(r->note, sizeof r->note, "slot %d pageable: %s", r->k, note);
     assert(r->k < r->cap && r->ngrown < RF_RING_MAX_GROW);
     assert((extras != NULL) == (r->nextras > 0));
-    r->grown[r->ngrown] = mem;
-    r->grown_pinned[r->ngrown] = pinned;
-    r->extras_grown[r->ngrown] = extras;
-    r->ngrown++;
+    if (r->pin && r->pinned && !pinned && !r->note[0])
+        snprintf(r->note, sizeof r->note, "slot %d pageable: %s", r->k, note);
+    slot_take(r, r->k, mem, pinned);
+    r->extras_grown[r->ngrown++] = extras;
     slot_setup(r, r->k, mem);
     if (extras)
         slot_extras(r, r->k, extras);
@@ -121,20 +184,33 @@ int rf__ring_grow(rf_ring *r)
     return 0;
 }
 
-void rf__ring_free(rf_ring *r)
+static void free_plain(rf_ring *r)
 {
-    if (r->mem)
-        rf__host_free(r->mem, r->pinned);
-    for (int i = 0; i < r->ngrown; i++) {
-        rf__host_free(r->grown[i], r->grown_pinned[i]);
+    for (int i = 0; i < r->ngrown; i++)
         free(r->extras_grown[i]);
-    }
     free(r->extras_mem);
     free(r->extras_len);
     free(r->slots);
+    free(r->mem);
+    free(r->mem_pinned);
     free(r->labels);
     free(r->samples);
     memset(r, 0, sizeof *r);
+}
+
+void rf__ring_free(rf_ring *r)
+{
+    for (int i = 0; r->mem && i < r->cap; i++)
+        slot_mem_free(r, i);
+    free_plain(r);
+}
+
+void rf__ring_abandon(rf_ring *r)
+{
+    for (int i = 0; r->mem && i < r->cap; i++)
+        if (r->mem[i] && !r->mem_pinned[i])
+            free(r->mem[i]); /* pageable blocks are plain memory (either allocator) */
+    free_plain(r);
 }
 
 rf_slot *rf__ring_claim(rf_ring *r, int64_t gen, int64_t batch, int64_t count)
@@ -142,7 +218,7 @@ rf_slot *rf__ring_claim(rf_ring *r, int64_t gen, int64_t batch, int64_t count)
     assert(count >= 1 && count <= r->batch_size);
     for (int i = 0; i < r->k; i++) {
         rf_slot *s = &r->slots[i];
-        if (s->state != RF_SLOT_FREE)
+        if (s->state != RF_SLOT_FREE || s->copying > 0)
             continue;
         if (s->copy_pending) {
             /* The copier may still be reading this memory (DMA). */
@@ -286,6 +362,22 @@ void rf__ring_mark_copy(rf_slot *s)
     s->copy_pending = 1;
 }
 
+int rf__ring_copy_begin(const rf_batch *h)
+{
+    rf_slot *s = h->slot;
+    if (s->state != RF_SLOT_LENT || !rf__ring_lease_live(h))
+        return RF_E_RELEASED;
+    s->copying++;
+    s->copy_pending = 1;
+    return 0;
+}
+
+void rf__ring_copy_end(rf_slot *s)
+{
+    assert(s->copying > 0);
+    s->copying--;
+}
+
 int rf__ring_reap_copies(rf_ring *r)
 {
     int n = 0;
@@ -293,10 +385,11 @@ int rf__ring_reap_copies(rf_ring *r)
         rf_slot *s = &r->slots[i];
         if (s->state != RF_SLOT_FREE || !s->copy_pending)
             continue;
-        if (!r->copy_done || r->copy_done(r->copy_ctx, s->id))
+        /* Still waiting, or done just now: either way the dispatcher must
+         * look again (its claim ran before this reap, and nobody signals). */
+        if (s->copying == 0 && (!r->copy_done || r->copy_done(r->copy_ctx, s->id)))
             s->copy_pending = 0;
-        else
-            n++;
+        n++;
     }
     return n;
 }

@@ -5,10 +5,13 @@
  * being decoded into it), READY (complete), or LENT (borrowed by the
  * consumer). Slots are claimed in batch order but any free slot can take the
  * next batch, so a consumer that keeps a batch only shrinks the prefetch.
- * Memory is K x batch bytes, allocated once, plus one block per slot the
- * tuner adds (rf__ring_grow_alloc / rf__ring_grow_commit, on the dispatcher).
- * With tar extras each slot also holds batch_size x extras_bytes of raw
- * member bytes and their lengths (rf__ring_init_extras).
+ * Memory is K x batch bytes, one block per slot: made at start, or when the
+ * tuner adds a slot (rf__ring_grow_alloc / rf__ring_grow_commit, on the
+ * dispatcher). With a copier the blocks come from it (rf_ring_hooks): each
+ * page-locked on its own (one failed pin leaves the others pinned), with the
+ * slot's device buffer made beside it. With tar extras each slot also holds
+ * batch_size x extras_bytes of raw member bytes and their lengths
+ * (rf__ring_init_extras).
  *
  * Only this file changes a slot's state. The ring does no locking of its
  * own: every transition happens under the loader's mutex (loader.h), except
@@ -74,8 +77,11 @@ struct rf_slot {
                           * winner (compare-exchange from 0) writes errmsg */
     /* A copy out of the slot's memory was enqueued while it was lent: once
      * FREE, the slot is claimed only after the ring's copy_done says that
-     * copy completed (copier.h). */
+     * copy completed (copier.h). copying: copies being enqueued now
+     * (rf__ring_copy_begin .. rf__ring_copy_end); the slot is not claimed
+     * while one is, whatever copy_done says. */
     int copy_pending;
+    int copying;
     char errmsg[512];
     /* Bad samples met while filling (raised or skipped), moved to the stats
      * when the batch is delivered, so abandoned work is never counted. */
@@ -96,16 +102,26 @@ struct rf_slot {
 
 #define RF_RING_MAX_GROW 16 /* slots the tuner may add to the initial k */
 
+/* Where slot memory comes from (NULL hooks: rf__host_alloc). */
+typedef struct rf_ring_hooks {
+    void *ctx;
+    /* 1 when the last copy out of slot `slot` completed, 0 while it runs. */
+    int (*copy_done)(void *ctx, int slot);
+    /* bytes of memory for slot `slot` (page-locked with pin when it can be:
+     * *pinned; note says why not), or NULL; and its release. */
+    uint8_t *(*slot_alloc)(void *ctx, int slot, size_t bytes, int pin, int *pinned, char *note,
+                           size_t notecap);
+    void (*slot_free)(void *ctx, int slot, uint8_t *mem, int pinned);
+} rf_ring_hooks;
+
 typedef struct rf_ring {
     int k;               /* slots in use */
     int cap;             /* slot structs allocated: k + RF_RING_MAX_GROW */
     int64_t batch_size;
     size_t sample_bytes;
     rf_slot *slots;
-    uint8_t *mem;        /* first block: the initial k slots' images */
-    uint8_t *grown[RF_RING_MAX_GROW]; /* one block per slot added by rf__ring_grow */
-    int grown_pinned[RF_RING_MAX_GROW];
-    int ngrown;
+    uint8_t **mem;       /* cap: slot i's images block (NULL: not made) */
+    unsigned char *mem_pinned; /* cap: 1 when mem[i] is page-locked */
     int64_t *labels;     /* cap * batch_size */
     int64_t *samples;    /* cap * batch_size */
     size_t mem_bytes;    /* image bytes of all slots in use */
@@ -114,20 +130,33 @@ typedef struct rf_ring {
     size_t extras_bytes;  /* per sample */
     uint8_t *extras_mem;  /* the initial k slots' extras */
     uint8_t *extras_grown[RF_RING_MAX_GROW];
+    int ngrown;
     uint32_t *extras_len; /* cap * batch_size * nextras */
     int pin;             /* page-locked memory was asked for */
-    int pinned;          /* 1: mem is page-locked (CUDA) */
+    int pinned;          /* 1: slot memory is page-locked (every slot, or note says which not) */
+    int npinned;         /* slots whose memory is page-locked */
     char note[160];      /* why memory is not pinned, when it was asked for */
     /* With a copier: 1 when the last copy out of slot `slot` completed, 0
-     * while it runs (rf__copier_slot_done; a fake in tests). NULL: no copies. */
+     * while it runs (rf__copier_slot_done; a fake in tests). NULL: no copies.
+     * copy_ctx is also the ctx of slot_alloc / slot_free (rf_ring_hooks). */
     int (*copy_done)(void *ctx, int slot);
     void *copy_ctx;
+    uint8_t *(*slot_alloc)(void *ctx, int slot, size_t bytes, int pin, int *pinned, char *note,
+                           size_t notecap);
+    void (*slot_free)(void *ctx, int slot, uint8_t *mem, int pinned);
 } rf_ring;
 
-/* Allocates k slots of batch_size samples of sample_bytes each. pin asks for
- * page-locked memory (used when CUDA is available). 0 or RF_E_NOMEM. */
+/* Allocates k slots of batch_size samples of sample_bytes each, each slot's
+ * block on its own. pin asks for page-locked memory (used when CUDA is
+ * available). 0 or RF_E_NOMEM. */
 int rf__ring_init(rf_ring *r, int k, int64_t batch_size, size_t sample_bytes, int pin);
+/* As rf__ring_init, the slots' memory from hooks (NULL: rf__host_alloc). */
+int rf__ring_init_hooks(rf_ring *r, int k, int64_t batch_size, size_t sample_bytes, int pin,
+                        const rf_ring_hooks *hooks);
 void rf__ring_free(rf_ring *r);
+/* In a forked child: frees the plain memory only; page-locked blocks belong
+ * to the parent's CUDA context (no CUDA call is made). Then as freed. */
+void rf__ring_abandon(rf_ring *r);
 
 /* Right after rf__ring_init, before any slot is used: room in every slot
  * (and in slots grown later) for nextras tar extras of extras_bytes per
@@ -198,9 +227,19 @@ int rf__ring_release(const rf_batch *h);
  * is claimed again only once copy_done says it completed). */
 void rf__ring_mark_copy(rf_slot *s);
 
+/* Before a copy out of a lent batch is enqueued, in the same critical
+ * section as the check that h is the lease out now: RF_E_RELEASED when it is
+ * not (nothing changes), else 0, and the slot is not claimed again until
+ * rf__ring_copy_end and the copy's completion (copy_pending), even if it is
+ * released meanwhile. */
+int rf__ring_copy_begin(const rf_batch *h);
+void rf__ring_copy_end(rf_slot *s);
+
 /* Asks copy_done about every FREE slot whose copy is pending, clears the
- * finished ones, and returns how many still wait (nobody signals when a copy
- * ends: the dispatcher polls while this is not 0). */
+ * finished ones, and returns how many slots the dispatcher must look at again:
+ * those still waiting (with a copy being enqueued too) and those that became
+ * claimable now (after its claim ran). Nobody signals when a copy ends: the
+ * dispatcher polls while this is not 0. */
 int rf__ring_reap_copies(rf_ring *r);
 
 int rf__ring_count(const rf_ring *r, int state);

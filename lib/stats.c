@@ -238,6 +238,8 @@ void rf__stats_render(const rf_stats_snapshot *v, rf_json *j)
                  (long long)v->copy_bytes, (long long)v->d2d_copies,
                  (long long)v->device_buffer_bytes, (long long)v->cuda_errors);
     rf__json_str(j, v->cuda_last_error);
+    rf__json_fmt(j, ", \"direct_copies\": %lld, \"buffer_note\": ", (long long)v->direct_copies);
+    rf__json_str(j, v->buffer_note ? v->buffer_note : "");
     rf__json_raw(j, ", \"reason\": ");
     rf__json_str(j, v->cuda_note);
     rf__json_raw(j, "}");

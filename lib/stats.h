@@ -93,6 +93,8 @@ typedef struct rf_stats_snapshot {
     int cuda_built;
     int64_t device;        /* RF_P_DEVICE */
     int64_t copies, copy_bytes, d2d_copies, device_buffer_bytes, cuda_errors;
+    int64_t direct_copies;   /* next_device batches of a slot without a device buffer */
+    const char *buffer_note; /* why a slot has no device buffer ("" if each has one) */
     const char *cuda_last_error;
     const char *worker_budget;
     struct rf_remote *remote; /* remote shards: the "remote" object; NULL: none */

@@ -327,6 +327,7 @@ static void test_copy_to_in_forked_child(void **state)
         int rc = rf_batch_copy_to(b, d, NULL, NULL);
         if (rc != RF_E_FORKED)
             fprintf(stderr, "child: rf_batch_copy_to gave %d (%s)\n", rc, rf_loader_errmsg(l));
+        rf_loader_destroy(l); /* the child's copy: plain memory only */
         _exit(rc == RF_E_FORKED ? 0 : 1);
     }
     int status = 0;

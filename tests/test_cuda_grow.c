@@ -12,9 +12,9 @@
  * belongs to is read back with cudaPointerGetAttributes from the runtime the
  * library loaded (as test_cuda.c does). Under CTest's test_cuda_grow_fake
  * the runtime is tests/fake_cudart.c with two devices (FAKE_CUDART_DEVICES=2),
- * and the unpinnable slot is made by FAKE_CUDART_HOSTALLOC_FAIL_SIZE; on a
- * real runtime the first test needs two GPUs and the second a runtime that
- * honours that variable (the fake), else each skips.
+ * and the unpinnable slots are made by its "pinned_memory" limit, set to
+ * what the first ring holds; on a real runtime the first test needs two GPUs
+ * and the second the stand-in's knobs, else each skips.
  *
  * Exits 77 (CTest: skipped) without a CUDA device.
  */
@@ -42,6 +42,9 @@
 
 static const rf_cudart *rt;
 static __typeof__(cudaPointerGetAttributes) *PointerGetAttributes;
+/* The stand-in's knobs (tests/fake_cudart.c); NULL on a real runtime. */
+static long long (*fake_get)(const char *key, int device);
+static void (*fake_set)(const char *key, long long value);
 
 #define CLASSES 2
 #define PER_CLASS 20
@@ -167,7 +170,7 @@ static void check_batch(rf_batch *b, int epoch, int device, seen *sn)
 /* Grows the ring of a loader on `device` after its first batch, then reads
  * both epochs holding up to HOLD batches lent (so that grown slots are lent),
  * every other one through rf_loader_next_device. */
-static void run_grown(int device, seen *sn)
+static void run_grown(int device, seen *sn, int limit_pins)
 {
     rf_loader *l = make(device);
     tu_start(l);
@@ -190,8 +193,13 @@ static void run_grown(int device, seen *sn)
             assert_int_equal(cur, 0); /* the caller's device is left alone */
             check_batch(b, e, device, sn);
             held[nheld++] = b;
-            if (e == 0 && k == 0)
+            if (e == 0 && k == 0) {
+                if (limit_pins) /* no page-locked memory beyond the first ring's */
+                    fake_set("pinned_memory", fake_get("pin_used", 0));
                 grow_ring(l);
+                if (limit_pins)
+                    fake_set("pinned_memory", 0);
+            }
         }
         while (nheld > 0)
             assert_int_equal(rf_batch_release(held[--nheld]), RF_OK);
@@ -222,7 +230,7 @@ static void test_grown_slots_on_loader_device(void **state)
         skip();
     }
     seen sn = {0};
-    run_grown(1, &sn);
+    run_grown(1, &sn, 0);
     assert_int_equal(sn.unregistered, 0);
     assert_int_equal(sn.host, EPOCHS * NB);
 }
@@ -232,21 +240,12 @@ static void test_grown_slot_not_pinned(void **state)
 {
     (void)state;
     int device = rf_cuda_device_count() - 1;
-    char size[32];
-    snprintf(size, sizeof size, "%zu", SLOT_BYTES);
-    setenv("FAKE_CUDART_HOSTALLOC_FAIL_SIZE", size, 1);
-    void *p = NULL;
-    if (rt->HostAlloc(&p, SLOT_BYTES, cudaHostAllocPortable) == cudaSuccess) {
-        rt->FreeHost(p);
-        unsetenv("FAKE_CUDART_HOSTALLOC_FAIL_SIZE");
-        print_message("the runtime does not fail on FAKE_CUDART_HOSTALLOC_FAIL_SIZE (not the "
-                      "fake)\n");
+    if (!fake_get || !fake_set) {
+        print_message("needs the stand-in runtime's pinned_memory limit\n");
         skip();
     }
-    (void)rt->GetLastError();
     seen sn = {0};
-    run_grown(device, &sn);
-    unsetenv("FAKE_CUDART_HOSTALLOC_FAIL_SIZE");
+    run_grown(device, &sn, 1);
     assert_true(sn.unregistered > 0);
     assert_true(sn.host > 0); /* the first ring's slots stay page-locked */
 }
@@ -274,6 +273,8 @@ int main(void)
     }
     PointerGetAttributes = (__typeof__(PointerGetAttributes))dlsym(
         rt->handle, RF_CUDART_SYM(cudaPointerGetAttributes));
+    fake_get = (__typeof__(fake_get))dlsym(rt->handle, "fake_cudart_get");
+    fake_set = (__typeof__(fake_set))dlsym(rt->handle, "fake_cudart_set");
     if (!PointerGetAttributes) {
         printf("test_cuda_grow: FAILED - %s lacks cudaPointerGetAttributes\n", rt->desc);
         return 1;

@@ -208,17 +208,20 @@ def _member_names(label, extras):
 
 
 def _parse_device(device):
-    """('cpu', -1) or ('cuda', index)."""
+    """('cpu', -1), ('cuda', index), or ('cuda', None) for a bare "cuda": torch's
+    current device, resolved when the output is made (Options.resolve_device)."""
     s = "cpu" if device is None else str(device)
     if s == "cpu":
         return "cpu", -1
-    if s == "cuda" or s.startswith("cuda:"):
-        idx = 0
-        if ":" in s:
-            try:
-                idx = int(s.split(":", 1)[1])
-            except ValueError:
-                raise ValueError("ringfeed: bad device %r" % (device,)) from None
+    if s == "cuda":
+        return "cuda", None
+    if s.startswith("cuda:"):
+        try:
+            idx = int(s.split(":", 1)[1])
+        except ValueError:
+            raise ValueError("ringfeed: bad device %r" % (device,)) from None
+        if idx < 0:
+            raise ValueError("ringfeed: bad device %r" % (device,))
         return "cuda", idx
     raise ValueError("ringfeed: device must be 'cpu', 'cuda' or 'cuda:N', not %r" % (device,))
 
@@ -303,7 +306,8 @@ class Options:
         if local_world_size is None:
             local_world_size = _env_int("LOCAL_WORLD_SIZE", 1)
 
-        self.device = "cpu" if self.device_kind == "cpu" else "cuda:%d" % self.device_index
+        self.device = "cpu" if self.device_kind == "cpu" else (
+            "cuda" if self.device_index is None else "cuda:%d" % self.device_index)
 
         P = _lib
         self.params = [
@@ -323,8 +327,9 @@ class Options:
             (P.RF_P_LOCAL_WORLD_SIZE, _int("local_world_size", local_world_size)),
             (P.RF_P_IO_BACKEND, io_v),
             (P.RF_P_PIN_MEMORY, 1 if pin_memory else 0),
-            (P.RF_P_DEVICE, self.device_index),
         ]
+        if self.device_index is not None:
+            self.params.append((P.RF_P_DEVICE, self.device_index))
         # Defaults not sent: libraries before 0.2 lack RF_P_VERIFY, and older
         # ones RF_P_MAX_FILE_BYTES.
         if verify_v != _lib.VERIFY["once"]:
@@ -350,3 +355,10 @@ class Options:
                             (P.RF_P_DTYPE, dtype_v)]
         elif self.recipe.c_dtype:  # pictures in a float type (libraries from 0.5 on)
             self.params.append((P.RF_P_DTYPE, self.recipe.c_dtype))
+
+    def resolve_device(self, index):
+        """The device the output chose for a bare "cuda" (torch's current one)."""
+        if self.device_kind == "cuda" and self.device_index is None:
+            self.device_index = index
+            self.device = "cuda:%d" % index
+            self.params.append((_lib.RF_P_DEVICE, index))

@@ -124,6 +124,8 @@ class _Output:
 class _CpuOutput(_Output):
     """Hands out host arrays: torch tensors (sharing memory) or numpy arrays."""
 
+    index = -1  # the device: none
+
     def __init__(self, output):
         if output == "auto":
             self.torch = _import_torch()
@@ -174,9 +176,29 @@ class _CpuOutput(_Output):
             return self.torch.from_numpy(data.astype(np.int32))
 
 
+def _device_dtype(torch, images, dtype):
+    """The uint8 device tensor `images` as `dtype` (a numpy dtype). torch before
+    2.3 has no uint16: such data come as int32 there (the values kept), as on
+    the CPU (_CpuOutput._data_tensor)."""
+    t = getattr(torch, dtype.name, None)
+    if t is not None:
+        return images.view(t)
+    if dtype.name == "uint16":
+        return images.view(torch.int16).to(torch.int32) & 0xFFFF
+    raise TypeError("ringfeed: torch %s has no %s" % (torch.__version__, dtype.name))
+
+
 class _CudaOutput(_Output):
-    """Hands out CUDA torch tensors on device `index`, ready on
-    torch.cuda.current_stream(device) at the time the batch was asked for.
+    """Hands out CUDA torch tensors on device `index` (None: torch's current
+    device, torch.cuda.current_device(), as torch's own "cuda" means; a DDP
+    rank that called torch.cuda.set_device(local_rank) gets its own GPU),
+    ready on torch.cuda.current_stream(device) at the time the batch was
+    asked for.
+
+    torch.cuda.init() runs first, before the library makes its context: torch
+    then knows CUDA is initialised in this process (its fork guard refuses
+    CUDA in a forked child, which would otherwise hang or crash), and its CUDA
+    runtime is loaded, so the library finds and shares it.
 
     The tensors come from torch's allocator (torch.empty), and the library
     copies into their data_ptr() on the current stream (rf_batch_copy_to);
@@ -186,12 +208,14 @@ class _CudaOutput(_Output):
     batch first goes to one of the loader's device buffers on the library's
     own copy stream (rf_loader_next_device), overlapping the work already
     queued on the current stream, then a device-to-device copy fills the
-    tensors; "direct": one host-to-device copy into the tensors, ordered after
-    the work already queued on the current stream (as .cuda(non_blocking=True)).
+    tensors (a slot without a device buffer, the device having been out of
+    memory, is copied as "direct"); "direct": one host-to-device copy into the
+    tensors, ordered after the work already queued on the current stream (as
+    .cuda(non_blocking=True)).
     """
 
     def __init__(self, index, output, copy_mode):
-        where = "cuda:%d" % index
+        where = "cuda" if index is None else "cuda:%d" % index
         if output not in ("auto", "torch"):
             raise ValueError("ringfeed: device=%r yields torch tensors; output=%r is not possible"
                              % (where, output))
@@ -207,11 +231,16 @@ class _CudaOutput(_Output):
                 "device='cpu'" % (where, torch.__version__,
                                   ", a build without CUDA" if not torch.version.cuda else
                                   ", no usable GPU or driver"), RF_E_NO_DEVICE)
+        torch.cuda.init()
+        if index is None:
+            index = torch.cuda.current_device()
+            where = "cuda:%d" % index
         n = torch.cuda.device_count()
         if not 0 <= index < n:
             raise ValueError("ringfeed: device=%r but torch sees %d CUDA device%s"
                              % (where, n, "" if n == 1 else "s"))
         self.torch = torch
+        self.index = index
         self.where = where
         self.device = torch.device("cuda", index)
         self.ring = copy_mode == "ring"
@@ -237,7 +266,7 @@ class _CudaOutput(_Output):
         lease.release()  # the slot waits in C for the copy; the tensors are torch's
         if rc < 0:
             raise h.error(rc, "copy to %s" % self.where)
-        images = images.view(getattr(torch, form.dtype.name)).reshape(shape)
+        images = _device_dtype(torch, images, form.dtype).reshape(shape)
         if form.normalize is not None:
             # queued on the current stream, after the copy (_normalize.py)
             mean, std, dtype, layout = form.normalize
@@ -246,7 +275,8 @@ class _CudaOutput(_Output):
 
 
 def make_output(kind, index, output, copy_mode="ring"):
-    """The output for a parsed device ('cpu' or 'cuda', index)."""
+    """The output for a parsed device ('cpu' or 'cuda', index or None); its
+    .index is the device it chose (-1: the CPU)."""
     if kind == "cpu":
         return _CpuOutput(output)
     return _CudaOutput(index, output, copy_mode)

@@ -140,7 +140,9 @@ class Loader:
     after the augmentations. explain(i) says what sample i got.
 
     device="cuda" / "cuda:N" yields CUDA tensors (images and labels) ready on
-    torch.cuda.current_stream(); they belong to torch's allocator, so keeping
+    torch.cuda.current_stream(); "cuda" is torch's current device
+    (torch.cuda.current_device(), what a DDP rank chose with
+    torch.cuda.set_device(local_rank)). They belong to torch's allocator, so keeping
     them is always safe. The ring is then page-locked (pin_memory=False keeps
     it pageable, for comparison); stats()["memory"]["mode"] and
     stats()["cuda"] say what is in use. copy_mode="ring" (default) or
@@ -171,9 +173,10 @@ class Loader:
         self._opts = opts
         self._source_str = opts.source_str
         self._records = opts.records
-        self._device = opts.device
         self._output = make_output(opts.device_kind, opts.device_index, opts.output,
                                    opts.copy_mode)
+        opts.resolve_device(self._output.index)  # "cuda": torch's current device
+        self._device = opts.device
 
         self._lib = _lib.load()
         self._handle = h = self._new_handle()

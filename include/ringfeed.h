@@ -180,9 +180,18 @@ enum rf_param {
                                   for later samples and fetch those shards again when they come up
                                   (stats "releases", "refetches": the global shuffle over data
                                   larger than the cache; RF_P_SHUFFLE_BLOCK avoids them). A
-                                  shard larger than the limit fails rf_loader_start. 0 = auto: what
-                                  the folder holds plus half the free space of its file system, at
-                                  start; default 0. Fixed. */
+                                  shard larger than the limit fails rf_loader_start. A loader also
+                                  wants no more shards at once than its descriptors allow: each
+                                  pinned shard holds one open file (a transfer two, and a lock), so
+                                  the first remote loader of a process raises the soft
+                                  RLIMIT_NOFILE to the hard one (65536 at most), and a loader
+                                  wants at most a third of what that limit leaves beside the files
+                                  open at its start and 2 * RF_P_FETCH_PARALLEL + 32 for the rest
+                                  of the process (a shard whose open still fails for want of
+                                  descriptors waits up to 10 s for some to close): 80 shards
+                                  start and read under `ulimit -n 64`, a shard or a few at a time.
+                                  0 = auto: what the folder holds plus half the free space of its
+                                  file system, at start; default 0. Fixed. */
     /* 38, 39: not used. */
     RF_P_FETCH_RETRIES = 40,   /* remote shards: tries after the first on a connection error, a
                                   timeout, HTTP 408, 429 or 5xx (exponential backoff from 0.1 s,
@@ -197,7 +206,10 @@ enum rf_param {
     RF_P_FETCH_TIMEOUT_MS = 41,/* remote shards: connect timeout, and a transfer that receives no
                                   byte for this long (whole seconds, rounded up) fails and is
                                   retried; default 30000. Fixed. */
-    RF_P_FETCH_PARALLEL = 42,  /* remote shards: transfers in flight at most; default 4. Fixed. */
+    RF_P_FETCH_PARALLEL = 42,  /* remote shards: transfers in flight at most, also at start, where
+                                  the shards with neither a kept index nor a manifest entry are
+                                  fetched this many at once while one is walked; default 4.
+                                  Fixed. */
 };
 
 /* How much of a JPEG is decoded beyond the rows its crop needs (RF_P_VERIFY).

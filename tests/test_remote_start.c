@@ -49,6 +49,10 @@
 #define NSHARDS 80
 #define PER_SHARD 2
 
+/* Shards the descriptor tests read: NSHARDS, but under valgrind (which
+ * keeps the hard limit: see in_child) the limit is not the point, and a
+ * fifth of them does for its checks (RINGFEED_TEST_SCALE < 1). */
+static int g_nshards = NSHARDS;
 static char *g_dir; /* served: flat/t-NNNN.tar, dirs/dNNN/t-NNNN.tar */
 static char *g_tmp; /* cache folders */
 static tu_http g_srv;
@@ -110,6 +114,9 @@ static void need_server(void)
         skip();
     if (g_srv.pid > 0)
         return;
+    const char *scale = getenv("RINGFEED_TEST_SCALE");
+    if (scale && atof(scale) > 0 && atof(scale) < 1)
+        g_nshards = NSHARDS / 5;
     char p[4200];
     for (int s = 0; s < NSHARDS; s++) {
         snprintf(p, sizeof p, "%s/flat", g_dir);
@@ -201,6 +208,13 @@ static void in_child(const char *src, rlim_t soft, rlim_t hard, rlim_t want_soft
     assert_true(pid >= 0);
     if (pid == 0) {
         struct rlimit rl = {soft, hard};
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0 && errno == EPERM &&
+            getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+            /* valgrind keeps the hard limit as it is (lowering it is allowed
+             * anywhere else): the soft one alone, which the start raises */
+            want_soft = rl.rlim_max;
+            rl.rlim_cur = soft;
+        }
         if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
             fprintf(stderr, "child: setrlimit: %s\n", strerror(errno));
             _exit(2);
@@ -208,9 +222,9 @@ static void in_child(const char *src, rlim_t soft, rlim_t hard, rlim_t want_soft
         int bad = 0;
         for (int run = 0; run < 2; run++) {
             int64_t n = child_epoch(src, cache);
-            if (n != NSHARDS * PER_SHARD) {
+            if (n != g_nshards * PER_SHARD) {
                 fprintf(stderr, "child: run %d: %lld samples, want %d\n", run, (long long)n,
-                        NSHARDS * PER_SHARD);
+                        g_nshards * PER_SHARD);
                 bad = 1;
             }
         }
@@ -232,7 +246,7 @@ static void test_many_shards_under_64_descriptors(void **state)
     (void)state;
     need_server();
     char src[256];
-    source_of(src, sizeof src, g_srv.port, NSHARDS, 0);
+    source_of(src, sizeof src, g_srv.port, g_nshards, 0);
     in_child(src, 64, 64, 64);
 }
 
@@ -241,7 +255,7 @@ static void test_many_folders_under_64_descriptors(void **state)
     (void)state;
     need_server();
     char src[NSHARDS * 80];
-    source_of(src, sizeof src, g_srv.port, NSHARDS, 1);
+    source_of(src, sizeof src, g_srv.port, g_nshards, 1);
     in_child(src, 64, 64, 64);
 }
 
@@ -250,7 +264,7 @@ static void test_soft_limit_raised_to_the_hard_one(void **state)
     (void)state;
     need_server();
     char src[256];
-    source_of(src, sizeof src, g_srv.port, NSHARDS, 0);
+    source_of(src, sizeof src, g_srv.port, g_nshards, 0);
     in_child(src, 64, 4096, 4096);
 }
 

@@ -76,9 +76,15 @@ class Loader:
     same value, at least two shards per loader). Data larger than the cache
     want shuffle_block: the global shuffle then refetches shards
     (stats()["remote"]["refetches"]). fetch_retries (5), fetch_timeout_ms
-    (30000) and fetch_parallel (4) tune the transfers; stats()["remote"]
-    counts them. S3 credentials, region and endpoint come from the AWS_*
-    environment variables.
+    (30000) and fetch_parallel (4) tune the transfers (fetch_parallel also
+    at start, where shards with neither a kept index nor a manifest are
+    fetched and walked); stats()["remote"] counts them. S3 credentials,
+    region and endpoint come from the AWS_* environment variables. The
+    construction waits for the network (HEADs, manifests, those walks);
+    Ctrl-C interrupts it at once (KeyboardInterrupt, the start cancelled
+    and undone: no thread, temporary file or lock left). The pins a loader
+    holds are bounded by the descriptors (the soft RLIMIT_NOFILE is raised
+    to the hard one): docs/remote.md, "Starting and stopping".
 
     See DESIGN.md, "Python surface". Options map one to one to the C API's
     RF_P_* parameters; rank/world_size default to torchrun's RANK/WORLD_SIZE

@@ -8,6 +8,8 @@ FAULT" to --log, and with probability --rate injects one of --faults:
   truncate  forward, then cut the response body in half and close
 A request whose "METHOD PATH" matches --hold-match waits --hold seconds
 before it goes on (a slow round trip, to see what runs beside it); with
+--bps, each answer is sent at that many bytes per second at most (a link,
+or an object store's per-connection rate); with
 --times, each request's arrival is also logged there as "SECONDS METHOD
 PATH" (time.monotonic()).
 Otherwise the request goes to --upstream unchanged (the Host header too, so
@@ -47,6 +49,7 @@ def main():
     ap.add_argument("--hold", type=float, default=0.0)
     ap.add_argument("--hold-match", default="")
     ap.add_argument("--times", default="")
+    ap.add_argument("--bps", type=float, default=0.0)
     a = ap.parse_args()
     host, port = a.upstream.split("//", 1)[1].split(":")
     upstream = (host, int(port))
@@ -99,7 +102,15 @@ def main():
             if fault == "truncate" and b"\r\n\r\n" in resp:
                 h, body = resp.split(b"\r\n\r\n", 1)
                 resp = h + b"\r\n\r\n" + body[:len(body) // 2]
-            c.sendall(resp)
+            if a.bps <= 0:
+                c.sendall(resp)
+                return
+            t0, step = time.monotonic(), 1 << 16
+            for at in range(0, len(resp), step):
+                c.sendall(resp[at:at + step])
+                ahead = t0 + (at + step) / a.bps - time.monotonic()
+                if ahead > 0:
+                    time.sleep(ahead)
 
     class Server(socketserver.ThreadingTCPServer):
         allow_reuse_address = True

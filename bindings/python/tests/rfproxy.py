@@ -6,7 +6,9 @@ FAULT" to --log, and with probability --rate injects one of --faults:
   503       answer 503 Service Unavailable
   stall     say nothing for --stall seconds, then close (past the client's timeout)
   truncate  forward, then cut the response body in half and close
-A request whose "METHOD PATH" matches --hold-match waits --hold seconds
+A request whose "METHOD PATH" matches --fail-match is answered 503 at once,
+every time (an outage of that object). A request whose "METHOD PATH"
+matches --hold-match waits --hold seconds
 before it goes on (a slow round trip, to see what runs beside it); with
 --bps, each answer is sent at that many bytes per second at most (a link,
 or an object store's per-connection rate); with
@@ -50,6 +52,7 @@ def main():
     ap.add_argument("--hold-match", default="")
     ap.add_argument("--times", default="")
     ap.add_argument("--bps", type=float, default=0.0)
+    ap.add_argument("--fail-match", default="")
     a = ap.parse_args()
     host, port = a.upstream.split("//", 1)[1].split(":")
     upstream = (host, int(port))
@@ -72,6 +75,9 @@ def main():
             req = b"\r\n".join([lines[0]] + kept + [b"Connection: close"]) + b"\r\n\r\n" + rest
             with lock:
                 fault = rng.choice(faults) if rng.random() < a.rate else "none"
+                if a.fail_match and re.search(a.fail_match, "%s %s" % (method.decode(),
+                                                                       path.decode())):
+                    fault = "503"
                 log.write("%s %s %s\n" % (method.decode(), path.decode(), fault))
                 if times:
                     times.write("%.6f %s %s\n" % (time.monotonic(), method.decode(),

@@ -53,26 +53,26 @@ def test_corrupt_picture_mid_epoch(tmp_path):
 
 
 @packhelpers.needs_pack
-def test_remote_shard_stalled_mid_epoch(tmp_path):
-    """5 packed shards of 4 behind a proxy that never answers the GET of
-    shard 2 (an outage of that shard: the transfer times out, no retry):
-    the start indexes from the packer's manifest (no transfer), the epoch
-    then fails shard 2's batch alone, and every other sample comes."""
+def test_remote_shard_outage_mid_epoch(tmp_path):
+    """5 packed shards of 4 behind a proxy that answers the GET of shard 2
+    with 503 (an outage of that shard; no retry): the start indexes from
+    the packer's manifest (no transfer), the epoch then fails shard 2's
+    batch alone, and every other sample comes."""
     src = rfhelpers.pil_folder(str(tmp_path / "src"), 2, 10, 40, 32, seed=5)
     out = str(tmp_path / "out")
     packhelpers.pack(src, out, "--shard-count", str(BATCH), "--workers", "1")
     with rfservers.http_files(out) as url, \
-            rfservers.fault_proxy(url, str(tmp_path / "proxy.log"), hold_s=60,
-                                  hold_match="^GET .*shard-000002[.]tar") as px:
+            rfservers.fault_proxy(url, str(tmp_path / "proxy.log"),
+                                  fail_match="^GET .*shard-000002[.]tar") as px:
         with ringfeed.Loader(px.url + "/shard-{000000..000004}.tar", batch_size=BATCH,
                              image_size=16, shuffle=False, on_error="raise", num_workers=1,
-                             fetch_retries=0, fetch_timeout_ms=1000,
-                             cache_dir=str(tmp_path / "cache")) as ld:
+                             fetch_retries=0, cache_dir=str(tmp_path / "cache")) as ld:
             n = ld.num_samples
             assert n == 20 and ld.stats()["shards_from_manifest"] == 5
             lost = [i for i in range(n) if "shard-000002.tar" in ld.sample_path(i)]
             assert lost == list(range(2 * BATCH, 3 * BATCH))  # batch 2, exactly
             got, errors = _drain(ld.iter_with_indices())
             assert len(errors) == 1 and "shard-000002.tar" in errors[0], errors
+            assert "503" in errors[0], errors
             assert got == [i for i in range(n) if i not in lost]
             assert ld.epoch == 1

@@ -46,6 +46,10 @@ except ringfeed.RingfeedError as e:
 with open("/proc/locks") as f:
     flocks = sum(1 for line in f if line.split()[1] == "FLOCK"
                  and line.split()[4] == str(os.getpid()))
+# a joined Python thread may still be leaving the kernel for a moment
+deadline = time.monotonic() + 2
+while tasks() > base and time.monotonic() < deadline:
+    time.sleep(0.01)
 out.update(python_threads=threading.active_count(), tasks=tasks(), base=base, tmp=tmp_files(),
            flocks=flocks)
 print(json.dumps(out))

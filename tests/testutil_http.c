@@ -168,18 +168,6 @@ static void serve(int lfd, const server *sv)
     }
 }
 
-static int port_answers(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
-    if (fd >= 0)
-        close(fd);
-    return ok;
-}
-
 int tu_http_start(tu_http *h, const char *root, int delay_ms, int flags)
 {
     memset(h, 0, sizeof *h);
@@ -202,28 +190,34 @@ int tu_http_start(tu_http *h, const char *root, int delay_ms, int flags)
         return -1;
     }
     h->port = ntohs(a.sin_port);
+    int ready[2]; /* the server says it runs (its socket listens already) */
+    if (pipe2(ready, O_CLOEXEC) != 0) {
+        close(lfd);
+        tu_http_stop(h);
+        return -1;
+    }
     pid_t parent = getpid();
     h->pid = fork();
     if (h->pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlives the test */
-        if (getppid() != parent)
+        if (getppid() != parent || write(ready[1], "", 1) != 1)
             _exit(1);
+        close(ready[0]);
+        close(ready[1]);
         server sv = {root, delay_ms, flags, h->counts};
         serve(lfd, &sv);
         _exit(0);
     }
     close(lfd); /* the server's now; the port stays bound */
-    if (h->pid < 0) {
+    close(ready[1]);
+    char c;
+    ssize_t n = h->pid > 0 ? read(ready[0], &c, 1) : -1;
+    close(ready[0]);
+    if (n != 1) {
         tu_http_stop(h);
         return -1;
     }
-    for (int i = 0; i < 400; i++) {
-        if (port_answers(h->port)) /* that connection sends no request: not counted */
-            return 0;
-        sleep_ms(50);
-    }
-    tu_http_stop(h);
-    return -1;
+    return 0;
 }
 
 void tu_http_stop(tu_http *h)

@@ -33,7 +33,7 @@ typedef struct tu_http {
 } tu_http;
 
 /* Serves root; delay_ms before each GET of a .tar answers; flags TU_HTTP_*.
- * 0, or -1 when it does not answer within 20 s. */
+ * 0 once it runs, or -1. */
 int tu_http_start(tu_http *h, const char *root, int delay_ms, int flags);
 /* Kills the server and frees the counts. A zeroed or stopped h: no-op. */
 void tu_http_stop(tu_http *h);

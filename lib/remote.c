@@ -19,9 +19,12 @@
  * after (cache.c: the file is marked until then), and while the loader is
  * cold, after its first batch.
  * A shard that finds no room stops the walk, so that room goes to shards in
- * the order they are needed. While no shard of the loader is ready, one
- * transfer runs at a time (the cold start's first batch waits for one shard
- * at the link's full speed); then up to RF_P_FETCH_PARALLEL. Once the
+ * the order they are needed. At index time (no dispatcher yet) the
+ * indexer's walks want a window of shards (source_remote.c), fetched up to
+ * RF_P_FETCH_PARALLEL at once. Once the dispatcher runs, while no shard of
+ * the loader is ready, one transfer runs at a time (the cold start's first
+ * batch waits for one shard at the link's full speed); then up to
+ * RF_P_FETCH_PARALLEL. Once the
  * dispatcher runs, and until its first batch is complete (rf__remote_warm),
  * transfers for later samples also wait while the dispatcher has the shards
  * it needs now: the first batch is decoded without their traffic and
@@ -49,6 +52,19 @@
  * at again when the lock is retaken. While room is refused, the folder is
  * listed again only after a backoff (ROOM_MS doubling to ROOM_MAX_MS), or at
  * once when this loader unpinned a shard.
+ *
+ * Descriptors: a pinned shard holds one (a transfer two, a held sync one
+ * more), so the shards wanted at once are bounded by what RLIMIT_NOFILE
+ * leaves (fd_room below, raised to the hard limit first) as well as by the
+ * cache limit, and the tick starts no shard past it; an open that fails
+ * with EMFILE anyway waits (remote_tick.c).
+ *
+ * Cancel (rf_remote_opts.cancel, set by rf_loader_cancel): the fetch thread
+ * halts within its tick period, abandoning its requests, and every wait of
+ * the index time (rf__remote_wait here, the HEADs' and listings' in
+ * source_remote.c, the manifests' in remote_manifest.c) looks at the flag
+ * at least every CANCEL_POLL_MS and returns RF_E_STOPPED; rf__remote_destroy
+ * then removes the transfer files and lets the locks go as always.
  *
  * Fork: the descriptors of pins, fetch locks and transfer files are copied
  * into a forked child (a DataLoader worker forks the trainer), and a flock

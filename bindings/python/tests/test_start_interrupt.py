@@ -38,7 +38,7 @@ base = tasks()
 out = {"interrupted": False}
 try:
     ringfeed.Loader(src, cache_dir=cache, batch_size=4, image_size=16, num_workers=1,
-                    fetch_retries=0, fetch_timeout_ms=20000)
+                    fetch_retries=0, fetch_timeout_ms=20000, output="numpy")  # no torch import
 except KeyboardInterrupt:
     out = {"interrupted": True, "caught": time.monotonic()}
 except ringfeed.RingfeedError as e:

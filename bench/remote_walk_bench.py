@@ -14,7 +14,9 @@ each GET of a shard by HOLD seconds (a round trip to a far server) and sends
 each answer at BPS bytes/s at most (an object store's per-connection rate).
 Each round runs every library (alternating their order) in a fresh process
 on an empty cache folder: `start` is the Loader's construction (HEADs, the
-walks), `first` its first batch after that. PYTHONPATH picks the binding
+walks), `first` its first batch after that; and `transfer`, the floor of
+any start, GETs every shard through the same proxy PARALLEL at once (urllib
+threads, bytes thrown away). PYTHONPATH picks the binding
 that goes with a library (the one of this tree by default). Prints every
 round and the medians (JSON lines on stdout and in --out, the summary on
 stderr).
@@ -30,6 +32,9 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.join(HERE, "..", "bindings", "python", "tests")
@@ -43,7 +48,7 @@ src, cache, parallel = sys.argv[1], sys.argv[2], int(sys.argv[3])
 t0 = time.perf_counter()
 with ringfeed.Loader(src, cache_dir=cache, batch_size=32, image_size=224,
                      transform="random_resized_crop", num_workers=2, shuffle=True, seed=1,
-                     fetch_parallel=parallel) as ld:
+                     fetch_parallel=parallel, output="numpy") as ld:  # no torch import timed
     t1 = time.perf_counter()
     next(iter(ld))
     t2 = time.perf_counter()
@@ -57,12 +62,11 @@ def make_shards(photos, out, nshards):
     classes = sorted(d for d in os.listdir(photos) if os.path.isdir(os.path.join(photos, d)))
     items = [(os.path.join(photos, c, f), label) for label, c in enumerate(classes)
              for f in sorted(os.listdir(os.path.join(photos, c)))]
-    per = -(-len(items) // nshards)
-    total = 0
+    n, total = len(items), 0
     for s in range(nshards):
         path = os.path.join(out, "train-%04d.tar" % s)
         with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tf:
-            for i, (p, label) in enumerate(items[s * per:(s + 1) * per]):
+            for i, (p, label) in enumerate(items[s * n // nshards:(s + 1) * n // nshards]):
                 key = "s%04d_%05d" % (s, i)
                 tf.add(p, arcname=key + ".jpg")
                 data = b"%d" % label
@@ -80,6 +84,18 @@ def run_child(lib, pypath, src, cache, parallel):
     if r.returncode != 0:
         raise SystemExit("child failed (%s):\n%s" % (lib, r.stderr))
     return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def transfer(urls, parallel):
+    """Seconds to GET every URL, parallel at once."""
+    def get(u):
+        with urllib.request.urlopen(u) as r:
+            while r.read(1 << 20):
+                pass
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(parallel) as ex:
+        list(ex.map(get, urls))
+    return time.perf_counter() - t0
 
 
 def git_rev():
@@ -117,6 +133,7 @@ def main():
             out.flush()
 
     rows = {name: [] for name, _, _ in libs}
+    rows["transfer"] = []
     with tempfile.TemporaryDirectory(prefix="rf-walk-bench-") as tmp:
         served = os.path.join(tmp, "served")
         os.mkdir(served)
@@ -130,7 +147,11 @@ def main():
                 rfservers.fault_proxy(url, os.path.join(tmp, "proxy.log"), hold_s=a.hold,
                                       hold_match="^GET .*[.]tar", bps=a.bps) as px:
             src = px.url + "/train-{0000..%04d}.tar" % (a.shards - 1)
+            urls = [px.url + "/train-%04d.tar" % s for s in range(a.shards)]
             for r in range(a.rounds):
+                d = {"transfer": transfer(urls, a.parallel), "round": r}
+                rows["transfer"].append({"start": d["transfer"], "first": 0.0})
+                emit(d)
                 order = libs if r % 2 == 0 else libs[::-1]
                 for name, lib, py in order:
                     cache = os.path.join(tmp, "cache-%s-%d" % (name, r))

@@ -53,6 +53,12 @@ def warn_missing():
     warnings.warn(
         "ringfeed: %s was built without %s, so %s fail; install %s and reinstall the package "
         "(pip install --force-reinstall .); ringfeed.features() lists what this build has"
-        % (_lib.path(), ", ".join('"%s"' % n for n, _, _ in gone),
-           " and ".join(what for _, what, _ in gone), " ".join(deb for _, _, deb in gone)),
+        % (_lib.path(), _words('"%s"' % n for n, _, _ in gone),
+           _words(what for _, what, _ in gone), " ".join(deb for _, _, deb in gone)),
         BuildWarning, stacklevel=3)
+
+
+def _words(items):
+    """'a', 'a and b', 'a, b and c'."""
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]

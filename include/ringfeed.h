@@ -191,9 +191,18 @@ enum rf_param {
                                   larger than the cache; RF_P_SHUFFLE_BLOCK avoids them; with
                                   fewer than two shards per loader a warning says so once, on
                                   stderr and in the stats). A
-                                  shard larger than the limit fails rf_loader_start. 0 = auto: what
-                                  the folder holds plus half the free space of its file system, at
-                                  start; default 0. Fixed. */
+                                  shard larger than the limit fails rf_loader_start. A loader also
+                                  wants no more shards at once than its descriptors allow: each
+                                  pinned shard holds one open file (a transfer two, and a lock), so
+                                  the first remote loader of a process raises the soft
+                                  RLIMIT_NOFILE to the hard one (65536 at most), and a loader
+                                  wants at most a third of what that limit leaves beside the files
+                                  open at its start and 2 * RF_P_FETCH_PARALLEL + 32 for the rest
+                                  of the process (a shard whose open still fails for want of
+                                  descriptors waits up to 10 s for some to close): 80 shards
+                                  start and read under `ulimit -n 64`, a shard or a few at a time.
+                                  0 = auto: what the folder holds plus half the free space of its
+                                  file system, at start; default 0. Fixed. */
     /* 38, 39: not used. */
     RF_P_FETCH_RETRIES = 40,   /* remote shards: tries after the first on a connection error, a
                                   timeout (RF_P_FETCH_TIMEOUT_MS), HTTP 408, 429 or 5xx
@@ -221,7 +230,10 @@ enum rf_param {
                                   backoffs (the k-th at most 0.15 x 2^(k-1) s, 4.8 s from the
                                   sixth on): with the defaults 196 s; with 2000 and 2 retries,
                                   6.4 s and at most 0.45 s of backoff. Default 30000. Fixed. */
-    RF_P_FETCH_PARALLEL = 42,  /* remote shards: transfers in flight at most; default 4. Fixed. */
+    RF_P_FETCH_PARALLEL = 42,  /* remote shards: transfers in flight at most, also at start, where
+                                  the shards with neither a kept index nor a manifest entry are
+                                  fetched this many at once while one is walked; default 4.
+                                  Fixed. */
 };
 
 /* How much of a JPEG is decoded beyond the rows its crop needs (RF_P_VERIFY).
@@ -274,6 +286,25 @@ RF_API int rf_version(void);
 /* Static description of a status code; never NULL.
  * Thread-safety: any thread. */
 RF_API const char *rf_strerror(int status);
+
+/* What this build of the library can do: a static string of the names
+ * below, separated by single spaces, in this order, never NULL. A name is
+ * there when its library was found at build time (CMake's RF_WITH_*
+ * options; `pip install .` builds with every one whose -dev package is
+ * installed):
+ *   jpeg      JPEG decoding (libjpeg-turbo; always)
+ *   png       PNG decoding (libspng, libspng-dev; without it a PNG is an
+ *             "unsupported format" error naming "png")
+ *   deflate   faster PNG image data (libdeflate, libdeflate-dev)
+ *   webp      WebP decoding (libwebp, libwebp-dev; without it the same)
+ *   bmp pnm   BMP and PBM/PGM/PPM (no library; always)
+ *   remote    s3:// and http(s):// shards (libcurl, libcurl4-openssl-dev;
+ *             without it such a source fails rf_loader_start naming "remote")
+ *   io_uring  the io_uring reader (liburing, liburing-dev; without it pread)
+ *   cuda      the CUDA paths (the toolkit's headers at build time; the runtime
+ *             is loaded when a loader asks for a device: rf_cuda_device_count)
+ * Thread-safety: any thread. */
+RF_API const char *rf_features(void);
 
 /* Valid range of an option. Returns RF_E_INVALID for an unknown option.
  * Thread-safety: any thread. */
@@ -382,9 +413,31 @@ RF_API int rf_loader_set_extras(rf_loader *l, const char *exts);
 RF_API int rf_loader_set_cache_dir(rf_loader *l, const char *dir);
 
 /* Indexes the source, allocates the ring, starts the reader and the decode
- * threads, and positions the loader at batch 0 of epoch 0.
- * Thread-safety: one thread at a time per loader. */
+ * threads, and positions the loader at batch 0 of epoch 0. A remote source's
+ * start waits for the network (the HEADs, manifests, listings, and without
+ * a kept index or a manifest the shards themselves): rf_loader_cancel, from
+ * another thread, interrupts it. A start that fails undoes all it did (no
+ * thread, transfer, temporary file or lock is left) and may be tried again,
+ * unless it was cancelled.
+ * Thread-safety: one thread at a time per loader; rf_loader_cancel may run
+ * beside it. */
 RF_API int rf_loader_start(rf_loader *l);
+
+/* Cancels the loader, from any thread. An rf_loader_start running on
+ * another thread returns RF_E_STOPPED ("the start was cancelled") within
+ * about 50 ms of a network wait (the fetch thread and every wait of the
+ * remote stage look at the cancel at least every 20 ms; a local index, or a
+ * shard's walk already begun, ends first), with everything it made undone:
+ * threads joined, transfers abandoned and their temporary files removed,
+ * the cache folder's locks let go. A cancel is for good: a later
+ * rf_loader_start returns RF_E_STOPPED at once (destroy the loader and make
+ * a new one). After a start that succeeded it is rf_loader_stop. NULL is a
+ * no-op. This is how a caller makes a start interruptible: run
+ * rf_loader_start on a thread of its own and call this on a signal (the
+ * Python binding does so for Ctrl-C).
+ * Thread-safety: any thread, beside any call on the same loader but
+ * rf_loader_destroy. */
+RF_API void rf_loader_cancel(rf_loader *l);
 
 /* Decode workers running now: under RF_P_NUM_WORKERS = 0 the tuner's current
  * choice, else the count that was set. 0 before rf_loader_start.
@@ -467,11 +520,16 @@ RF_API uint64_t rf_loader_fingerprint(const rf_loader *l);
 
 /* Lends the next batch of the epoch, in order, waiting until it is ready.
  * Returns RF_OK with *out set, RF_END_OF_EPOCH after the last batch, or an
- * error: a bad sample (path and reason in rf_loader_errmsg; the batch is
- * consumed and the loader stays usable), RF_E_RING_FULL when every ring slot
- * is already lent, RF_E_STOPPED after rf_loader_stop, RF_E_NOT_STARTED before
- * rf_loader_start, RF_E_FORKED in a forked child. The batch stays valid until
- * rf_batch_release.
+ * error. An error of the batch itself - a bad sample under
+ * RF_ON_ERROR_RAISE (RF_E_DECODE, RF_E_IO, RF_E_LIMIT, RF_E_TIMEOUT), a
+ * remote shard that cannot be fetched (RF_E_SOURCE); path and reason in
+ * rf_loader_errmsg - consumes the batch: the position moves past it and the
+ * next call returns the batch after it, so a caller that goes on after an
+ * error gets the rest of the epoch (every batch but the failed ones). The
+ * errors that say the call could not run move nothing: RF_E_RING_FULL when
+ * every ring slot is already lent, RF_E_STOPPED after rf_loader_stop,
+ * RF_E_NOT_STARTED before rf_loader_start, RF_E_FORKED in a forked child.
+ * The batch stays valid until rf_batch_release.
  * Thread-safety: the consumer thread; rf_loader_stats_json may run beside it. */
 RF_API int rf_loader_next(rf_loader *l, rf_batch **out);
 
@@ -584,7 +642,8 @@ RF_API int rf_cuda_device_count(void);
  * copy. When the device had no room for the slot's buffer (the stats' cuda
  * buffer_note says so) the batch is lent with both NULL: copy it with
  * rf_batch_copy_to. Returns what rf_loader_next returns, RF_E_NO_DEVICE
- * without a CUDA device, or RF_E_CUDA (the batch is then not lent).
+ * without a CUDA device (nothing moves), or RF_E_CUDA (the batch is then
+ * not lent, and consumed as rf_loader_next's errors of a batch are).
  * Thread-safety: the consumer thread. */
 RF_API int rf_loader_next_device(rf_loader *l, void *stream, rf_batch **out);
 

@@ -455,7 +455,9 @@ int rf__cache_lock_fetch(rf_cache *c, const char *base, int *fd, char *err, size
     for (int tries = 0; tries < 16; tries++) {
         int f = rf__cache_open_file(c, name, O_RDWR | O_CREAT, why, sizeof why);
         if (f < 0) {
+            int e = errno;
             snprintf(err, errcap, "cache: %s.lock: %s", base, why);
+            errno = e; /* the caller tells a want of descriptors by it */
             return RF_E_IO;
         }
         if (flock(f, LOCK_EX | LOCK_NB) != 0) {
@@ -464,6 +466,7 @@ int rf__cache_lock_fetch(rf_cache *c, const char *base, int *fd, char *err, size
             if (e == EWOULDBLOCK)
                 return 0;
             snprintf(err, errcap, "cache: %s.lock: cannot lock: %s", base, strerror(e));
+            errno = e;
             return RF_E_IO;
         }
         struct stat a, b;

@@ -461,6 +461,10 @@ static int png_region(void *state, rf_geom *g, int max_denom, int check_tail, rf
 
 #else /* !RF_HAVE_SPNG */
 
+#define NO_PNG                                                                                     \
+    "unsupported format: PNG (this build has no libspng: its features lack \"png\"; install "     \
+    "libspng-dev and rebuild)"
+
 static void *png_create(void)
 {
     static int dummy; /* no state: any non-NULL pointer */
@@ -475,7 +479,7 @@ static void png_destroy(void *state)
 static int png_header(void *state, const uint8_t *data, size_t len, int max_scans, int *width,
                       int *height, char *err, size_t errcap)
 {
-    snprintf(err, errcap, "unsupported format: PNG (this build has no libspng)");
+    snprintf(err, errcap, NO_PNG);
     return RF_E_DECODE;
 }
 
@@ -483,7 +487,7 @@ static int png_region(void *state, rf_geom *g, int max_denom, int check_tail, rf
                       char *err, size_t errcap)
 {
     (void)max_denom; /* no reduced-scale decoding */
-    snprintf(err, errcap, "unsupported format: PNG (this build has no libspng)");
+    snprintf(err, errcap, NO_PNG);
     return RF_E_DECODE;
 }
 

@@ -223,6 +223,10 @@ static int webp_region(void *state, rf_geom *g, int max_denom, int check_tail, r
 
 #else /* !RF_HAVE_WEBP */
 
+#define NO_WEBP                                                                                    \
+    "unsupported format: WebP (this build has no libwebp: its features lack \"webp\"; install "   \
+    "libwebp-dev and rebuild)"
+
 /* Any non-NULL state: decode.c treats NULL as out of memory. */
 static void *webp_create(void)
 {
@@ -241,14 +245,14 @@ static void webp_abandon(void *state)
 static int webp_header(void *state, const uint8_t *data, size_t len, int max_scans, int *width,
                        int *height, char *err, size_t errcap)
 {
-    snprintf(err, errcap, "unsupported format: WebP (this build has no libwebp)");
+    snprintf(err, errcap, NO_WEBP);
     return RF_E_DECODE;
 }
 
 static int webp_region(void *state, rf_geom *g, int max_denom, int check_tail, rf_region *r,
                        char *err, size_t errcap)
 {
-    snprintf(err, errcap, "unsupported format: WebP (this build has no libwebp)");
+    snprintf(err, errcap, NO_WEBP);
     return RF_E_DECODE;
 }
 

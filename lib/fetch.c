@@ -23,7 +23,8 @@
  *
  * One try (its handle, callbacks, rate check and end): fetch_try.c. Where
  * a URL is asked for and how an S3 request is signed: fetch_s3.c; the
- * credentials: fetch_creds.c.
+ * credentials: fetch_creds.c; the functions of a build without libcurl:
+ * fetch_none.c.
  */
 #define _GNU_SOURCE
 #include "fetch.h"
@@ -39,28 +40,9 @@
 
 #include "clock.h"
 #include "ringfeed.h"
+#include "trace.h"
 
-#ifndef RF_HAVE_CURL
-
-int rf__fetch_create(rf_fetch **out, const rf_fetch_opts *o, char *err, size_t errcap)
-{
-    *out = NULL;
-    snprintf(err, errcap,
-             "fetch: remote shards (s3://, http://) need libcurl, and this build of ringfeed has "
-             "none (install libcurl4-openssl-dev and rebuild)");
-    return RF_E_SOURCE;
-}
-void rf__fetch_destroy(rf_fetch *f, int forked) {}
-void rf__fetch_set_tick(rf_fetch *f, rf_fetch_tick_fn *fn, void *ctx, int ms) {}
-void rf__fetch_submit(rf_fetch *f, rf_fetch_req *req) {}
-void rf__fetch_wait(rf_fetch *f, rf_fetch_req *req) {}
-void rf__fetch_wake(rf_fetch *f) {}
-void rf__fetch_totals(rf_fetch *f, rf_fetch_totals *t)
-{
-    memset(t, 0, sizeof *t);
-}
-
-#else
+#ifdef RF_HAVE_CURL /* without: fetch_none.c */
 
 #include "fetch_int.h"
 #include "redact.h"
@@ -144,12 +126,33 @@ static rf_fetch_req *startable(const rf_fetch *f, rf_fetch_req **prev)
     return NULL;
 }
 
+/* o.cancel was set: every request is abandoned (its done is not called:
+ * the caller's waits end, rf__fetch_wait), and the thread leaves; nothing
+ * it held is touched after halted is set. */
+static void halt(rf_fetch *f)
+{
+    while (f->active > 0)
+        rf__fetch_end_try(f, f->run[f->active - 1]);
+    f->waiting = NULL;
+    pthread_mutex_lock(&f->mu);
+    f->queue = f->queue_tail = NULL;
+    f->halted = 1;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+    RF_TRACE("fetch: halted (cancelled)");
+}
+
 static void *fetch_main(void *arg)
 {
     rf_fetch *f = arg;
     int64_t next_tick = f->tick ? 0 : INT64_MAX; /* the periodic tick's time */
     int ended = 0;         /* a request ended since the last tick */
     for (;;) {
+        /* seen within a poll: the poll's timeout is the tick period at most */
+        if (f->o.cancel && atomic_load(f->o.cancel)) {
+            halt(f);
+            break;
+        }
         pthread_mutex_lock(&f->mu);
         int stop = f->stop;
         /* in queue order, each that has room: a GET waiting for a transfer's
@@ -349,6 +352,10 @@ void rf__fetch_submit(rf_fetch *f, rf_fetch_req *req)
     req->next = NULL;
     req->easy = req->hdrs = NULL;
     pthread_mutex_lock(&f->mu);
+    if (f->halted) { /* cancelled: never queued, never ends (rf__fetch_wait says so) */
+        pthread_mutex_unlock(&f->mu);
+        return;
+    }
     if (f->queue_tail)
         f->queue_tail->next = req;
     else
@@ -371,12 +378,22 @@ void rf__fetch_submit(rf_fetch *f, rf_fetch_req *req)
     curl_multi_wakeup(f->multi);
 }
 
-void rf__fetch_wait(rf_fetch *f, rf_fetch_req *req)
+int rf__fetch_wait(rf_fetch *f, rf_fetch_req *req)
 {
     pthread_mutex_lock(&f->mu);
-    while (!req->finished)
+    while (!req->finished && !f->halted)
         pthread_cond_wait(&f->cv, &f->mu);
+    int rc = req->finished ? 0 : RF_E_STOPPED;
     pthread_mutex_unlock(&f->mu);
+    return rc;
+}
+
+int rf__fetch_halted(rf_fetch *f)
+{
+    pthread_mutex_lock(&f->mu);
+    int h = f->halted;
+    pthread_mutex_unlock(&f->mu);
+    return h;
 }
 
 void rf__fetch_wake(rf_fetch *f)

@@ -80,6 +80,10 @@ typedef struct rf_fetch_opts {
     int retries;        /* tries after the first for a retryable failure */
     int64_t timeout_ms; /* a try with too few bytes in this long times out (above) */
     int parallel;       /* transfers in flight at most */
+    /* set (by any thread; NULL: never): the fetch thread halts within a tick
+     * period, abandoning every request (their done is not called), and
+     * every wait returns (rf__fetch_wait); outlives the fetcher */
+    const _Atomic int *cancel;
 } rf_fetch_opts;
 
 /* The floor of a transfer's rate, in bytes per second, over each
@@ -168,9 +172,13 @@ void rf__fetch_destroy(rf_fetch *f, int forked);
 void rf__fetch_set_tick(rf_fetch *f, rf_fetch_tick_fn *fn, void *ctx, int ms);
 /* Queues req (its results are reset). Any thread. */
 void rf__fetch_submit(rf_fetch *f, rf_fetch_req *req);
-/* Waits until req is done (after its done callback returned). Not on the
- * fetch thread. */
-void rf__fetch_wait(rf_fetch *f, rf_fetch_req *req);
+/* Waits until req is done (after its done callback returned): 0; or
+ * RF_E_STOPPED once the fetch thread halted for opts.cancel, the request
+ * then abandoned (the thread no longer touches it: the caller may free it).
+ * Not on the fetch thread. */
+int rf__fetch_wait(rf_fetch *f, rf_fetch_req *req);
+/* 1 once the fetch thread halted for opts.cancel: no request ends any more. */
+int rf__fetch_halted(rf_fetch *f);
 /* Runs the tick soon. Any thread. */
 void rf__fetch_wake(rf_fetch *f);
 

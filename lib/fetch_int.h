@@ -38,11 +38,12 @@ struct rf_fetch {
     void *tick_ctx;
     int tick_ms;
 
-    pthread_mutex_t mu; /* protects queue, stop, running, tick_asked and every request's
+    pthread_mutex_t mu; /* protects queue, stop, halted, running, tick_asked and every request's
                          * `finished` */
-    pthread_cond_t cv;  /* a request finished (rf__fetch_wait) */
+    pthread_cond_t cv;  /* a request finished, or the thread halted (rf__fetch_wait) */
     rf_fetch_req *queue, *queue_tail;
     int stop;
+    int halted;     /* the thread left for o.cancel: no request ends any more */
     int tick_asked; /* rf__fetch_wake since the last tick (with curl_multi_wakeup) */
 
     /* the fetch thread's alone */

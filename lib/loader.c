@@ -139,6 +139,7 @@ rf_loader *rf_loader_create(const char *source)
     pthread_mutex_init(&l->mu, NULL);
     pthread_mutex_init(&l->err_mu, NULL);
     pthread_mutex_init(&l->stop_mu, NULL);
+    pthread_mutex_init(&l->cancel_mu, NULL);
     pthread_cond_init(&l->cv_cons, NULL);
     return l;
 }
@@ -292,6 +293,15 @@ static int start_failed(rf_loader *l, int rc)
     return rc;
 }
 
+/* RF_E_STOPPED, recorded, when rf_loader_cancel was called; else 0. */
+static int cancelled(rf_loader *l)
+{
+    if (!atomic_load(&l->cancelled))
+        return 0;
+    rf__loader_err(l, "loader: the start was cancelled (rf_loader_cancel)");
+    return RF_E_STOPPED;
+}
+
 static uint32_t sample_shard(const void *src, int64_t i)
 {
     return rf__source_shard(src, i);
@@ -426,6 +436,8 @@ int rf_loader_start(rf_loader *l)
     int rc = fork_check(l);
     if (rc)
         return rc;
+    if ((rc = cancelled(l)) != 0)
+        return rc;
     RF_TRACE("loader start");
     char err[600];
     rc = rf__options_resolve(&l->opts, &l->cfg, err, sizeof err);
@@ -443,14 +455,19 @@ int rf_loader_start(rf_loader *l)
                          .cache_limit = c->cache_limit,
                          .fetch_retries = c->fetch_retries,
                          .fetch_timeout_ms = c->fetch_timeout_ms,
-                         .fetch_parallel = c->fetch_parallel};
+                         .fetch_parallel = c->fetch_parallel,
+                         .cancel = &l->cancelled};
     for (int e = 0; e < c->names.nextras; e++)
         so.extras[e] = c->names.extras[e];
     rc = rf__source_open_ex(&l->src, l->spec, &so, err, sizeof err);
     if (rc < 0) {
+        if (atomic_load(&l->cancelled))
+            return cancelled(l); /* whatever the cancel interrupted */
         rf__loader_err(l, "%s", err);
         return rc;
     }
+    if ((rc = cancelled(l)) != 0) /* a local index is not interrupted: it ends first */
+        return start_failed(l, rc);
     RF_TRACE("index ready: %lld samples", (long long)l->src.n);
     if ((rc = open_sampler(l)) < 0)
         return start_failed(l, rc);
@@ -471,7 +488,27 @@ int rf_loader_start(rf_loader *l)
                        strerror(l->pool.start_err));
         return start_failed(l, RF_E_SYSTEM);
     }
-    return RF_OK;
+    /* live, unless a cancel came first: then it is undone (see loader.h) */
+    pthread_mutex_lock(&l->cancel_mu);
+    l->live = !atomic_load(&l->cancelled);
+    pthread_mutex_unlock(&l->cancel_mu);
+    return l->live ? RF_OK : start_failed(l, cancelled(l));
+}
+
+void rf_loader_cancel(rf_loader *l)
+{
+    if (!l)
+        return;
+    if (getpid() != l->pid) { /* a forked child: nothing runs here to cancel */
+        atomic_store(&l->cancelled, 1);
+        return;
+    }
+    pthread_mutex_lock(&l->cancel_mu);
+    atomic_store(&l->cancelled, 1);
+    int live = l->live;
+    pthread_mutex_unlock(&l->cancel_mu);
+    if (live)
+        rf_loader_stop(l);
 }
 
 void rf_loader_stop(rf_loader *l)
@@ -508,6 +545,7 @@ void rf_loader_destroy(rf_loader *l)
         pthread_mutex_destroy(&l->mu);
         pthread_mutex_destroy(&l->err_mu);
         pthread_mutex_destroy(&l->stop_mu);
+        pthread_mutex_destroy(&l->cancel_mu);
         pthread_cond_destroy(&l->cv_cons);
     }
     free(l->spec);

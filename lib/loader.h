@@ -20,6 +20,9 @@
  *     rf_loader_errmsg hands the consumer a copy (errmsg_out), and
  *     rf_loader_errmsg_copy any thread one into its own buffer.
  *   - stop_mu serialises rf_loader_stop's joins.
+ *   - cancel_mu orders rf_loader_cancel against the end of rf_loader_start:
+ *     a start either sees the cancel and fails, or set `live` before it,
+ *     and the cancel then stops the loader (a leaf).
  */
 #ifndef RF_LOADER_H
 #define RF_LOADER_H
@@ -49,6 +52,11 @@ struct rf_loader {
     int started;
     pid_t pid;
     _Atomic int stopped; /* rf_loader_stop was called (after start) */
+    /* rf_loader_cancel was called: set under cancel_mu, read anywhere (the
+     * remote stage's waits and the fetch thread poll it) */
+    _Atomic int cancelled;
+    pthread_mutex_t cancel_mu;
+    int live; /* (cancel_mu) rf_loader_start succeeded */
 
     pthread_mutex_t err_mu;
     char errmsg[1024];     /* (err_mu) */

@@ -20,9 +20,12 @@
  * cold, after its first batch (a shard whose last use ends before then is
  * synced at once, its pin held until the sync: rf__remote_unpin).
  * A shard that finds no room stops the walk, so that room goes to shards in
- * the order they are needed. While no shard of the loader is ready, one
- * transfer runs at a time (the cold start's first batch waits for one shard
- * at the link's full speed); then up to RF_P_FETCH_PARALLEL. Once the
+ * the order they are needed. At index time (no dispatcher yet) the
+ * indexer's walks want a window of shards (source_remote.c), fetched up to
+ * RF_P_FETCH_PARALLEL at once. Once the dispatcher runs, while no shard of
+ * the loader is ready, one transfer runs at a time (the cold start's first
+ * batch waits for one shard at the link's full speed); then up to
+ * RF_P_FETCH_PARALLEL. Once the
  * dispatcher runs, and until its first batch is complete (rf__remote_warm),
  * transfers for later samples also wait while the dispatcher has the shards
  * it needs now: the first batch is decoded without their traffic and
@@ -51,6 +54,19 @@
  * listed again only after a backoff (ROOM_MS doubling to ROOM_MAX_MS), or at
  * once when this loader unpinned a shard.
  *
+ * Descriptors: a pinned shard holds one (a transfer two, a held sync one
+ * more), so the shards wanted at once are bounded by what RLIMIT_NOFILE
+ * leaves (fd_room below, raised to the hard limit first) as well as by the
+ * cache limit, and the tick starts no shard past it; an open that fails
+ * with EMFILE anyway waits (remote_tick.c).
+ *
+ * Cancel (rf_remote_opts.cancel, set by rf_loader_cancel): the fetch thread
+ * halts within its tick period, abandoning its requests, and every wait of
+ * the index time (rf__remote_wait here, the HEADs' and listings' in
+ * source_remote.c, the manifests' in remote_manifest.c) looks at the flag
+ * at least every CANCEL_POLL_MS and returns RF_E_STOPPED; rf__remote_destroy
+ * then removes the transfer files and lets the locks go as always.
+ *
  * Fork: the descriptors of pins, fetch locks and transfer files are copied
  * into a forked child (a DataLoader worker forks the trainer), and a flock
  * belongs to the open file, shared by the copies: a child that never
@@ -64,6 +80,7 @@
 #define _GNU_SOURCE
 #include "remote_int.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -71,6 +88,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -134,6 +152,64 @@ static void atfork_register(void)
     pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
+/* ---- descriptors --------------------------------------------------------------- */
+
+/* A soft RLIMIT_NOFILE below the hard one is raised to it, once per process
+ * (to FD_RAISE_MAX at most: select() and programs that walk every possible
+ * descriptor suffer from an enormous limit). */
+#define FD_RAISE_MAX 65536
+static pthread_once_t nofile_once = PTHREAD_ONCE_INIT;
+
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= FD_RAISE_MAX)
+        return;
+    rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > FD_RAISE_MAX ? FD_RAISE_MAX
+                                                                             : rl.rlim_max;
+    if (want > rl.rlim_cur) {
+        rl.rlim_cur = want;
+        if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+            RF_TRACE("RLIMIT_NOFILE raised to %llu", (unsigned long long)want);
+    }
+}
+
+/* Descriptors open in this process now (/proc/self/fd), or -1. */
+static int64_t fds_open(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    int64_t n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n - 1; /* the listing's own */
+}
+
+/* What the rest of the process may open beside the shards: curl's
+ * connections (its cache keeps up to 2 * parallel + 16; fetch.c), the
+ * reader's, the caller's own files (16). */
+#define FD_KEEP(parallel) (2 * (int64_t)(parallel) + 32)
+
+/* The descriptors this loader's shards may hold at once: what the soft
+ * limit leaves beside those open now and FD_KEEP; 3 at least (one shard,
+ * fetched: its file, its lock, a held sync). Two loaders made one after the
+ * other both count what is free before either opened its shards: a shard
+ * whose open fails for want of descriptors then waits (remote_tick.c). */
+static int64_t fd_room(int parallel)
+{
+    pthread_once(&nofile_once, raise_nofile);
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return INT64_MAX / 4;
+    int64_t lim = (int64_t)rl.rlim_cur, open = fds_open();
+    if (open < 0)
+        open = lim / 4;
+    int64_t room = lim - open - FD_KEEP(parallel);
+    return room < 3 ? 3 : room;
+}
+
 int rf__remote_create(rf_remote **out, const rf_remote_opts *o, char *err, size_t errcap)
 {
     *out = NULL;
@@ -143,6 +219,8 @@ int rf__remote_create(rf_remote **out, const rf_remote_opts *o, char *err, size_
     r->pid = getpid();
     r->cap_shards = 1;
     r->head = -1;
+    r->cancel = o->cancel;
+    r->parallel = o->parallel > 0 ? o->parallel : 4;
     int rc = rf__cache_open(&r->cache, o->cache_dir, o->cache_limit, err, errcap);
     if (rc < 0) {
         free(r);
@@ -150,13 +228,16 @@ int rf__remote_create(rf_remote **out, const rf_remote_opts *o, char *err, size_
     }
     rf_fetch_opts fo = {.retries = o->retries,
                         .timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 30000,
-                        .parallel = o->parallel > 0 ? o->parallel : 4};
+                        .parallel = r->parallel,
+                        .cancel = o->cancel};
     rc = rf__fetch_create(&r->fetch, &fo, err, errcap);
     if (rc < 0) {
         rf__cache_close(&r->cache);
         free(r);
         return rc;
     }
+    /* after the cache's own descriptors are open: they are counted */
+    r->fd_cap = fd_room(r->parallel);
     pthread_mutex_init(&r->mu, NULL);
     pthread_mutex_init(&r->wake_mu, NULL);
     pthread_cond_init(&r->cv, NULL);
@@ -301,14 +382,29 @@ int rf__remote_plan_room(rf_remote *r, char *err, size_t errcap)
     pthread_mutex_lock(&r->mu); /* the tick's room warning reads them */
     r->largest = big;
     r->cap_shards = (int64_t)(r->cache.limit / big);
+    /* each wanted shard holds up to 3 descriptors (see fd_room) */
+    if (r->cap_shards > r->fd_cap / 3)
+        r->cap_shards = r->fd_cap / 3;
     if (r->cap_shards < 1)
         r->cap_shards = 1;
     pthread_mutex_unlock(&r->mu);
+    RF_TRACE("room: %lld shards at once (%lld descriptors)", (long long)r->cap_shards,
+             (long long)r->fd_cap);
     /* the versions in use, before any index is read or shard fetched: no
      * loader on the node evicts their indexes meanwhile (cache_room.c) */
     int rc = rf__cache_lease(&r->cache, ids, r->nsh, big, err, errcap);
     free(ids);
     return rc;
+}
+
+int64_t rf__remote_walk_window(rf_remote *r)
+{
+    pthread_mutex_lock(&r->mu);
+    int64_t w = r->parallel + 1;
+    if (w > r->cap_shards)
+        w = r->cap_shards;
+    pthread_mutex_unlock(&r->mu);
+    return w;
 }
 
 /* ---- uses (under mu) --------------------------------------------------------- */
@@ -394,6 +490,17 @@ void rf__remote_release(rf_remote *r, uint32_t k)
     pthread_mutex_unlock(&r->mu);
 }
 
+int rf__remote_cancelled(rf_remote *r, char *err, size_t errcap)
+{
+    if (!r->cancel || !atomic_load(r->cancel))
+        return 0;
+    snprintf(err, errcap, "source: the start was cancelled (rf_loader_cancel)");
+    return 1;
+}
+
+/* How often a wait looks at the cancel flag, which is set without a wake. */
+#define CANCEL_POLL_MS 20
+
 int rf__remote_wait(rf_remote *r, uint32_t k, char *err, size_t errcap)
 {
     pthread_mutex_lock(&r->mu);
@@ -407,13 +514,21 @@ int rf__remote_wait(rf_remote *r, uint32_t k, char *err, size_t errcap)
         queue_want(r, k);
         rf__fetch_wake(r->fetch);
     }
-    while (r->sh[k].state != SH_READY && r->sh[k].state != SH_FAILED)
-        pthread_cond_wait(&r->cv, &r->mu);
+    int rc = 0;
+    while (r->sh[k].state != SH_READY && r->sh[k].state != SH_FAILED) {
+        if (rf__remote_cancelled(r, err, errcap)) {
+            rc = RF_E_STOPPED;
+            break;
+        }
+        struct timespec t = rf__deadline_in(0, CANCEL_POLL_MS * 1000000L);
+        pthread_cond_timedwait(&r->cv, &r->mu, &t);
+    }
     if (head && r->head == (int64_t)k)
         r->head = -1;
-    int rc = r->sh[k].state == SH_READY ? 0 : RF_E_SOURCE;
-    if (rc)
+    if (rc == 0 && r->sh[k].state != SH_READY) {
         snprintf(err, errcap, "%s", r->sh[k].err);
+        rc = RF_E_SOURCE;
+    }
     pthread_mutex_unlock(&r->mu);
     return rc;
 }
@@ -428,6 +543,7 @@ void rf__remote_set_wake(rf_remote *r, void (*fn)(void *), void *ctx)
     pthread_mutex_unlock(&r->wake_mu);
     pthread_mutex_lock(&r->mu);
     r->cold = fn != NULL; /* a dispatcher from now on, without a batch yet */
+    r->dispatching |= fn != NULL;
     pthread_mutex_unlock(&r->mu);
 }
 

@@ -43,11 +43,16 @@ typedef struct rf_remote_opts {
     int retries;
     int64_t timeout_ms;
     int parallel;
+    /* set by any thread (NULL: never): the start is cancelled; the fetch
+     * thread halts and every wait here returns RF_E_STOPPED (remote.c) */
+    const _Atomic int *cancel;
 } rf_remote_opts;
 
 typedef struct rf_remote rf_remote;
 
-/* Opens the cache and makes the fetcher. 0 or a negative RF_E_* (err). */
+/* Opens the cache and makes the fetcher; sizes the descriptors the shards
+ * may hold (remote.c: raising RLIMIT_NOFILE's soft limit to the hard one
+ * first). 0 or a negative RF_E_* (err). */
 int rf__remote_create(rf_remote **out, const rf_remote_opts *o, char *err, size_t errcap);
 /* Stops the fetch thread, unpins, frees. A forked child frees memory only. */
 void rf__remote_destroy(rf_remote *r);
@@ -64,8 +69,15 @@ uint64_t rf__remote_shard(rf_remote *r, uint32_t k, const char **etag);
 void rf__remote_base(rf_remote *r, uint32_t k, char *base);
 /* Index time: wants shard k (fetched in the order asked, as room allows). */
 void rf__remote_acquire(rf_remote *r, uint32_t k);
-/* Waits until shard k is pinned: 0, or RF_E_SOURCE with the fetch error. */
+/* Waits until shard k is pinned: 0, RF_E_SOURCE with the fetch error, or
+ * RF_E_STOPPED when the start was cancelled (rf_remote_opts.cancel). */
 int rf__remote_wait(rf_remote *r, uint32_t k, char *err, size_t errcap);
+/* Index time, once rf__remote_plan_room ran: how many shards the indexer
+ * may want at once for its walks (the one walked and those fetched ahead):
+ * fetch_parallel + 1, within the cache's room and the descriptors. */
+int64_t rf__remote_walk_window(rf_remote *r);
+/* 1 when the start was cancelled; err says so. */
+int rf__remote_cancelled(rf_remote *r, char *err, size_t errcap);
 /* Ends rf__remote_acquire's use. */
 void rf__remote_release(rf_remote *r, uint32_t k);
 /* Index time: hands r the manifest state (remote_manifest.h; NULL: none),
@@ -73,7 +85,8 @@ void rf__remote_release(rf_remote *r, uint32_t k);
 struct rf_rman;
 void rf__remote_set_manifest(rf_remote *r, struct rf_rman *m);
 /* Once all shards are added: sets how many shards the lookahead may want at
- * once (from the largest), and declares them in use to the cache folder
+ * once (what the cache limit holds, from the largest shard, and what the
+ * descriptors allow), and declares them in use to the cache folder
  * (rf__cache_lease). 0, or a negative RF_E_* (err: RF_E_LIMIT when what the
  * folder holds and the cache may not evict leaves no room for a shard). */
 int rf__remote_plan_room(rf_remote *r, char *err, size_t errcap);

@@ -61,6 +61,17 @@ struct rf_remote {
      * (rf__remote_plan_room, under mu, before the dispatcher starts), then
      * only read */
     int64_t cap_shards;
+    /* descriptors the shards may hold at once (pins, transfer files and
+     * fetch locks, held syncs), from RLIMIT_NOFILE at create (remote.c);
+     * then only read */
+    int64_t fd_cap;
+    int parallel;              /* RF_P_FETCH_PARALLEL; read-only */
+    const _Atomic int *cancel; /* rf_remote_opts.cancel (NULL: never); read-only */
+    int dispatching;           /* (mu) the dispatcher runs (rf__remote_set_wake): before it,
+                                * the indexer's walks want every transfer at once */
+    /* fetch thread only: since when (ns, 0: not) a shard's open failed for
+     * want of descriptors (EMFILE), waiting for some to be let go */
+    int64_t fd_short_since;
     int64_t cur_batch, cur_pos; /* (mu) the lookahead's next sample */
     pthread_mutex_t wake_mu;    /* protects wake and wake_ctx, held across the call,
                               * so that no call runs after rf__remote_set_wake

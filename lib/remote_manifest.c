@@ -11,8 +11,11 @@
  * at RF__RMAN_MAX_BYTES (fetch.h's max_size), and all folders' GETs draw
  * from one budget of RF__RMAN_TOTAL_BYTES (the manifests are all in memory
  * at once): the GET that finds it spent fails and its folder goes without
- * a manifest (stats: over_total). All folders' requests run in parallel on
- * the fetcher, so a dataset in one folder costs one round trip. A shard
+ * a manifest (stats: over_total). The folders' requests run in parallel on
+ * the fetcher, RMAN_INFLIGHT at most: each holds a memory file (a
+ * descriptor), made as its GET is submitted and closed once it is parsed,
+ * so that a dataset of many folders never holds a descriptor per folder;
+ * a dataset in one folder costs one round trip. A shard
  * whose base name and HEAD size match an entry is indexed from it by the
  * tar kind's own code (rf__source_tar_from_manifest): the same index a
  * walk of the shard would give, without the shard.
@@ -48,6 +51,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "fetch.h"
 #include "ringfeed.h"
 #include "source_kinds.h"
@@ -89,6 +93,7 @@ typedef struct rman_gets {
     uint32_t *ended;    /* folders whose GET ended, in that order */
     uint32_t nended;
     uint32_t sent, taken; /* indexing thread: GETs submitted, and collected */
+    uint32_t next;        /* indexing thread: the next folder to submit a GET for */
     rf_fetch *fe;         /* their fetcher; NULL: none submitted */
     /* the bytes all manifests may hold together: each GET draws what it
      * writes (fetch.h), so memory never holds more, whatever their order */
@@ -203,22 +208,16 @@ static void got(rf_rman *m, rman_folder *f, const rf_fetch_req *q, _Atomic uint6
     f->fd = -1;
 }
 
-/* Submits the GET of every needed folder's manifest, all at once (collect
- * takes their ends). 0 or RF_E_NOMEM (nothing submitted). */
-static int submit_all(rf_rman *m, rf_remote *r)
+/* GETs of manifests in flight at most (see above). */
+#define RMAN_INFLIGHT 4
+
+/* Submits the GETs of the next needed folders' manifests while fewer than
+ * RMAN_INFLIGHT are out (collect takes their ends and calls it again). */
+static void submit_more(rf_rman *m)
 {
-    if (m->nf == 0)
-        return 0; /* no folder: nothing to fetch (and calloc(0) may be NULL) */
     rman_gets *g = &m->g;
-    g->q = calloc(m->nf, sizeof *g->q);
-    g->ended = calloc(m->nf, sizeof *g->ended);
-    if (!g->q || !g->ended)
-        return RF_E_NOMEM; /* freed by rf__rman_free */
-    pthread_mutex_init(&g->mu, NULL);
-    pthread_cond_init(&g->cv, NULL);
-    g->fe = rf__remote_fetcher(r);
-    atomic_init(&g->budget, RF__RMAN_TOTAL_BYTES);
-    for (uint32_t i = 0; i < m->nf; i++) {
+    for (; g->next < m->nf && g->sent - g->taken < RMAN_INFLIGHT; g->next++) {
+        uint32_t i = g->next;
         rman_folder *f = &m->f[i];
         if (!f->needed)
             continue;
@@ -237,21 +236,54 @@ static int submit_all(rf_rman *m, rf_remote *r)
         rf__fetch_submit(g->fe, &g->q[i]);
         g->sent++;
     }
+}
+
+/* Starts the GETs (submit_more). 0 or RF_E_NOMEM (nothing submitted). */
+static int submit_all(rf_rman *m, rf_remote *r)
+{
+    if (m->nf == 0)
+        return 0; /* no folder: nothing to fetch (and calloc(0) may be NULL) */
+    rman_gets *g = &m->g;
+    g->q = calloc(m->nf, sizeof *g->q);
+    g->ended = calloc(m->nf, sizeof *g->ended);
+    if (!g->q || !g->ended)
+        return RF_E_NOMEM; /* freed by rf__rman_free */
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    g->fe = rf__remote_fetcher(r);
+    atomic_init(&g->budget, RF__RMAN_TOTAL_BYTES);
+    submit_more(m);
     return 0;
 }
 
-/* Waits for the GETs submitted, each manifest parsed as its GET ends. */
-static void collect(rf_rman *m)
+/* How often a wait for a GET looks whether the fetch thread halted (a
+ * cancelled start: no GET ends any more). */
+#define HALT_POLL_MS 20
+
+/* Waits for the GETs submitted, each manifest parsed as its GET ends; with
+ * more, the next folders' GETs start as these end. Returns early when the
+ * fetch thread halted (the GETs out are abandoned: their files are closed
+ * by rf__rman_free). */
+static void collect(rf_rman *m, int more)
 {
     rman_gets *g = &m->g;
-    for (; g->taken < g->sent; g->taken++) {
+    while (g->taken < g->sent) {
         pthread_mutex_lock(&g->mu);
-        while (g->nended == g->taken)
-            pthread_cond_wait(&g->cv, &g->mu);
+        while (g->nended == g->taken) {
+            struct timespec t = rf__deadline_in(0, HALT_POLL_MS * 1000000L);
+            if (pthread_cond_timedwait(&g->cv, &g->mu, &t) != 0 && rf__fetch_halted(g->fe)) {
+                pthread_mutex_unlock(&g->mu);
+                return;
+            }
+        }
         uint32_t i = g->ended[g->taken];
         pthread_mutex_unlock(&g->mu);
-        rf__fetch_wait(g->fe, &g->q[i]); /* its done returned: the fetch thread is done with it */
+        /* its done returned: the fetch thread is done with it (or halted) */
+        rf__fetch_wait(g->fe, &g->q[i]);
         got(m, &m->f[i], &g->q[i], &g->budget);
+        g->taken++;
+        if (more)
+            submit_more(m);
     }
 }
 
@@ -287,7 +319,7 @@ int rf__rman_start(rf_rman **out, rf_remote *r, const rf_source *s, const uint8_
 
 void rf__rman_match(rf_rman *m, rf_remote *r, const rf_source *s, const uint8_t *skip)
 {
-    collect(m);
+    collect(m, 1);
     for (uint32_t k = 0; k < m->n; k++) {
         if ((skip && skip[k]) || m->folder[k] == UINT32_MAX)
             continue;
@@ -445,7 +477,7 @@ void rf__rman_free(rf_rman *m)
 {
     if (!m)
         return;
-    collect(m); /* GETs still out (a start that failed after rf__rman_start) */
+    collect(m, 0); /* GETs still out (a start that failed after rf__rman_start) */
     if (m->g.fe) {
         pthread_mutex_destroy(&m->g.mu);
         pthread_cond_destroy(&m->g.cv);

@@ -37,12 +37,15 @@ typedef struct rf_rman rf_rman;
 /* Starts the GET of PREFIX/manifest.json for each folder PREFIX/ of the
  * shard URLs (s->file_off) that holds a shard not marked in skip (skip[k]:
  * shard k's index is kept in the cache; NULL: none), through r's fetcher
- * (same signing and retries), all in parallel. Needs the URLs only, not
+ * (same signing and retries), 4 at a time (each holds a memory file until
+ * it is parsed; the next start as they end, in rf__rman_match). Needs the
+ * URLs only, not
  * the shards' HEADs: it may run beside them. 0, or RF_E_NOMEM (*out NULL):
  * nothing here fails the source. */
 int rf__rman_start(rf_rman **out, rf_remote *r, const rf_source *s, const uint8_t *skip);
 /* Once the shards' HEADs are in (rf__remote_add): waits for the GETs and
- * parses each manifest as its GET ends, then finds each shard's entry
+ * parses each manifest as its GET ends (starting the other folders' GETs as
+ * these end), then finds each shard's entry
  * (same file name, and byte size as its HEAD gave), for the shards not
  * marked in skip. A folder without one (404, 403), or whose manifest
  * cannot be fetched, is too large or does not parse, has none; stats say
@@ -78,7 +81,8 @@ int rf__rman_refused(rf_rman *m, uint32_t k, const char *url, char *msg, size_t 
 struct rf_json;
 void rf__rman_stats(const rf_rman *m, struct rf_json *j);
 
-/* Waits for any GET still out, then frees. NULL: no-op. */
+/* Waits for any GET still out (not once the fetch thread halted for a
+ * cancel: they are abandoned), then frees. NULL: no-op. */
 void rf__rman_free(rf_rman *m);
 
 #endif

@@ -204,6 +204,26 @@ static void transfer_done(rf_fetch_req *req, void *ctx)
     pthread_mutex_unlock(&r->mu);
 }
 
+/* How long a shard whose open fails for want of descriptors (EMFILE,
+ * ENFILE: the process opened many files of its own, or two loaders counted
+ * the same free ones, remote.c) waits for some to be let go, before it
+ * fails. */
+#define FD_WAIT_MS 10000
+
+/* Fetch thread: errno e of a failed open. 1 when it is a want of
+ * descriptors and the shard may wait for some (see above); 0: fail. */
+static int short_of_fds(rf_remote *r, int e)
+{
+    if (e != EMFILE && e != ENFILE)
+        return 0;
+    int64_t now = rf__now_ns();
+    if (!r->fd_short_since) {
+        r->fd_short_since = now;
+        RF_TRACE("out of descriptors (%s): waiting for pins to end", strerror(e));
+    }
+    return now - r->fd_short_since < (int64_t)FD_WAIT_MS * 1000000;
+}
+
 /* The backoff of the folder's listing while room is refused (see above):
  * well below STARVE_MS, so that the head is tried a few times before pins
  * are released. */
@@ -221,17 +241,22 @@ static int try_shard(rf_remote *r, rf_shard *s, int may_start, int *pin, int *lo
     char base[RF__CACHE_PATH];
     rf__cache_base(&r->cache, s->url, s->size, s->etag, base);
     int rc = rf__cache_pin(&r->cache, base, s->size, pin);
+    if (rc < 0 && short_of_fds(r, errno))
+        return 0;
     if (rc != 0)
         return rc > 0 ? 1
                       : (snprintf(msg, cap, "cache: %.300s.tar (%.300s): cannot open: %s", base,
                                   s->url, strerror(errno)),
                          -1);
+    r->fd_short_since = 0;
     if (!may_start)
         return 0;
     if (rf__now_ns() < r->room_next_ns)
         return 3; /* refused lately: no listing yet (see above) */
     int lk = -1;
     rc = rf__cache_lock_fetch(&r->cache, base, &lk, msg, cap);
+    if (rc < 0 && short_of_fds(r, errno))
+        return 0;
     if (rc <= 0)
         return rc == 0 ? 0 : -1; /* msg names the lock file and why */
     /* the lock's holder may have finished just before we took it; a shard
@@ -259,8 +284,9 @@ static int try_shard(rf_remote *r, rf_shard *s, int may_start, int *pin, int *lo
         r->room_next_ns = 0;
     }
     if (rc != 1) {
+        int e = errno;
         rf__cache_unpin(lk);
-        return rc == 0 ? 3 : -1;
+        return rc == 0 ? 3 : rc != RF_E_LIMIT && short_of_fds(r, e) ? 0 : -1;
     }
     free(s->tmp);
     s->tmp = strdup(tmp);
@@ -373,13 +399,17 @@ void rf__remote_tick(void *ctx)
     }
     sync_held(r);
     want_head(r, &changed);
-    /* While this loader has no shard ready, its first transfer runs alone:
-     * sharing the link and the CPU with the next ones would delay the first
-     * batch (the cold start) by the time of theirs. */
-    int64_t nready = 0, nfetching = 0;
+    /* While this loader's dispatcher has no shard ready, its first transfer
+     * runs alone: sharing the link and the CPU with the next ones would
+     * delay the first batch (the cold start) by the time of theirs. Before
+     * the dispatcher runs, the indexer's walks need every shard they want
+     * (as many as rf__remote_walk_window), fetch_parallel at once. */
+    int64_t nready = 0, nfetching = 0, fds = 0;
     for (uint32_t k = 0; k < r->nsh; k++) {
-        nready += r->sh[k].state == SH_READY;
-        nfetching += r->sh[k].state == SH_FETCHING;
+        const rf_shard *s = &r->sh[k];
+        nready += s->state == SH_READY;
+        nfetching += s->state == SH_FETCHING;
+        fds += (s->pin_fd >= 0) + (s->lock_fd >= 0) + (s->tmp_fd >= 0) + (s->sync_fd >= 0);
     }
     /* cold, with the head's shard pinned: the dispatcher needs no other now */
     int hold = r->cold && r->head >= 0 && r->sh[r->head].state == SH_READY;
@@ -392,8 +422,14 @@ void rf__remote_tick(void *ctx)
             s->queued = 0;
             continue;
         }
-        int may_start = !hold && (nready > 0 || nfetching == 0);
+        if (fds + 3 > r->fd_cap) { /* no descriptors for one more (3 at most, remote.c) */
+            r->want[kept++] = k;
+            stop = 1;
+            continue;
+        }
+        int may_start = !hold && (!r->dispatching || nready > 0 || nfetching == 0);
         int rc = (int64_t)k == r->head ? 0 : want_one(r, k, may_start, &changed);
+        fds += rc == 1 ? 1 : rc == 2 ? 2 : 0;
         nfetching += rc == 2;
         if (rc == 0 || rc == 3) {
             r->want[kept++] = k; /* later, in the same order */

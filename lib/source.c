@@ -239,7 +239,8 @@ int rf__source_open_ex(rf_source *s, const char *spec, const rf_source_opts *opt
                              .cache_limit = o->cache_limit,
                              .retries = o->fetch_retries,
                              .timeout_ms = o->fetch_timeout_ms,
-                             .parallel = o->fetch_parallel};
+                             .parallel = o->fetch_parallel,
+                             .cancel = o->cancel};
         rc = 0;
         if (records) {
             snprintf(err, errcap, "source: %s: record files cannot be remote (tar shards can)",

@@ -57,6 +57,7 @@ typedef struct rf_source_opts {
     int fetch_retries;         /* tries after the first */
     int64_t fetch_timeout_ms;  /* 0: 30 s */
     int fetch_parallel;        /* 0: 4 */
+    const _Atomic int *cancel; /* set by any thread: the remote waits end (remote.h); NULL */
 } rf_source_opts;
 
 struct rf_remote;

@@ -303,7 +303,12 @@ int rf__source_list_s3(rf_fetch *f, const char *word, const rf_list_caps *caps, 
                  pg->token[0] ? "&" : "", eprefix);
         rf_fetch_req q = {.op = RF__FETCH_MEM, .url = burl, .query = query};
         rf__fetch_submit(f, &q);
-        rf__fetch_wait(f, &q);
+        if (rf__fetch_wait(f, &q) != 0) { /* cancelled: the fetch thread let q go */
+            snprintf(err, errcap, "source: listing %s: stopped", word);
+            free(q.body);
+            rc = RF_E_STOPPED;
+            break;
+        }
         if (q.rc != 0) {
             snprintf(err, errcap, "source: listing %s: %s", word, q.err);
             free(q.body);
@@ -361,6 +366,8 @@ int rf__source_glob_remote(void *gctx, const char *word, int (*emit)(const char 
     }
     rf_strlist keys = {0};
     int rc = rf__source_list_s3(rf__remote_fetcher(gctx), word, NULL, &keys, err, errcap);
+    if (rc == RF_E_STOPPED)
+        rf__remote_cancelled(gctx, err, errcap); /* the loader's own words for it */
     if (rc == 0 && keys.n == 0) {
         snprintf(err, errcap, "source: pattern %s matches no objects", word);
         rc = RF_E_SOURCE;

@@ -254,7 +254,52 @@ static int index_matches(const char *base, const char *url, uint64_t size, const
 
 /* ---- indexing ------------------------------------------------------------------ */
 
-/* HEAD of every shard, in parallel: sizes and validators. */
+/* The shards the indexer walks (neither a kept index nor a manifest entry
+ * indexes them), wanted in order a window ahead of the walk: while one is
+ * walked the next ones are fetched, fetch_parallel at once, within the
+ * cache's room and the descriptors (rf__remote_walk_window) - not all at
+ * once, which would pin (or fetch) every shard in the cache together. */
+typedef struct walk_ahead {
+    rf_remote *r;
+    const rf_source *s;
+    const uint8_t *kept;
+    const rf_rman *man;
+    int64_t window;
+    uint32_t next;  /* the next shard to look at */
+    int64_t wanted; /* shards in [the walk's, next) wanted and not released */
+} walk_ahead;
+
+static int walked(const walk_ahead *w, uint32_t k)
+{
+    return !w->kept[k] && !rf__rman_covers(w->man, k);
+}
+
+static void want_ahead(walk_ahead *w)
+{
+    for (; w->next < w->s->nfiles && w->wanted < w->window; w->next++)
+        if (walked(w, w->next)) {
+            rf__remote_acquire(w->r, w->next);
+            w->wanted++;
+        }
+}
+
+/* Shard k must be walked after all (a damaged kept index, a manifest entry
+ * that did not do): the shards wanted ahead are let go first (fetched ones
+ * stay in the cache, unpinned, and are pinned again in their turn), so
+ * that a cache with room for the window alone has room for k. */
+static void want_alone(walk_ahead *w, uint32_t k)
+{
+    for (uint32_t j = k + 1; j < w->next; j++)
+        if (walked(w, j))
+            rf__remote_release(w->r, j);
+    w->next = k + 1;
+    w->wanted = 0;
+    rf__remote_acquire(w->r, k);
+}
+
+/* HEAD of every shard, in parallel: sizes and validators. The fetch
+ * thread runs at most fetch_parallel + 16 of them at once (fetch.c); the
+ * others wait in its queue, holding no descriptor. */
 static int head_all(rf_remote *r, const rf_source *s, char *err, size_t errcap)
 {
     rf_fetch *f = rf__remote_fetcher(r);
@@ -268,8 +313,11 @@ static int head_all(rf_remote *r, const rf_source *s, char *err, size_t errcap)
     }
     int rc = 0;
     for (uint32_t k = 0; k < s->nfiles; k++) {
-        rf__fetch_wait(f, &q[k]);
-        if (rc == 0 && q[k].rc != 0) {
+        if (rf__fetch_wait(f, &q[k]) != 0) { /* cancelled: every wait ends now */
+            if (rc == 0)
+                rf__remote_cancelled(r, err, errcap);
+            rc = RF_E_STOPPED;
+        } else if (rc == 0 && q[k].rc != 0) {
             snprintf(err, errcap, "source: %s", q[k].err);
             rc = q[k].rc;
         } else if (rc == 0 && q[k].size == 0) {
@@ -353,14 +401,14 @@ int rf__source_index_remote(rf_source *s, const rf_strlist *paths, const rf_sour
         rf__rman_free(man);
         man = NULL;
     }
-    for (uint32_t k = 0; rc == 0 && k < s->nfiles; k++)
-        if (!kept[k] && !rf__rman_covers(man, k))
-            rf__remote_acquire(r, k);
+    walk_ahead w = {.r = r, .s = s, .kept = kept, .man = man,
+                    .window = rf__remote_walk_window(r)};
     int64_t maxlabel = -1;
     for (uint32_t k = 0; rc == 0 && k < s->nfiles; k++) {
         const char *etag;
         uint64_t size = rf__remote_shard(r, k, &etag);
         const char *url = s->arena + s->file_off[k];
+        want_ahead(&w);
         if (kept[k]) {
             rc = load_index(r, k, s, url, size, etag, okey, &maxlabel);
             if (rc == 1) {
@@ -369,11 +417,13 @@ int rf__source_index_remote(rf_source *s, const rf_strlist *paths, const rf_sour
             }
             if (rc < 0)
                 break;
-            rf__remote_acquire(r, k); /* damaged: walk the shard */
+            want_alone(&w, k); /* damaged: walk the shard */
         } else if (rf__rman_covers(man, k)) {
             if (rf__rman_index(man, s, k, o, &maxlabel) == 0)
                 continue;
-            rf__remote_acquire(r, k); /* the entry did not do: walk the shard */
+            want_alone(&w, k); /* the entry did not do: walk the shard */
+        } else {
+            w.wanted--; /* wanted by want_ahead; released below */
         }
         if ((rc = rf__remote_wait(r, k, err, errcap)) != 0)
             break;

@@ -206,7 +206,8 @@ static void test_png_broken(void **state)
                                   13,   'I', 'H', 'D', 'R',  0,    0,    0,    16,   0,    0,
                                   0,    16,  8,   2,   0,    0,    0,    0x90, 0x91, 0x68, 0x36};
     expect_error(d, png, sizeof png, 1, RF_E_DECODE,
-                 "unsupported format: PNG (this build has no libspng)", "PNG without libspng");
+                 "unsupported format: PNG (this build has no libspng: its features lack \"png\"",
+                 "PNG without libspng");
     rf__decoder_destroy(d);
 }
 #endif

@@ -479,7 +479,8 @@ static void test_refused_without_libwebp(void **state)
     char err[256] = "";
     rf_decode_times t;
     assert_int_equal(rf__decode_sample(d, f, sizeof f, &o, out, err, sizeof err, &t), RF_E_DECODE);
-    assert_string_equal(err, "unsupported format: WebP (this build has no libwebp)");
+    assert_string_equal(err, "unsupported format: WebP (this build has no libwebp: its features "
+                             "lack \"webp\"; install libwebp-dev and rebuild)");
     rf__decoder_destroy(d);
 }
 

@@ -8,6 +8,7 @@
  * testutil.c        pictures, folders of them, comparing outputs
  * testutil_jpeg.c   encoding, reference decoding, marker offsets
  * testutil_files.c  files, temporary folders, list files
+ * testutil_http.c   a file server for the remote tests (testutil_http.h)
  */
 #ifndef RF_TESTUTIL_H
 #define RF_TESTUTIL_H

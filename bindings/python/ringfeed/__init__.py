@@ -17,6 +17,7 @@ The package, a module per concern:
   _handle.py   the native rf_loader and its batch leases; fork safety
   _outputs.py  a lent batch -> numpy arrays, torch tensors, CUDA tensors
   _errors.py   RingfeedError; library statuses -> exceptions
+  _features.py features(): what the library was built with; the import's BuildWarning
   _lib.py      finds libringfeed and declares its C API for ctypes
   augment.py   torchvision's augmentations (RandAugment, ...), apply(), draws()
   _recipe.py   augment, dtype + mean/std, sample_fn -> the native loader's calls
@@ -24,16 +25,20 @@ The package, a module per concern:
 
 Nothing here is compiled; the library is found in the package folder (where
 `pip install .` puts it), then through $RINGFEED_LIBRARY, the repository's
-build/ folder, then the system.
+build/ folder, then the system. Importing the package loads it and warns
+(BuildWarning) when it was built without libspng, libwebp or libcurl.
 """
 
 from . import augment  # noqa: F401 (ringfeed.augment.apply, .draws)
 from ._errors import RingfeedError
+from ._features import BuildWarning, features, warn_missing
 from ._lib import __version__, library_path, library_version  # noqa: F401 (public API)
 from .augment import (AutoAugment, ColorJitter, RandAugment, RandomErasing, RandomGrayscale,
                       TrivialAugmentWide)
 from .loader import Loader
 
-__all__ = ["Loader", "RingfeedError", "library_path", "library_version", "__version__",
-           "RandAugment", "TrivialAugmentWide", "AutoAugment", "ColorJitter", "RandomGrayscale",
-           "RandomErasing", "augment"]
+__all__ = ["Loader", "RingfeedError", "BuildWarning", "features", "library_path",
+           "library_version", "__version__", "RandAugment", "TrivialAugmentWide", "AutoAugment",
+           "ColorJitter", "RandomGrayscale", "RandomErasing", "augment"]
+
+warn_missing()  # a build without libspng, libwebp or libcurl says so now, not at its first PNG

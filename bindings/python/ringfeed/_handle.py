@@ -9,6 +9,14 @@ out is never recycled under the caller.
 Fork safety: a handle remembers the process that made it. In a forked child
 nothing native is ever called through it (not even destroy or release): the
 library's threads do not exist there and its locks may be held.
+
+The start (rf_loader_start) runs on a thread of its own while the calling
+thread waits in short steps, so that Ctrl-C (KeyboardInterrupt), or any
+exception raised there, is taken at once: the start is then cancelled
+(rf_loader_cancel: the library's threads joined, transfers abandoned with
+their temporary files, the cache's locks let go), the native loader
+destroyed, and the exception goes on. A start that fails destroys its
+loader too.
 """
 
 import ctypes
@@ -26,6 +34,52 @@ _getpid = os.getpid
 # rf_loader_next_wait timeout: short enough that Ctrl-C is honoured quickly
 # (Python runs signal handlers between our calls), long enough to cost nothing.
 _WAIT_MS = 100
+# The step of the wait for the start's thread: a signal interrupts it anyway
+# (a lock's acquire is interruptible), this bounds it where one does not.
+_START_STEP_S = 0.05
+
+
+def _start(lib, ptr):
+    """rf_loader_start(ptr) on a thread of its own (see the module's
+    docstring); its status, or the exception that interrupted the wait,
+    after cancelling the start and waiting for it to end. The wait is on an
+    Event the thread sets once the call returned, not on Thread.join: a
+    join that KeyboardInterrupt interrupts may take the thread for ended
+    (bpo-45274) while the library still works in it."""
+    out, done = [], threading.Event()
+
+    def run():
+        try:
+            out.append(lib.rf_loader_start(ptr))
+        finally:
+            done.set()
+
+    t = threading.Thread(target=run, name="ringfeed-start", daemon=True)
+    try:
+        t.start()
+        while not done.wait(_START_STEP_S):
+            pass
+    except BaseException:
+        lib.rf_loader_cancel(ptr)  # also when t.start() was interrupted: a cancel is for good
+        while t.ident is not None and not done.is_set():  # a cancel ends it within tens of ms
+            try:
+                done.wait(_START_STEP_S)
+            except BaseException:  # a second Ctrl-C waits too
+                pass
+        _join(t)
+        raise
+    _join(t)
+    return out[0]
+
+
+def _join(t):
+    """Joins t, whose work is done, whatever interrupts the join."""
+    while t.ident is not None:
+        try:
+            t.join()
+            return
+        except BaseException:
+            pass
 
 
 class _Handle:
@@ -73,9 +127,13 @@ class _Handle:
                 if detail:
                     msg += ": " + detail
                 raise (_OptionError if rc == RF_E_INVALID else RingfeedError)(msg, rc)
-        rc = lib.rf_loader_start(ptr)
-        if rc < 0:
-            raise h.error(rc, "start %s" % source_str, option=True)
+        try:
+            rc = _start(lib, ptr)
+            if rc < 0:
+                raise h.error(rc, "start %s" % source_str, option=True)
+        except BaseException:
+            h.destroy()  # now, not when the traceback lets go of it
+            raise
         return h
 
     def outstanding(self):
@@ -146,13 +204,17 @@ class _Handle:
         if self.ptr and self.pid == _getpid():
             self.lib.rf_loader_stop(self.ptr)
 
-    def __del__(self):
+    def destroy(self):
+        """Destroys the native loader (a handle no lease holds: a failed
+        start's). No-op in a forked child, or when done already."""
         ptr, self.ptr = self.ptr, None
         try:
             if ptr and self.pid == _getpid():
                 self.lib.rf_loader_destroy(ptr)
         except Exception:  # interpreter shutdown
             pass
+
+    __del__ = destroy
 
 
 class _Lease:

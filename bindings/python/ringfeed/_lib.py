@@ -162,6 +162,9 @@ _SIGNATURES = [
     ("rf_loader_next", ctypes.c_int, [_c_loader_p, ctypes.POINTER(_c_batch_p)]),
     ("rf_loader_next_wait", ctypes.c_int, [_c_loader_p, ctypes.POINTER(_c_batch_p), _i64]),
     ("rf_loader_stop", None, [_c_loader_p]),
+    # A start interrupted from another thread; what the build can do.
+    ("rf_loader_cancel", None, [_c_loader_p]),
+    ("rf_features", ctypes.c_char_p, []),
     ("rf_batch_release", ctypes.c_int, [_c_batch_p]),
     ("rf_loader_active_workers", ctypes.c_int, [_c_loader_p]),
     ("rf_batch_data", ctypes.c_void_p, [_c_batch_p]),

@@ -15,7 +15,6 @@ with a TypeError that says what to do instead.
 """
 
 import ctypes
-import inspect
 import json
 import operator
 import os
@@ -24,7 +23,8 @@ import weakref
 from . import _lib
 from ._errors import RingfeedError
 from ._handle import _Handle, _getpid
-from ._lib import RF_E_FORKED, RF_E_NO_DEVICE, RF_E_STATE, RF_E_STOPPED
+from ._iterator import EpochIterator
+from ._lib import RF_E_FORKED, RF_E_NO_DEVICE, RF_E_STOPPED
 from ._options import MAX_FILE_BYTES, Options, _int
 from ._outputs import BatchForm, make_output
 from ._state import Identity, make as _make_state, resume_position
@@ -93,6 +93,13 @@ class Loader:
     CURL_CA_BUNDLE or SSL_CERT_FILE. A URL's user:password and an http(s)
     query (a presigned URL) are never shown: *** in errors, stats,
     sample_path and repr. See docs/remote.md.
+    fetch_parallel also applies at start, where shards with neither a kept
+    index nor a manifest are fetched and walked. The construction waits for
+    the network (HEADs, manifests, those walks); Ctrl-C interrupts it at once
+    (KeyboardInterrupt, the start cancelled and undone: no thread, temporary
+    file or lock left). The pins a loader holds are bounded by the
+    descriptors (the soft RLIMIT_NOFILE is raised to the hard one):
+    docs/remote.md, "Starting and stopping".
 
     See DESIGN.md, "Python surface". Options map one to one to the C API's
     RF_P_* parameters; rank/world_size default to torchrun's RANK/WORLD_SIZE
@@ -262,23 +269,6 @@ class Loader:
         # copied rather than viewed: _outputs.
         self._form.num_batches = int(self._lib.rf_loader_epoch_batches(h.ptr))
 
-    def _iterate(self, generation, with_indices):
-        next_stream = getattr(self._output, "next_stream", None)
-        while True:
-            if self._generation != generation:
-                raise RingfeedError("ringfeed: this iterator was invalidated: the loader was "
-                                    "repositioned (set_epoch, load_state_dict, a new iteration) "
-                                    "or closed", RF_E_STATE)
-            h = self._live()
-            lease = h.next_lease(next_stream)
-            if lease is None:
-                return
-            # No explicit release on error: a view may already hold the lease;
-            # it is released when the last reference dies.
-            batch = self._output.batch(h, lease, self._form, with_indices)
-            del lease, h
-            yield batch
-
     def _start_iteration(self, with_indices):
         self._live()
         if not self._positioned:
@@ -288,19 +278,18 @@ class Loader:
         self._last_epoch = self._handle.tell()[0]  # _reposition may have replaced the handle
         self._positioned = False
         self._generation += 1
-        it = self._iterate(self._generation, with_indices)
+        it = EpochIterator(self, self._generation, with_indices)
         self._current = (self._generation, weakref.ref(it))
         return it
 
     def _iterating(self):
         """True while the latest iterator can still yield: not invalidated,
-        not exhausted, closed (a `break` closes it) or dropped."""
+        not exhausted or dropped (a `break` in a for loop drops it)."""
         if self._current is None:
             return False
         generation, ref = self._current
         it = ref()
-        return (generation == self._generation and it is not None
-                and inspect.getgeneratorstate(it) != inspect.GEN_CLOSED)
+        return generation == self._generation and it is not None and it.running
 
     # -- public surface ----------------------------------------------------
 
@@ -312,7 +301,24 @@ class Loader:
         that load_state_dict resumes at. Each later iteration starts at batch
         0 of the next epoch (also after a `break`), unless set_epoch or
         load_state_dict moved the loader in between. Starting an iteration
-        invalidates the previous iterator."""
+        invalidates the previous iterator.
+
+        An error of a batch (RingfeedError: a bad sample under
+        on_error="raise", a remote shard that cannot be fetched) consumes
+        that batch, and the same iterator goes on: next(it) after the error
+        yields the batch after the failed one, in the same epoch. To get the
+        rest of the epoch after an error, keep the iterator:
+
+            it = iter(loader)
+            while True:
+                try:
+                    for images, labels in it:
+                        ...
+                    break                   # the epoch's end
+                except ringfeed.RingfeedError as e:
+                    log(e)                  # that batch is lost; the loop goes on
+
+        A new `for x in loader` instead starts the next epoch (see above)."""
         return self._start_iteration(False)
 
     def iter_with_indices(self):

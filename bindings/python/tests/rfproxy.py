@@ -8,8 +8,12 @@ FAULT" to --log, and with probability --rate injects one of --faults:
   truncate  forward, then cut the response body in half and close
   trickle   forward, then send the response 2 bytes a second, for --stall
             seconds at most (a server too slow to be waited for)
-A request whose "METHOD PATH" matches --hold-match waits --hold seconds
+A request whose "METHOD PATH" matches --fail-match is answered 503 at once,
+every time (an outage of that object). A request whose "METHOD PATH"
+matches --hold-match waits --hold seconds
 before it goes on (a slow round trip, to see what runs beside it); with
+--bps, each answer is sent at that many bytes per second at most (a link,
+or an object store's per-connection rate); with
 --times, each request's arrival is also logged there as "SECONDS METHOD
 PATH" (time.monotonic()).
 Otherwise the request goes to --upstream unchanged (the Host header too, so
@@ -49,6 +53,8 @@ def main():
     ap.add_argument("--hold", type=float, default=0.0)
     ap.add_argument("--hold-match", default="")
     ap.add_argument("--times", default="")
+    ap.add_argument("--bps", type=float, default=0.0)
+    ap.add_argument("--fail-match", default="")
     a = ap.parse_args()
     host, port = a.upstream.split("//", 1)[1].split(":")
     upstream = (host, int(port))
@@ -71,6 +77,9 @@ def main():
             req = b"\r\n".join([lines[0]] + kept + [b"Connection: close"]) + b"\r\n\r\n" + rest
             with lock:
                 fault = rng.choice(faults) if rng.random() < a.rate else "none"
+                if a.fail_match and re.search(a.fail_match, "%s %s" % (method.decode(),
+                                                                       path.decode())):
+                    fault = "503"
                 log.write("%s %s %s\n" % (method.decode(), path.decode(), fault))
                 if times:
                     times.write("%.6f %s %s\n" % (time.monotonic(), method.decode(),
@@ -112,7 +121,15 @@ def main():
                         return
                     time.sleep(0.5)
                 return
-            c.sendall(resp)
+            if a.bps <= 0:
+                c.sendall(resp)
+                return
+            t0, step = time.monotonic(), 1 << 16
+            for at in range(0, len(resp), step):
+                c.sendall(resp[at:at + step])
+                ahead = t0 + (at + step) / a.bps - time.monotonic()
+                if ahead > 0:
+                    time.sleep(ahead)
 
     class Server(socketserver.ThreadingTCPServer):
         allow_reuse_address = True

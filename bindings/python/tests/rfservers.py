@@ -158,14 +158,16 @@ class Proxy:
 
 @contextlib.contextmanager
 def fault_proxy(upstream, log, rate=0.0, seed=1, stall_s=3.0, faults="drop,503,stall,truncate",
-                hold_s=0.0, hold_match=""):
+                hold_s=0.0, hold_match="", bps=0.0, fail_match=""):
     """A proxy on a free port to upstream ("http://127.0.0.1:PORT"); requests
     whose "METHOD PATH" matches the regular expression hold_match wait
-    hold_s seconds first."""
+    hold_s seconds first, those matching fail_match are answered 503; bps >
+    0: each answer at bps bytes/s at most."""
     port = free_port()
     args = [sys.executable, os.path.join(HERE, "rfproxy.py"), "--port", str(port),
             "--upstream", upstream, "--log", str(log), "--rate", str(rate), "--seed", str(seed),
             "--stall", str(stall_s), "--faults", faults, "--hold", str(hold_s),
-            "--hold-match", hold_match, "--times", str(log) + ".times"]
+            "--hold-match", hold_match, "--times", str(log) + ".times", "--bps", str(bps),
+            "--fail-match", fail_match]
     with _process(args, port):
         yield Proxy("http://127.0.0.1:%d" % port, str(log))

@@ -203,7 +203,7 @@ def _idx_places(blob):
     """Where the first sample's fields are in a kept index (BASE.idx, see
     source_remote.c keep_index; one extra): the shard's size, and offsets."""
     at = blob.index(b"\n") + 1                # magic
-    at = blob.index(b"\0", at) + 1            # URL
+    at += 32                                  # the URL's SHA-256 (any byte, NUL too)
     size = struct.unpack_from("<Q", blob, at)[0]
     at = blob.index(b"\0", at + 8) + 1        # validator
     at = blob.index(b"\0", at) + 1            # member options

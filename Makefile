@@ -160,7 +160,7 @@ ifneq ($(FUZZ_TIME),)
 endif
 
 format:
-	clang-format -i $(wildcard include/*.h lib/*.c lib/*.h tests/*.c tests/*.h bench/*.c examples/*.c)
+	clang-format -i $(wildcard include/*.h lib/*/*.c lib/*/*.h tests/*.c tests/*.h bench/*.c examples/*.c)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

@@ -27,10 +27,10 @@
 
 #include <cmocka.h>
 
+#include "kinds.h"
+#include "manifest.h"
 #include "ringfeed.h"
 #include "source.h"
-#include "source_kinds.h"
-#include "source_manifest.h"
 #include "tarwrite.h"
 #include "testutil.h"
 

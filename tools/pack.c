@@ -34,10 +34,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kinds.h"
 #include "pack.h"
 #include "ringfeed.h"
 #include "source.h"
-#include "source_kinds.h"
 
 #define ERRCAP PACK_ERRCAP
 #define CHUNK 1024 /* positions encoded before they are written (bounds the memory) */

@@ -25,7 +25,7 @@
 
 #include <jpeglib.h>
 
-#include "decode_formats.h"
+#include "formats.h"
 #include "resample.h"
 #include "ringfeed.h"
 

@@ -16,7 +16,7 @@
 
 #include "pack.h"
 #include "ringfeed.h"
-#include "source_tar.h"
+#include "tar.h"
 
 static void json_str(FILE *f, const char *s, size_t n)
 {

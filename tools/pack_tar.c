@@ -13,10 +13,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "kinds.h"
 #include "pack.h"
 #include "ringfeed.h"
-#include "source_kinds.h"
-#include "source_tar.h"
+#include "tar.h"
 
 static void octal(char *field, size_t width, uint64_t v)
 {

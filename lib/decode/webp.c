@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decode_formats.h"
+#include "formats.h"
 #include "ringfeed.h"
 
 #ifdef RF_HAVE_WEBP

@@ -12,7 +12,7 @@
  * one arena and the records into flat arrays, as the source does.
  */
 #define _GNU_SOURCE
-#include "source_manifest.h"
+#include "manifest.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,8 +22,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kinds.h"
 #include "ringfeed.h"
-#include "source_kinds.h"
 
 #define MAN_FORMAT "ringfeed-pack 1"
 #define MAN_MAX_DEPTH 64                 /* nesting of skipped values */

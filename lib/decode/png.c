@@ -55,7 +55,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decode_formats.h"
+#include "formats.h"
 #include "ringfeed.h"
 
 static int png_sniff(const uint8_t *data, size_t len)

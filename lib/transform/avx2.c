@@ -9,7 +9,7 @@
  * function carries the avx2 target attribute; resample_kernels.c hands them
  * out only when the machine has AVX2 (rf__resampler_simd).
  */
-#include "resample_kernels.h"
+#include "kernels.h"
 
 #if RF_AVX2
 #include <stddef.h>

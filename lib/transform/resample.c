@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "resample_kernels.h"
+#include "kernels.h"
 
 /* ------------------------------------------------------------ one axis */
 

@@ -9,7 +9,7 @@
  * files a pattern expands to).
  */
 #define _GNU_SOURCE
-#include "source_kinds.h"
+#include "kinds.h"
 
 #include <stdlib.h>
 #include <string.h>

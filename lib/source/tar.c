@@ -52,10 +52,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kinds.h"
+#include "manifest.h"
 #include "ringfeed.h"
-#include "source_kinds.h"
-#include "source_manifest.h"
-#include "source_tar.h"
+#include "tar.h"
 
 #define TAR_MAX_NAME 65536    /* GNU long name / pax path */
 #define TAR_MAX_PAX (1 << 20) /* pax extended header */

@@ -26,9 +26,9 @@
 #include <sys/stat.h>
 
 #include "fetch.h"
+#include "kinds.h"
 #include "remote.h"
 #include "ringfeed.h"
-#include "source_kinds.h"
 
 void rf__source_close(rf_source *s)
 {

@@ -32,10 +32,10 @@
 #include <string.h>
 
 #include "fetch.h"
+#include "kinds.h"
 #include "remote.h"
 #include "remote_manifest.h"
 #include "ringfeed.h"
-#include "source_kinds.h"
 #include "trace.h"
 
 /* ---- the kept index --------------------------------------------------------- */

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "clock.h"
-#include "decode_formats.h"
+#include "formats.h"
 #include "ringfeed.h"
 #include "rng.h"
 #include "transform.h"

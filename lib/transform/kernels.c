@@ -17,7 +17,7 @@
  * the target has SSE2; the AVX2 level (resample_avx2.c) replaces the
  * transposes and both passes' kernels with its own.
  */
-#include "resample_kernels.h"
+#include "kernels.h"
 
 #include <assert.h>
 #include <stddef.h>

@@ -15,8 +15,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "kinds.h"
 #include "ringfeed.h"
-#include "source_kinds.h"
 
 int rf__source_index_records(rf_source *s, const rf_strlist *paths, const rf_source_opts *o,
                              char *err, size_t errcap)

@@ -18,8 +18,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "kinds.h"
 #include "ringfeed.h"
-#include "source_kinds.h"
 
 #define RF_MAX_EXPANSION (1 << 20) /* paths one pattern may expand to */
 

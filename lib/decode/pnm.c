@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decode_formats.h"
+#include "formats.h"
 #include "ringfeed.h"
 
 #define PNM_TOKEN_MAX 10 /* PIL's longest token */

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "ringfeed.h"
-#include "source_tar.h"
+#include "tar.h"
 
 /* Octal field (leading spaces/NULs, digits, then NUL or space), or GNU
  * base-256 (high bit of the first byte). 0, or -1 when malformed. */

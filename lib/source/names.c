@@ -17,8 +17,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "kinds.h"
 #include "ringfeed.h"
-#include "source_kinds.h"
 
 /* torchvision 0.14 datasets/folder.py, IMG_EXTENSIONS, in its order. */
 static const char *const image_exts[] = {"jpg", "jpeg", "png",  "ppm", "bmp",

@@ -24,8 +24,8 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "kinds.h"
 #include "ringfeed.h"
-#include "source_kinds.h"
 
 /* name.lower().endswith(IMG_EXTENSIONS): none of them holds a '.' of its
  * own, so the text after the last '.' decides. */

@@ -44,9 +44,9 @@
 #include <unistd.h>
 
 #include "fetch.h"
+#include "kinds.h"
+#include "manifest.h"
 #include "ringfeed.h"
-#include "source_kinds.h"
-#include "source_manifest.h"
 #include "stats.h"
 #include "trace.h"
 

@@ -22,7 +22,7 @@
 
 #include <jpeglib.h>
 
-#include "decode_formats.h"
+#include "formats.h"
 #include "ringfeed.h"
 
 /* Extra decoded columns beside the region the resampler reads: libjpeg's

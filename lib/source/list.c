@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kinds.h"
 #include "ringfeed.h"
-#include "source_kinds.h"
 
 int rf__source_index_list(rf_source *s, const rf_strlist *paths, const rf_source_opts *o, char *err,
                           size_t errcap)

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decode_formats.h"
+#include "formats.h"
 #include "ringfeed.h"
 
 /* How a row's pixels become RGB. */

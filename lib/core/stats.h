@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "json.h"
+
 #define RF_STATS_MAX_ERRORS 1000 /* entries kept; the count goes on */
 #define RF_STATS_MAX_DECISIONS 256
 
@@ -45,17 +47,6 @@ void rf__stats_free(rf_stats *s);
 void rf__stats_add_error(rf_stats *s, int64_t sample, int64_t epoch, const char *path,
                          const char *reason);
 void rf__stats_add_decision(rf_stats *s, int64_t batch, int workers, const char *reason);
-
-/* A small growable string for JSON. */
-typedef struct rf_json {
-    char *buf;
-    size_t len, cap;
-    int oom;
-} rf_json;
-
-void rf__json_raw(rf_json *j, const char *s);
-void rf__json_fmt(rf_json *j, const char *fmt, ...);
-void rf__json_str(rf_json *j, const char *s); /* quoted, escaped */
 
 /* Appends the stats fields (no braces) to j. */
 void rf__stats_json(const rf_stats *s, int64_t now_ns, rf_json *j);

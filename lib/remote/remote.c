@@ -73,10 +73,10 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "json.h"
 #include "remote_manifest.h"
 #include "ringfeed.h"
 #include "source.h"
-#include "stats.h"
 #include "trace.h"
 
 

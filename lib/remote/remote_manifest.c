@@ -44,10 +44,10 @@
 #include <unistd.h>
 
 #include "fetch.h"
+#include "json.h"
 #include "kinds.h"
 #include "manifest.h"
 #include "ringfeed.h"
-#include "stats.h"
 #include "trace.h"
 
 enum { MF_UNNEEDED = 0, MF_ABSENT = 1, MF_FAILED = 2, MF_FOUND = 3 };

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "remote.h"
 #include "trace.h"
 
 /* Formats into errmsg, under err_mu but in a forked child: there the lock may
@@ -550,6 +551,12 @@ int64_t rf_loader_sample_name(const rf_loader *l, int64_t sample, char *buf, siz
 
 /* ---- stats --------------------------------------------------------------- */
 
+/* The "remote" object of the stats (rf_stats_section). */
+static void remote_section(void *remote, rf_json *j)
+{
+    rf__remote_stats(remote, j);
+}
+
 int64_t rf_loader_stats_json(rf_loader *l, char *buf, size_t cap)
 {
     if (!l)
@@ -597,8 +604,9 @@ int64_t rf_loader_stats_json(rf_loader *l, char *buf, size_t cap)
         .cuda_errors = cs.errors,
         .cuda_last_error = cs.last_error,
         .worker_budget = l->budget_why,
-        .remote = l->src.remote,
     };
+    if (l->src.remote)
+        v.sections[v.nsections++] = (rf_stats_section){"remote", remote_section, l->src.remote};
     rf__stats_render(&v, &j);
     pthread_mutex_unlock(&l->mu);
     if (j.oom) {

@@ -1,10 +1,9 @@
 /*
- * stats.c - counters, the error log and the tuner log, rendered as JSON.
+ * stats.c - counters, the error log and the tuner log, rendered as JSON with
+ * the sections the stages render themselves (stats.h: rf_stats_section).
  */
 #define _GNU_SOURCE
 #include "stats.h"
-
-#include "remote.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,9 +145,12 @@ void rf__stats_render(const rf_stats_snapshot *v, rf_json *j)
     rf__json_raw(j, "}");
     rf__json_raw(j, ", \"worker_budget\": ");
     rf__json_str(j, v->worker_budget);
-    if (v->remote) {
-        rf__json_raw(j, ", \"remote\": {");
-        rf__remote_stats(v->remote, j);
+    for (int i = 0; i < v->nsections; i++) {
+        const rf_stats_section *sec = &v->sections[i];
+        rf__json_raw(j, ", ");
+        rf__json_str(j, sec->name);
+        rf__json_raw(j, ": {");
+        sec->render(sec->ctx, j);
         rf__json_raw(j, "}");
     }
     rf__json_raw(j, "}");

@@ -51,6 +51,18 @@ void rf__stats_add_decision(rf_stats *s, int64_t batch, int workers, const char 
 /* Appends the stats fields (no braces) to j. */
 void rf__stats_json(const rf_stats *s, int64_t now_ns, rf_json *j);
 
+/* A stage's own object in the stats ("remote": {...}), which the stage
+ * renders: stats.c writes the name and the braces and calls render(ctx, j)
+ * for the fields. The loader lists the stages it has; stats.c knows none of
+ * them, so no stage's header is included here. */
+typedef struct rf_stats_section {
+    const char *name;
+    void (*render)(void *ctx, rf_json *j);
+    void *ctx;
+} rf_stats_section;
+
+#define RF_STATS_MAX_SECTIONS 4
+
 /* Everything rf_loader_stats_json reports, gathered by the loader under its
  * mutex (the strings and `stats` are borrowed: rendered before it unlocks). */
 typedef struct rf_stats_snapshot {
@@ -75,7 +87,8 @@ typedef struct rf_stats_snapshot {
     int64_t copies, copy_bytes, d2d_copies, device_buffer_bytes, cuda_errors;
     const char *cuda_last_error;
     const char *worker_budget;
-    struct rf_remote *remote; /* remote shards: the "remote" object; NULL: none */
+    rf_stats_section sections[RF_STATS_MAX_SECTIONS]; /* rendered last, in order */
+    int nsections;
 } rf_stats_snapshot;
 
 /* The whole stats object ({...}) into j. */

@@ -273,6 +273,12 @@ static void submit(rf_dispatch *d, unsigned depth)
     }
 }
 
+/* The epoch's order for the remote lookahead (remote.h: rf_remote_batch_fn). */
+static int64_t sampler_batch(const void *sampler, int64_t k, const int64_t **idx)
+{
+    return rf__sampler_batch(sampler, k, idx);
+}
+
 static void *dispatch_main(void *arg)
 {
     rf_dispatch *d = arg;
@@ -287,7 +293,8 @@ static void *dispatch_main(void *arg)
         grow(d);
         schedule(d);
         if (d->src->remote)
-            rf__remote_lookahead(d->src->remote, d->src, d->sampler);
+            rf__remote_lookahead(d->src->remote, d->src, d->sampler->num_batches, sampler_batch,
+                                 d->sampler);
         submit(d, depth);
         if (rf__reader_inflight(d->reader) == 0) {
             /* Nothing in flight: wait for a freed slot, a freed job, a new

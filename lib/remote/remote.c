@@ -424,12 +424,13 @@ void rf__remote_seek(rf_remote *r, int64_t batch)
 /* Samples walked per call at most: the dispatcher holds the loader's mutex. */
 #define LOOKAHEAD_STEP 4096
 
-void rf__remote_lookahead(rf_remote *r, const rf_source *src, const rf_sampler *smp)
+void rf__remote_lookahead(rf_remote *r, const rf_source *src, int64_t num_batches,
+                          rf_remote_batch_fn *batch, const void *ctx)
 {
     pthread_mutex_lock(&r->mu);
-    for (int walked = 0; walked < LOOKAHEAD_STEP && r->cur_batch < smp->num_batches;) {
+    for (int walked = 0; walked < LOOKAHEAD_STEP && r->cur_batch < num_batches;) {
         const int64_t *idx;
-        int64_t count = rf__sampler_batch(smp, r->cur_batch, &idx);
+        int64_t count = batch(ctx, r->cur_batch, &idx);
         if (r->cur_pos >= count) {
             r->cur_batch++;
             r->cur_pos = 0;

@@ -33,7 +33,6 @@
 
 #include "cache.h"
 #include "fetch.h"
-#include "sampler.h"
 
 struct rf_source;
 
@@ -86,8 +85,14 @@ void rf__remote_set_wake(rf_remote *r, void (*fn)(void *), void *ctx);
 void rf__remote_warm(rf_remote *r);
 /* The position moved to batch `batch`: planned uses are dropped. */
 void rf__remote_seek(rf_remote *r, int64_t batch);
-/* Plans the samples ahead (see above). */
-void rf__remote_lookahead(rf_remote *r, const struct rf_source *src, const rf_sampler *smp);
+/* This rank's batch k of the epoch: its count, *idx pointed at its samples
+ * (the sampler's rf__sampler_batch, handed in by the dispatcher: the order
+ * is core's, and this room does not call up). */
+typedef int64_t rf_remote_batch_fn(const void *ctx, int64_t k, const int64_t **idx);
+/* Plans the samples ahead (see above) in the order batch(ctx, 0 ..
+ * num_batches - 1) gives. */
+void rf__remote_lookahead(rf_remote *r, const struct rf_source *src, int64_t num_batches,
+                          rf_remote_batch_fn *batch, const void *ctx);
 /* Takes sample for a read when its shard is pinned: 1 (the pin is held
  * until rf__remote_done), -1 when the shard failed (*why: the fetch error,
  * valid while r lives; rf__remote_done still follows), 0 not yet (the

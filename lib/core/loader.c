@@ -23,6 +23,7 @@
 
 #include "clock.h"
 #include "remote.h"
+#include "source_remote.h"
 #include "trace.h"
 
 /* Formats into errmsg, under err_mu but in a forked child: there the lock may
@@ -439,7 +440,8 @@ int rf_loader_start(rf_loader *l)
                          .cache_limit = c->cache_limit,
                          .fetch_retries = c->fetch_retries,
                          .fetch_timeout_ms = c->fetch_timeout_ms,
-                         .fetch_parallel = c->fetch_parallel};
+                         .fetch_parallel = c->fetch_parallel,
+                         .remote = &rf__source_remote};
     for (int e = 0; e < c->names.nextras; e++)
         so.extras[e] = c->names.extras[e];
     rc = rf__source_open_ex(&l->src, l->spec, &so, err, sizeof err);

@@ -36,6 +36,7 @@
 #include "remote.h"
 #include "remote_manifest.h"
 #include "ringfeed.h"
+#include "source_remote.h"
 #include "trace.h"
 
 /* ---- the kept index --------------------------------------------------------- */
@@ -548,3 +549,23 @@ int rf__source_index_remote(rf_source *s, const rf_strlist *paths, const rf_sour
     free(kept);
     return rc;
 }
+
+/* ---- the kind as source.c calls it (source/kinds.h) ------------------------- */
+
+static int remote_open(rf_source *s, const rf_source_opts *o, char *err, size_t errcap)
+{
+    rf_remote_opts ro = {.cache_dir = o->cache_dir,
+                         .cache_limit = o->cache_limit,
+                         .retries = o->fetch_retries,
+                         .timeout_ms = o->fetch_timeout_ms,
+                         .parallel = o->fetch_parallel};
+    return rf__remote_create(&s->remote, &ro, err, errcap);
+}
+
+const rf_source_remote rf__source_remote = {
+    .is_url = rf__fetch_is_url,
+    .open = remote_open,
+    .close = rf__remote_destroy,
+    .glob = rf__source_glob_remote,
+    .index = rf__source_index_remote,
+};

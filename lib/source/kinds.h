@@ -11,9 +11,9 @@
  * Calls run one way: source.c -> the kinds and the pattern expansion
  * (source_pattern.c) -> the arena helpers and the name rules
  * (source_names.c: picture extensions, compressed tars). No kind calls
- * another, or back into source.c, except that remote shards
- * (source_remote.c), once in the local cache, are walked by the tar kind's
- * rf__source_tar_shard.
+ * another, or back into source.c. Remote shards are the remote room's kind
+ * (rf_source_remote below): it calls this room (the arena, the tar kind's
+ * rf__source_tar_shard for a shard in the local cache), never the reverse.
  */
 #ifndef RF_SOURCE_KINDS_H
 #define RF_SOURCE_KINDS_H
@@ -138,17 +138,20 @@ rf_source_index_fn rf__source_index_folder;  /* source_folder.c: paths[0] is the
 rf_source_index_fn rf__source_index_list;    /* source_list.c: paths[0] is the list file */
 rf_source_index_fn rf__source_index_tar;     /* source_tar.c: WebDataset shards */
 rf_source_index_fn rf__source_index_records; /* source_records.c: o->record_size > 0 */
-/* source_remote.c: paths are s3:// or http(s):// URLs of tar shards; it
- * makes s->remote (the fetcher and the cache, from o) */
-rf_source_index_fn rf__source_index_remote;
-/* source_remote.c: globs over s3:// (a listing); gctx is the rf_remote */
-rf_source_glob_fn rf__source_glob_remote;
-/* source_remote.c: the text of the first <tag>...</tag> in [p, end) into out
- * (cap bytes, NUL-terminated, cut short if need be), XML's five named
- * entities and its numeric character references (&#13;, &#x1F;, as UTF-8)
- * decoded; the position after it, or NULL when there is none. */
-const char *rf__source_xml_text(const char *p, const char *end, const char *tag, char *out,
-                                size_t cap);
+
+/* Remote tar shards (s3://, http(s)://) are a kind of the remote room
+ * (lib/remote/source_remote.c), which stands above this one: source.c calls
+ * it only through this table, handed in by the caller (rf_source_opts.remote;
+ * the loader hands rf__source_remote). */
+struct rf_remote;
+typedef struct rf_source_remote {
+    int (*is_url)(const char *spec); /* 1: s3://, http:// or https:// */
+    /* makes s->remote (the fetcher and the cache, from o); 0 or RF_E_* (err) */
+    int (*open)(rf_source *s, const rf_source_opts *o, char *err, size_t errcap);
+    void (*close)(struct rf_remote *r); /* frees what open made */
+    rf_source_glob_fn *glob;            /* globs over s3:// (a listing); gctx: s->remote */
+    rf_source_index_fn *index;          /* paths: the shards' URLs */
+} rf_source_remote;
 
 /* source_tar.c: indexes the shard at path (named shard in messages) as
  * shard number shard_id, appending its samples to s: from man's entry for

@@ -3,7 +3,8 @@
  * apart by the spec), close, and the per-sample accessors.
  *
  * rf__source_open_ex looks at the spec once: s3:// and http(s):// name remote
- * tar shards (source_remote.c, with the fetcher made first, for listings); a
+ * tar shards (the remote room's kind, called through opts->remote: kinds.h
+ * rf_source_remote, with the fetcher made first, for listings); a
  * folder is an image folder
  * (source_folder.c), another regular file a list file (source_list.c), and
  * anything else (a .tar, a pattern, '\n'-separated entries) names files,
@@ -25,9 +26,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-#include "fetch.h"
 #include "kinds.h"
-#include "remote.h"
 #include "ringfeed.h"
 
 void rf__source_close(rf_source *s)
@@ -48,7 +47,8 @@ void rf__source_close(rf_source *s)
     free(s->ext_len);
     free(s->first);
     free(s->local_off);
-    rf__remote_destroy(s->remote);
+    if (s->remote_kind)
+        s->remote_kind->close(s->remote);
     memset(s, 0, sizeof *s);
 }
 
@@ -230,30 +230,27 @@ int rf__source_open_ex(rf_source *s, const char *spec, const rf_source_opts *opt
     rf_strlist paths = {0};
     rf_source_index_fn *index = NULL;
     const char *how = exists && S_ISREG(st.st_mode) && !records ? rf__compressed_name(spec) : NULL;
-    if (rf__fetch_is_url(spec)) {
+    const rf_source_remote *rk = o->remote;
+    if (rk && rk->is_url(spec)) {
         /* remote shards: the fetcher first, for listings */
-        index = rf__source_index_remote;
-        rf_remote_opts ro = {.cache_dir = o->cache_dir,
-                             .cache_limit = o->cache_limit,
-                             .retries = o->fetch_retries,
-                             .timeout_ms = o->fetch_timeout_ms,
-                             .parallel = o->fetch_parallel};
+        index = rk->index;
         rc = 0;
         if (records) {
             snprintf(err, errcap, "source: %s: record files cannot be remote (tar shards can)",
                      spec);
             rc = RF_E_SOURCE;
         }
+        if (rc == 0) {
+            s->remote_kind = rk;
+            rc = rk->open(s, o, err, errcap);
+        }
         if (rc == 0)
-            rc = rf__remote_create(&s->remote, &ro, err, errcap);
-        if (rc == 0)
-            rc = rf__source_files_with(spec, &paths, rf__source_glob_remote, s->remote, err,
-                                       errcap);
+            rc = rf__source_files_with(spec, &paths, rk->glob, s->remote, err, errcap);
         for (size_t f = 0; rc == 0 && f < paths.n; f++) {
             const char *p = rf__strlist_at(&paths, f);
             if ((how = rf__compressed_name(p)) != NULL) {
                 rc = rf__compressed_error(p, how, err, errcap);
-            } else if (!rf__fetch_is_url(p) || !has_tar_ext(p)) {
+            } else if (!rk->is_url(p) || !has_tar_ext(p)) {
                 snprintf(err, errcap,
                          "source: %s: a remote source must name .tar shards, all remote "
                          "(s3://, http://, https://)",

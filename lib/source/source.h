@@ -52,6 +52,9 @@ typedef struct rf_source_opts {
     int fetch_retries;         /* tries after the first */
     int64_t fetch_timeout_ms;  /* 0: 30 s */
     int fetch_parallel;        /* 0: 4 */
+    /* the remote room's kind (kinds.h: rf_source_remote); NULL: a URL is
+     * taken for a local path */
+    const struct rf_source_remote *remote;
 } rf_source_opts;
 
 struct rf_remote;
@@ -92,6 +95,7 @@ typedef struct rf_source {
      * their copies in the cache (read only while pinned: remote.h) */
     uint64_t *local_off;
     struct rf_remote *remote; /* owned: the fetcher, the cache, the pins */
+    const struct rf_source_remote *remote_kind; /* what made remote, and frees it */
 } rf_source;
 
 /* Indexes `spec`:
@@ -102,7 +106,8 @@ typedef struct rf_source {
  *     any other regular file: a list file;
  *   - s3://BUCKET/KEY or http(s)://HOST/PATH entries (all of them then):
  *     remote tar shards (brace patterns; globs over s3:// by listing),
- *     fetched whole into the local cache (source_remote.c).
+ *     fetched whole into the local cache, when opts->remote hands the
+ *     remote room's kind (lib/remote/source_remote.c).
  * With opts->record_size > 0 every file is a record file instead. Several
  * files must all be tar shards (or record files). A compressed tar (by its
  * name: .tar.gz, .tgz, .tar.zst, .tar.bz2, .tar.xz, ...; or by the magic

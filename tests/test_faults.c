@@ -1146,7 +1146,7 @@ static int child_uring_many_workers(int workers, const char *path)
     return 0;
 }
 
-/* Regression (lib/reader.c, uring_setup): the io_uring file table is sized
+/* Regression (lib/io/reader.c, uring_setup): the io_uring file table is sized
  * 2 x read depth (depth = 16 + 4 x workers) and counts against
  * RLIMIT_NOFILE. With a hard limit of 1024 (some clusters) and 128 workers
  * (a 128-core node with num_workers = 0) the table is shrunk to fit rather

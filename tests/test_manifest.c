@@ -1,6 +1,6 @@
 /*
  * test_manifest.c - the shard index in a ringfeed-pack manifest.json
- * (lib/source_manifest.c) and its use by the tar source (lib/source_tar.c).
+ * (lib/source/manifest.c) and its use by the tar source (lib/source/tar.c).
  *
  * The parser reads bytes from memory: a good manifest gives its shards,
  * samples and members; every cut of it and every one-byte change must parse

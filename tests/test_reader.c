@@ -1,5 +1,5 @@
 /*
- * test_reader.c - file reads with io_uring and pread (lib/reader.c).
+ * test_reader.c - file reads with io_uring and pread (lib/io/reader.c).
  *
  * Each backend reads files of awkward sizes (empty, one byte, around a page,
  * around the reader's first 64 KiB buffer, megabytes) with fewer reads in

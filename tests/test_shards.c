@@ -1,5 +1,5 @@
 /*
- * test_shards.c - sources at scale (lib/source.c) and their trip through the
+ * test_shards.c - sources at scale (lib/source/source.c) and their trip through the
  * loader: WebDataset tar shards, brace and glob patterns, fixed-size record
  * files, distributed ranks and exact resume over them.
  *

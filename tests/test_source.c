@@ -1,5 +1,5 @@
 /*
- * test_source.c - the sample index (lib/source.c): image folders with
+ * test_source.c - the sample index (lib/source/source.c): image folders with
  * torchvision ImageFolder semantics, and list files.
  *
  * ImageFolder, written out: classes = sorted(d.name for d in

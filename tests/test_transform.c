@@ -1,5 +1,5 @@
 /*
- * test_transform.c - crop geometry and the resampler (lib/transform.c).
+ * test_transform.c - crop geometry and the resampler (lib/transform/transform.c).
  *
  * Geometry is checked against torchvision 0.14's arithmetic (tables computed
  * in Python with the same formulas), RandomResizedCrop by its invariants over
@@ -11,7 +11,7 @@
  * Pillow results) on a few thousand random geometries, at every
  * instruction-set level the machine has (rf__resampler_simd).
  *
- * Self-contained: links lib/transform.c, cmocka and libm only.
+ * Self-contained: links lib/transform/transform.c, cmocka and libm only.
  */
 #include <math.h>
 #include <setjmp.h>

@@ -2,7 +2,7 @@
  * pack_manifest.c - OUT/manifest.json of ringfeed-pack: what was packed
  * (counts, classes, options, skipped samples) and, per shard, its name, byte
  * size and index: each sample's key, label and members (extension, data
- * offset, size), the layout lib/source_manifest.h reads. The loader uses the
+ * offset, size), the layout lib/source/manifest.h reads. The loader uses the
  * index instead of walking the headers of a shard of that name and size.
  *
  * The index is read back from each finished shard (pack_tar_walk), not

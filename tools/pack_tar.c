@@ -4,7 +4,7 @@
  * back member by member: the packer's own shards (resume, the manifest's
  * index) and a tar source's member extensions (what --extras passes through
  * by default). Reading uses the library's header-field parsers
- * (lib/source_tar.h), so it takes GNU long names and pax paths as the
+ * (lib/source/tar.h), so it takes GNU long names and pax paths as the
  * loader does.
  */
 #define _GNU_SOURCE

@@ -1,5 +1,5 @@
 /*
- * decode_bmp.c - Windows/OS2 bitmaps, read as PIL 9's BmpImagePlugin reads
+ * bmp.c - Windows/OS2 bitmaps, read as PIL 9's BmpImagePlugin reads
  * them, pixels as Image.open(p).convert("RGB") gives them.
  *
  * The header is parsed by PIL's rules, quirks included: header sizes 12

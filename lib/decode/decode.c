@@ -3,10 +3,10 @@
  * format.
  *
  * For each sample: sniff the format from the first bytes, read the header
- * with that format's decoder (decode_formats.h), check the size limit before
+ * with that format's decoder (formats.h), check the size limit before
  * any pixel memory is allocated, draw the transform's geometry from the
  * sample's own RNG stream, let the format decode just the region the
- * geometry reads (decode_jpeg.c: at a DCT scale where it can, unless
+ * geometry reads (jpeg.c: at a DCT scale where it can, unless
  * RF_P_EXACT asks for full resolution), then resample that region straight
  * into the slot. Bytes of no supported format are an error that says what
  * they look like.

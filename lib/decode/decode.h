@@ -2,7 +2,7 @@
  * decode.h - one picture's bytes to its place in a batch slot.
  *
  * A decoder owns one decoder state per image format (for JPEG a libjpeg
- * decompressor; decode_formats.h) and the scratch memory of one worker
+ * decompressor; formats.h) and the scratch memory of one worker
  * thread: never shared between threads.
  */
 #ifndef RF_DECODE_H

@@ -1,6 +1,6 @@
 /*
- * decode_formats.h - the seam between decode.c and the image formats
- * (decode_jpeg.c; PNG, WebP, ... beside it later).
+ * formats.h - the seam between decode.c and the image formats
+ * (jpeg.c; PNG, WebP, ... beside it later).
  *
  * decode.c sniffs the format from the first bytes (asking each format in
  * turn) and drives that format's decoder in two steps around the geometry, which only it draws: the header
@@ -61,11 +61,11 @@ typedef struct rf_format {
 } rf_format;
 
 /* The formats (sniffed in this order by decode.c). */
-extern const rf_format rf__format_jpeg; /* decode_jpeg.c: libjpeg-turbo */
-extern const rf_format rf__format_webp; /* decode_webp.c: libwebp (refuses WebP without it) */
-extern const rf_format rf__format_png;  /* decode_png.c: libspng (or "unsupported" without) */
-extern const rf_format rf__format_bmp;  /* decode_bmp.c: BMP, as PIL reads it */
-extern const rf_format rf__format_pnm;  /* decode_pnm.c: PBM/PGM/PPM P1..P6, as PIL reads them */
+extern const rf_format rf__format_jpeg; /* jpeg.c: libjpeg-turbo */
+extern const rf_format rf__format_webp; /* webp.c: libwebp (refuses WebP without it) */
+extern const rf_format rf__format_png;  /* png.c: libspng (or "unsupported" without) */
+extern const rf_format rf__format_bmp;  /* bmp.c: BMP, as PIL reads it */
+extern const rf_format rf__format_pnm;  /* pnm.c: PBM/PGM/PPM P1..P6, as PIL reads them */
 
 /* (decode.c) The formats in the order they are sniffed: rf__format_count()
  * of them; rf__format_sniff gives the index of the one data[0..len) is in,

@@ -1,5 +1,5 @@
 /*
- * decode_jpeg.c - JPEG with libjpeg-turbo, decoding only what is needed.
+ * jpeg.c - JPEG with libjpeg-turbo, decoding only what is needed.
  *
  * After the header (decode.c checks the size limit and draws the geometry
  * in between), jpg_region picks the largest DCT scaling (1/2, 1/4, 1/8)

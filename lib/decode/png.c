@@ -1,5 +1,5 @@
 /*
- * decode_png.c - PNG, pixels as PIL's Image.open(p).convert("RGB") gives
+ * png.c - PNG, pixels as PIL's Image.open(p).convert("RGB") gives
  * them: libdeflate and png_unfilter.c for the image data of non-interlaced
  * pictures, libspng for everything else.
  *

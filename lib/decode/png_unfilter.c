@@ -1,6 +1,9 @@
 /*
  * png_unfilter.c - undoes PNG's five row filters (None, Sub, Up, Average,
- * Paeth), in place, for decode_png.c.
+ * Paeth), in place, for png.c.
+ *
+ * The SSE2 loops repeat once per bpp on purpose: bpp a constant in each copy
+ * is what keeps the left pixel in a register (see below).
  *
  * Sub, Average and Paeth predict each byte from the byte bpp places to its
  * left in the same row, already unfiltered: a chain from one pixel to the

@@ -1,6 +1,6 @@
 /*
  * png_unfilter.h - PNG's row filters undone (png_unfilter.c), for
- * decode_png.c's own decoding of non-interlaced pictures and for the tests.
+ * png.c's own decoding of non-interlaced pictures and for the tests.
  */
 #ifndef RF_PNG_UNFILTER_H
 #define RF_PNG_UNFILTER_H

@@ -1,5 +1,5 @@
 /*
- * decode_pnm.c - the Netpbm family P1..P6 (PBM, PGM, PPM), read as PIL 9's
+ * pnm.c - the Netpbm family P1..P6 (PBM, PGM, PPM), read as PIL 9's
  * PpmImagePlugin reads them, pixels as Image.open(p).convert("RGB") gives.
  *
  * The header is tokenised as PIL does it: whitespace-separated tokens of at

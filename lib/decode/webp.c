@@ -1,5 +1,5 @@
 /*
- * decode_webp.c - WebP (lossy VP8, lossless VP8L, with or without alpha;
+ * webp.c - WebP (lossy VP8, lossless VP8L, with or without alpha;
  * animated: the first frame) with libwebp, giving PIL's pixels.
  *
  * Pillow (9.x, built with libwebpdemux) opens every WebP, still or animated,

@@ -1,5 +1,5 @@
 /*
- * source_arena.c - the storage every source kind writes its samples into.
+ * arena.c - the storage every source kind writes its samples into.
  *
  * An rf_source keeps all its strings (paths, class and member names) back to
  * back in one arena addressed by 64-bit offsets, and its per-sample facts in

@@ -1,11 +1,11 @@
 /*
- * source_folder.c - the image-folder source kind: torchvision ImageFolder's
+ * folder.c - the image-folder source kind: torchvision ImageFolder's
  * samples and labels from a root/<class>/.../<file> tree.
  *
  * The class folders under the root, sorted by name, give labels 0..C-1;
  * within a class every file whose name ends in one of ImageFolder's
  * IMG_EXTENSIONS (.jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp, any case;
- * source_names.c) is a sample, found by walking the class folder recursively
+ * names.c) is a sample, found by walking the class folder recursively
  * and ordered as sorted(os.walk(...)) then sorted(files) orders them. So the
  * index holds exactly ImageFolder's samples; each is later decoded or
  * reported as an error with its path (a format without a decoder, such as

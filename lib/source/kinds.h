@@ -1,16 +1,16 @@
 /*
- * source_kinds.h - the seam between the index (source.c) and the source
- * kinds (source_folder.c, source_list.c, source_tar.c, source_records.c).
+ * kinds.h - the seam between the index (source.c) and the source
+ * kinds (folder.c, list.c, tar.c, records.c).
  *
  * source.c looks at the spec once, decides the kind and the paths it names,
  * and calls that kind's indexer; each indexer fills an empty rf_source
- * through the arena helpers below (source_arena.c) and nothing else. A new
+ * through the arena helpers below (arena.c) and nothing else. A new
  * kind (remote shards, say) is one more file with one more indexer of the
  * same shape, and one more branch where source.c picks.
  *
  * Calls run one way: source.c -> the kinds and the pattern expansion
- * (source_pattern.c) -> the arena helpers and the name rules
- * (source_names.c: picture extensions, compressed tars). No kind calls
+ * (pattern.c) -> the arena helpers and the name rules
+ * (names.c: picture extensions, compressed tars). No kind calls
  * another, or back into source.c. Remote shards are the remote room's kind
  * (rf_source_remote below): it calls this room (the arena, the tar kind's
  * rf__source_tar_shard for a shard in the local cache), never the reverse.
@@ -23,7 +23,7 @@
 
 #include "source.h"
 
-/* ---- arena helpers (source_arena.c) -------------------------------------- */
+/* ---- arena helpers (arena.c) --------------------------------------------- */
 
 /* A growable list of strings in a private arena (paths while walking or
  * expanding; freed once the index is built). */
@@ -87,7 +87,7 @@ int rf__source_reserve(rf_source *s, int ranged);
 /* Puts the paths of files into the arena as s's files (nfiles, file_off). */
 int rf__source_put_files(rf_source *s, const rf_strlist *files);
 
-/* ---- what names mean (source_names.c) ------------------------------------ */
+/* ---- what names mean (names.c) ------------------------------------------- */
 
 /* 1 when ext (the text after a '.', any case) is one of the picture formats
  * torchvision's ImageFolder indexes (IMG_EXTENSIONS: jpg jpeg png ppm bmp
@@ -107,7 +107,7 @@ const char *rf__compressed_magic(const uint8_t *b, size_t n);
  * make a plain .tar of it. */
 int rf__compressed_error(const char *path, const char *how, char *err, size_t errcap);
 
-/* ---- patterns (source_pattern.c) ---------------------------------------- */
+/* ---- patterns (pattern.c) ----------------------------------------------- */
 
 /* Every file a spec names: '\n'-separated entries, each an existing path or
  * a pattern expanded by rf__source_expand, appended to files in order.
@@ -134,10 +134,10 @@ int rf__source_files_with(const char *spec, rf_strlist *files, rf_source_glob_fn
 typedef int rf_source_index_fn(rf_source *s, const rf_strlist *paths, const rf_source_opts *o,
                                char *err, size_t errcap);
 
-rf_source_index_fn rf__source_index_folder;  /* source_folder.c: paths[0] is the root */
-rf_source_index_fn rf__source_index_list;    /* source_list.c: paths[0] is the list file */
-rf_source_index_fn rf__source_index_tar;     /* source_tar.c: WebDataset shards */
-rf_source_index_fn rf__source_index_records; /* source_records.c: o->record_size > 0 */
+rf_source_index_fn rf__source_index_folder;  /* folder.c: paths[0] is the root */
+rf_source_index_fn rf__source_index_list;    /* list.c: paths[0] is the list file */
+rf_source_index_fn rf__source_index_tar;     /* tar.c: WebDataset shards */
+rf_source_index_fn rf__source_index_records; /* records.c: o->record_size > 0 */
 
 /* Remote tar shards (s3://, http(s)://) are a kind of the remote room
  * (lib/remote/source_remote.c), which stands above this one: source.c calls
@@ -153,7 +153,7 @@ typedef struct rf_source_remote {
     rf_source_index_fn *index;          /* paths: the shards' URLs */
 } rf_source_remote;
 
-/* source_tar.c: indexes the shard at path (named shard in messages) as
+/* tar.c: indexes the shard at path (named shard in messages) as
  * shard number shard_id, appending its samples to s: from man's entry for
  * shard's base name when man (ringfeed-pack's manifest, or NULL) has one that
  * fits the file, else by walking its headers; *maxlabel grows to the largest
@@ -163,7 +163,7 @@ int rf__source_tar_shard(rf_source *s, uint32_t shard_id, const char *path, cons
                          const rf_source_opts *o, const struct rf_manifest *man,
                          int64_t *maxlabel, char *err, size_t errcap);
 
-/* source_tar.c: the same from man's entry ms alone, the shard not read (a
+/* tar.c: the same from man's entry ms alone, the shard not read (a
  * remote shard not fetched yet): its samples appended, s->nfiles_manifest
  * counted. 0; nonzero (no sample, a member the entry cannot say enough
  * about, no memory): s is as before, and the shard must be walked. The
@@ -182,10 +182,10 @@ typedef struct rf_tar_ends {
     const char *key[2], *ext[2];
     uint64_t off[2], len[2];
 } rf_tar_ends;
-/* source_tar.c: ms's ends (pointing into man). */
+/* tar.c: ms's ends (pointing into man). */
 void rf__tar_manifest_ends(const struct rf_manifest *man, const struct rf_manifest_shard *ms,
                            rf_tar_ends *e);
-/* source_tar.c: 1 when the shard open in fd (fsize bytes) has, in the block
+/* tar.c: 1 when the shard open in fd (fsize bytes) has, in the block
  * before each end's data, a valid header of a regular member so named and
  * sized; else 0 with the failing end in *bad (when bad is not NULL). */
 int rf__tar_ends_ok(int fd, uint64_t fsize, const rf_tar_ends *e, int *bad);

@@ -1,5 +1,5 @@
 /*
- * source_list.c - the list-file source kind: one "path<TAB>label" line per
+ * list.c - the list-file source kind: one "path<TAB>label" line per
  * sample.
  *
  * Relative paths are resolved against the folder holding the list; blank

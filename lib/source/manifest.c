@@ -1,6 +1,6 @@
 /*
- * source_manifest.c - reads the shard index in a ringfeed-pack manifest
- * (source_manifest.h has its layout) from bytes in memory.
+ * manifest.c - reads the shard index in a ringfeed-pack manifest
+ * (manifest.h has its layout) from bytes in memory.
  *
  * A small JSON reader of its own: the manifest may come from anywhere (a
  * copied folder, later the network), so every byte is bounds-checked, the

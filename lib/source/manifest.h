@@ -1,6 +1,6 @@
 /*
- * source_manifest.h - the shard index that ringfeed-pack writes into
- * OUT/manifest.json, read back by the tar source (source_tar.c) so that it
+ * manifest.h - the shard index that ringfeed-pack writes into
+ * OUT/manifest.json, read back by the tar source (tar.c) so that it
  * need not walk the headers of shards the manifest describes.
  *
  * In the manifest each shard is {"name": N, "samples": S, "bytes": B,
@@ -12,7 +12,7 @@
  * sample has none. Everything else in the manifest is skipped.
  *
  * rf__manifest_parse reads that from bytes in memory (a file read whole, or
- * later a manifest fetched over the network); source_tar.c decides whether a
+ * later a manifest fetched over the network); tar.c decides whether a
  * shard on disk is the one described (same name and byte size, its first
  * and last member headers as stated) before it uses the index.
  */

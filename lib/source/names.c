@@ -1,5 +1,5 @@
 /*
- * source_names.c - what file and member names mean to the sources.
+ * names.c - what file and member names mean to the sources.
  *
  * Picture extensions: the list torchvision's ImageFolder indexes
  * (IMG_EXTENSIONS), matched as Python's filename.lower().endswith() matches

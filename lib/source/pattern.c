@@ -1,5 +1,5 @@
 /*
- * source_pattern.c - the files a spec names: '\n'-separated entries, each an
+ * pattern.c - the files a spec names: '\n'-separated entries, each an
  * existing path or a shard pattern.
  *
  * Patterns expand as bash does, left to right: "{0000..0099}" (zero-padded

@@ -1,5 +1,5 @@
 /*
- * source_records.c - the record-file source kind: fixed-size binary records
+ * records.c - the record-file source kind: fixed-size binary records
  * (token shards and the like), passed through without decoding.
  *
  * Sample i is record i of the files concatenated in spec order: bytes

@@ -6,14 +6,14 @@
  * tar shards (the remote room's kind, called through opts->remote: kinds.h
  * rf_source_remote, with the fetcher made first, for listings); a
  * folder is an image folder
- * (source_folder.c), another regular file a list file (source_list.c), and
+ * (folder.c), another regular file a list file (list.c), and
  * anything else (a .tar, a pattern, '\n'-separated entries) names files,
- * expanded by source_pattern.c, that are WebDataset shards (source_tar.c) or,
- * with record_size set, record files (source_records.c). A compressed tar
- * is refused here by its name (and by source_tar.c by its first bytes). The
+ * expanded by pattern.c, that are WebDataset shards (tar.c) or,
+ * with record_size set, record files (records.c). A compressed tar
+ * is refused here by its name (and by tar.c by its first bytes). The
  * chosen kind's indexer fills the rf_source through the arena helpers
- * (source_arena.c); the accessors below read it whatever the kind. The seam
- * is source_kinds.h.
+ * (arena.c); the accessors below read it whatever the kind. The seam
+ * is kinds.h.
  */
 #define _GNU_SOURCE
 #include "source.h"

@@ -16,9 +16,9 @@
  * header reads), record files are stat'ed for their sizes.
  *
  * source.c picks the kind and holds the accessors; each kind indexes in a
- * file of its own (source_folder.c, source_list.c, source_tar.c,
- * source_records.c) behind source_kinds.h; source_pattern.c expands shard
- * patterns, source_arena.c holds the storage the kinds write into.
+ * file of its own (folder.c, list.c, tar.c,
+ * records.c) behind kinds.h; pattern.c expands shard
+ * patterns, arena.c holds the storage the kinds write into.
  */
 #ifndef RF_SOURCE_H
 #define RF_SOURCE_H
@@ -75,7 +75,7 @@ typedef struct rf_source {
     uint32_t nfiles;
     uint64_t *file_off;   /* nfiles offsets of the file paths into arena */
     uint32_t nfiles_manifest; /* tar: shards indexed from a ringfeed-pack manifest.json
-                               * instead of a header walk (source_manifest.h) */
+                               * instead of a header walk (manifest.h) */
     /* tar: per sample */
     uint32_t *shard;      /* index into file_off */
     uint64_t *data_off;   /* offset of the member's data in its shard */
@@ -215,10 +215,10 @@ int rf__source_sample_name(const rf_source *s, int64_t i, char *buf, size_t cap)
 int rf__source_key(const rf_source *s, int64_t i, char *buf, size_t cap);
 
 /* Appends one sample of a folder / list index (used by the indexers and by
- * tests; source_arena.c). 0 or RF_E_NOMEM. */
+ * tests; arena.c). 0 or RF_E_NOMEM. */
 int rf__source_add(rf_source *s, const char *path, size_t path_len, int64_t label);
 
-/* (source_pattern.c) Expands a brace / glob pattern into files (sorted glob matches, brace
+/* (pattern.c) Expands a brace / glob pattern into files (sorted glob matches, brace
  * alternatives in order). Calls fn(path, ctx) for each; stops at the first
  * nonzero return and returns it. A pattern without braces or glob
  * characters yields itself. Returns RF_E_SOURCE with the reason in err for a

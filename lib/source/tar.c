@@ -1,5 +1,5 @@
 /*
- * source_tar.c - the WebDataset source kind: samples inside tar shards.
+ * tar.c - the WebDataset source kind: samples inside tar shards.
  *
  * One walk over the 512-byte headers of each shard: pread of the headers
  * only, member data skipped (except the few bytes of label members). A
@@ -30,7 +30,7 @@
  * little more than what is wanted).
  *
  * A shard that the manifest.json beside it (written by ringfeed-pack;
- * source_manifest.c) describes - same file name, same byte size, and its
+ * manifest.c) describes - same file name, same byte size, and its
  * first and last member headers where and as the manifest says - is not
  * walked: the manifest's members are fed to the same code, labels from .cls
  * members included, so the index is the walk's. Any mismatch, a malformed
@@ -39,7 +39,7 @@
  * fetched yet is indexed from its entry alone (rf__source_tar_from_manifest:
  * the same feed, without the file), its header check left to the moment it
  * lands in the cache (remote_manifest.c). The header fields are read in
- * source_tar_fields.c.
+ * tar_fields.c.
  */
 #define _GNU_SOURCE
 #include <ctype.h>

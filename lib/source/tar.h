@@ -1,6 +1,6 @@
 /*
- * source_tar.h - what the tar source (source_tar.c) shares with the file
- * reading its header fields (source_tar_fields.c).
+ * tar.h - what the tar source (tar.c) shares with the file
+ * reading its header fields (tar_fields.c).
  */
 #ifndef RF_SOURCE_TAR_H
 #define RF_SOURCE_TAR_H

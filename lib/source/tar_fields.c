@@ -1,8 +1,8 @@
 /*
- * source_tar_fields.c - the fields of a tar header and what WebDataset
- * members hold as text, for the tar source (source_tar.c): octal / base-256
+ * tar_fields.c - the fields of a tar header and what WebDataset
+ * members hold as text, for the tar source (tar.c): octal / base-256
  * numbers, the header checksum, pax records, the integer of a label member.
- * Pure functions of bytes; declared in source_tar.h.
+ * Pure functions of bytes; declared in tar.h.
  */
 #define _GNU_SOURCE
 #include <ctype.h>

@@ -1,12 +1,12 @@
 /*
- * resample_avx2.c - the resampler's AVX2 level: the same passes as
- * resample_kernels.c with 32-byte registers and pmaddwd, same bytes.
+ * avx2.c - the resampler's AVX2 level: the same passes as
+ * kernels.c with 32-byte registers and pmaddwd, same bytes.
  *
  * A file of its own because its code must differ, not just be compiled
  * differently: SSE2's mac() works around the lack of a 16 x 16 -> 32-bit
  * multiply-add, which AVX2 has (madd32), and AVX2's unpacks work within
  * 128-bit halves, so its transpose does two 16 x 16 tiles at once. Every
- * function carries the avx2 target attribute; resample_kernels.c hands them
+ * function carries the avx2 target attribute; kernels.c hands them
  * out only when the machine has AVX2 (rf__resampler_simd).
  */
 #include "kernels.h"
@@ -17,7 +17,7 @@
 #include <string.h>
 
 /* The AVX2 kernel, 32 lanes (madd32) or 16 (madd16), same result as mac()
- * (resample_kernels.c).
+ * (kernels.c).
  * AVX2 has pmaddwd: two products of signed 16-bit numbers, added into one
  * 32-bit lane. So the pixels of two taps t, t + 1 are interleaved as 16-bit
  * pairs (an odd K pairs its last tap with zeros) and each lane gets
@@ -117,7 +117,7 @@ madd16(const uint8_t *p, size_t stride, int K, const uint16_t *kl, const uint16_
                      _mm_packus_epi16(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
 }
 
-/* resample_kernels.c's transpose_sse2 in one: the lanes of AVX2's unpacks are 128-bit, so with
+/* kernels.c's transpose_sse2 in one: the lanes of AVX2's unpacks are 128-bit, so with
  * the two matrices in the low and high halves the same four rounds
  * transpose both. */
 #define RF_TR_LO _mm256_unpacklo_epi8
@@ -152,7 +152,7 @@ RF_TARGET_AVX2 void rf__transpose_avx2(const uint8_t *const in[32], uint8_t *out
 #undef RF_TR_LOAD
 #undef RF_TR_STORE
 
-/* resample_kernels.c's tile_cols with madd32 and madd16 (weights split by
+/* kernels.c's tile_cols with madd32 and madd16 (weights split by
  * MADD_BITS): the same loop, which must call the other kernels. */
 RF_TARGET_AVX2 static RF_ALWAYS_INLINE void tile_cols_madd(const uint8_t *tile, int nx,
                                                            const int32_t *first, int K,
@@ -176,7 +176,7 @@ RF_TARGET_AVX2 void rf__hcols_avx2(const uint8_t *tile, int nx, const int32_t *f
 #undef RF_STEP
 }
 
-/* resample_kernels.c's vrun with madd32: blocks of 32, the rest as one more
+/* kernels.c's vrun with madd32: blocks of 32, the rest as one more
  * block ending at len; rows of 16 to 31 bytes in two blocks of 16 (madd16),
  * overlapping. Its own loop, since the block is twice as wide. */
 RF_TARGET_AVX2 static RF_ALWAYS_INLINE void vrun_madd(const uint8_t *base, size_t stride, int K,

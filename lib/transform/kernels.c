@@ -1,5 +1,5 @@
 /*
- * resample_kernels.c - the resampler's inner loops, portable C and SSE2.
+ * kernels.c - the resampler's inner loops, portable C and SSE2.
  *
  * Both passes are multiply-accumulates of whole 16-byte blocks (mac), each
  * output byte the weighted sum of K bytes K rows apart, with 16-bit
@@ -14,7 +14,7 @@
  * counts, and the common counts get unrolled code (RF_WITH_TAPS).
  *
  * The transposes, which no compiler vectorises, use SSE2 intrinsics where
- * the target has SSE2; the AVX2 level (resample_avx2.c) replaces the
+ * the target has SSE2; the AVX2 level (avx2.c) replaces the
  * transposes and both passes' kernels with its own.
  */
 #include "kernels.h"
@@ -35,7 +35,7 @@ static inline uint8_t clip8(int32_t v)
     return (uint8_t)(v > 255 ? 255 : v);
 }
 
-/* The kernel of both passes (AVX2 has its own, madd32 in resample_avx2.c):
+/* The kernel of both passes (AVX2 has its own, madd32 in avx2.c):
  * 16 output bytes, out[q] = the sum over the K taps of rows[t][q] * k[t]
  * (rows at p + t * stride), plus HALF_UNIT, >> 22, clipped: Pillow's
  * arithmetic, exactly. The lanes are independent, so whether they hold neighbouring
@@ -118,7 +118,7 @@ static void transpose_c(const uint8_t *const in[32], uint8_t *out, size_t ooff, 
 }
 
 #if RF_SSE2
-/* RF_TR_BODY (resample_kernels.h) with SSE2's unpacks, one 16 x 16 tile. */
+/* RF_TR_BODY (kernels.h) with SSE2's unpacks, one 16 x 16 tile. */
 #define RF_TR_LO _mm_unpacklo_epi8
 #define RF_TR_HI _mm_unpackhi_epi8
 #define RF_TR_LOAD(k) a##k = _mm_loadu_si128((const __m128i *)(const void *)in[k])

@@ -1,7 +1,7 @@
 /*
- * resample_kernels.h - the seam between the resampler's driver (resample.c)
- * and its inner loops (resample_kernels.c: portable C and SSE2;
- * resample_avx2.c: AVX2).
+ * kernels.h - the seam between the resampler's driver (resample.c)
+ * and its inner loops (kernels.c: portable C and SSE2;
+ * avx2.c: AVX2).
  *
  * The driver builds the taps and the layout of one call; the kernels run the
  * two passes over the pixels. Each RF__SIMD_* level is a set of function
@@ -113,7 +113,7 @@ void rf__vrun_bytes(const uint8_t *base, size_t stride, int K, const uint16_t *k
 #if RF_AVX2
 enum { MADD_BITS = 11 }; /* where the AVX2 kernels' weights are split */
 
-/* resample_avx2.c: the AVX2 level's kernels. */
+/* avx2.c: the AVX2 level's kernels. */
 void rf__transpose_avx2(const uint8_t *const in[32], uint8_t *out, size_t ooff, size_t ostride,
                         int n0, int n1);
 void rf__hcols_avx2(const uint8_t *tile, int nx, const int32_t *first, int K, const uint16_t *kl,

@@ -17,8 +17,8 @@
  * fractional boxes left by DCT scaling it reads the partly covered edge
  * pixels and nothing beyond.
  *
- * The passes' inner loops are in resample_kernels.c (portable C, SSE2) and
- * resample_avx2.c, one set per instruction-set level, picked per call
+ * The passes' inner loops are in kernels.c (portable C, SSE2) and
+ * avx2.c, one set per instruction-set level, picked per call
  * (rf__resampler_simd); every level gives the same bytes. Scratch lives in
  * rf_resampler and only grows.
  */

@@ -1,7 +1,7 @@
 /*
  * simd.h - the instruction-set levels of the resampler's kernels, shared by
  * the resampler (resample.c, which picks one) and the kernels
- * (resample_kernels.c, which provide each) so neither includes the other.
+ * (kernels.c, which provide each) so neither includes the other.
  */
 #ifndef RF_SIMD_H
 #define RF_SIMD_H

@@ -14,6 +14,7 @@ at once (see _CudaOutput).
 """
 
 import ctypes
+import dataclasses
 
 import numpy as np
 
@@ -64,25 +65,25 @@ def _fields(lib, b, count, names):
     return out
 
 
+@dataclasses.dataclass
 class BatchForm:
     """What a loader's batches look like: element dtype, the shape and bytes
     of one sample, whether they are label-less records, whether they carry
     labels and which extra members; and what decides a copy on the CPU
     (prefetch, batches per epoch)."""
 
-    __slots__ = ("dtype", "sample_shape", "sample_bytes", "records", "prefetch", "num_batches",
-                 "labeled", "extras")
+    dtype: np.dtype
+    sample_shape: tuple
+    sample_bytes: int
+    records: bool
+    prefetch: int
+    num_batches: int
+    labeled: bool = True
+    extras: tuple = ()
 
-    def __init__(self, dtype, sample_shape, sample_bytes, records, prefetch, num_batches,
-                 labeled=True, extras=()):
-        self.dtype = dtype
-        self.sample_shape = sample_shape
-        self.sample_bytes = sample_bytes
-        self.records = records
-        self.prefetch = prefetch
-        self.num_batches = num_batches
-        self.labeled = labeled and not records
-        self.extras = tuple(extras)
+    def __post_init__(self):
+        self.labeled = self.labeled and not self.records  # records carry no labels
+        self.extras = tuple(self.extras)
 
 
 class _Output:

@@ -12,9 +12,38 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <errno.h>
 
 #include "testcheck.h"
 #include "testutil.h"
+
+char *tu_tmp;
+
+int tu_tmp_setup(void **state)
+{
+    (void)state;
+    tu_tmp = tu_tempdir(program_invocation_short_name);
+    return tu_tmp ? 0 : -1;
+}
+
+int tu_tmp_teardown(void **state)
+{
+    (void)state;
+    tu_tempdir_remove(&tu_tmp);
+    return 0;
+}
+
+char *tu_tmp_path(const char *fmt, ...)
+{
+    char rel[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rel, sizeof rel, fmt, ap);
+    va_end(ap);
+    char *p = NULL;
+    assert_true(asprintf(&p, "%s/%s", tu_tmp, rel) > 0);
+    return p;
+}
 
 rf_loader *tu_loader_with(const char *src, const tu_param *params, size_t n)
 {

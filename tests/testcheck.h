@@ -3,7 +3,7 @@
  * a loader with a list of options set (each asserted), start-or-fail,
  * hashes of delivered batches, figures from the stats JSON, a source that
  * must open (or must be refused with given words in its message), a reader
- * of the backend asked for. Each helper fails the running cmocka test itself
+ * of the backend asked for, the test program's temporary folder. Each helper fails the running cmocka test itself
  * (fail_msg / assert_*), so it may only be called from inside a test.
  *
  * Linked into every tests/test_*.c executable (ringfeed_testcheck, see
@@ -18,6 +18,18 @@
 #include "reader.h"
 #include "ringfeed.h"
 #include "source.h"
+
+/* -------------------------------------------------------- temporary folder */
+
+/* The test program's temporary folder (tu_tempdir, named after the program),
+ * made by tu_tmp_setup and removed with all it holds by tu_tmp_teardown: a
+ * cmocka group's set-up and tear-down. */
+extern char *tu_tmp;
+int tu_tmp_setup(void **state);
+int tu_tmp_teardown(void **state);
+
+/* tu_tmp/<fmt...>, malloc'd. */
+char *tu_tmp_path(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ------------------------------------------------------------------ loader */
 

@@ -98,27 +98,23 @@ int fs_setup(void **state)
     size_t len;
     uint8_t *j;
 
-    /* Valid pictures; names interleave with the bad ones in each class. */
-    j = fs_jpeg(TU_420, 0, 0, 0, 1, &len);
-    add_item("a/a01_base420.jpg", 0, NULL, j, len);
-    j = fs_jpeg(TU_422, 0, 0, 0, 2, &len);
-    add_item("a/a03_base422.jpg", 0, NULL, j, len);
-    j = fs_jpeg(TU_444, 0, 0, 0, 3, &len);
-    add_item("a/a05_base444.jpg", 0, NULL, j, len);
-    j = fs_jpeg(TU_GRAY, 0, 0, 0, 4, &len);
-    add_item("a/a07_gray.jpg", 0, NULL, j, len);
-    j = fs_jpeg(TU_420, 1, 0, 0, 5, &len);
-    add_item("b/b01_prog420.jpg", 0, NULL, j, len);
-    j = fs_jpeg(TU_444, 1, 0, 0, 6, &len);
-    add_item("b/b03_prog444.jpg", 0, NULL, j, len);
-    j = fs_jpeg(TU_420, 0, 1, 0, 7, &len);
-    add_item("b/b05_restart.jpg", 0, NULL, j, len);
-    j = fs_jpeg(TU_422, 0, 2, 0, 8, &len);
-    add_item("b/b07_restart422.jpg", 0, NULL, j, len);
-    j = fs_jpeg(TU_420, 0, 0, 1, 9, &len);
-    add_item("c/c01_arith.jpg", 0, NULL, j, len);
-    j = fs_jpeg(TU_444, 1, 0, 1, 10, &len);
-    add_item("c/c03_arithprog.jpg", 0, NULL, j, len);
+    /* Valid pictures; names interleave with the bad ones in each class.
+     * Picture k's content is seed k + 1. */
+    static const struct {
+        const char *rel;
+        int subsamp, prog, rst, arith; /* as tu_jpeg_opts */
+    } good[] = {
+        {"a/a01_base420.jpg", TU_420, 0, 0, 0}, {"a/a03_base422.jpg", TU_422, 0, 0, 0},
+        {"a/a05_base444.jpg", TU_444, 0, 0, 0}, {"a/a07_gray.jpg", TU_GRAY, 0, 0, 0},
+        {"b/b01_prog420.jpg", TU_420, 1, 0, 0}, {"b/b03_prog444.jpg", TU_444, 1, 0, 0},
+        {"b/b05_restart.jpg", TU_420, 0, 1, 0}, {"b/b07_restart422.jpg", TU_422, 0, 2, 0},
+        {"c/c01_arith.jpg", TU_420, 0, 0, 1},   {"c/c03_arithprog.jpg", TU_444, 1, 0, 1},
+    };
+    for (size_t k = 0; k < sizeof good / sizeof good[0]; k++) {
+        j = fs_jpeg(good[k].subsamp, good[k].prog, good[k].rst, good[k].arith, (uint32_t)k + 1,
+                    &len);
+        add_item(good[k].rel, 0, NULL, j, len);
+    }
     assert_int_equal(tu_encode_cmyk(FS_SIDE, FS_SIDE, 0, 11, 90, &j, &len), 0);
     add_item("c/c05_cmyk.jpg", 0, NULL, j, len);
     assert_int_equal(tu_encode_cmyk(FS_SIDE, FS_SIDE, 1, 12, 90, &j, &len), 0);

@@ -2,7 +2,8 @@
  * readerset.h - the files the reader's tests read (test_reader.c,
  * test_reader_extent.c), and the loops that drive a reader through them.
  *
- * rs_setup (a cmocka group set-up; rs_teardown undoes it) writes
+ * rs_setup (a cmocka group set-up; rs_teardown undoes it) arms a 300 s
+ * alarm (a hung read fails the run), clears RINGFEED_IO, and writes
  * RS_NFILES files of a seeded byte pattern into the test's temporary folder
  * (tu_tmp): first the sizes on the edges (empty, a byte, a page either side,
  * the reader's first 64 KiB buffer either side, a few megabytes: file 9 is

@@ -136,20 +136,14 @@ static void test_tar_bad_member_named(void **state)
     rf_loader *l = make(p, 2, 4, RF_TRANSFORM_CENTER);
     assert_int_equal(rf_loader_set_param(l, RF_P_SHUFFLE, 0), 0);
     tu_start(l);
-    rf_batch *b;
-    int rc = rf_loader_next(l, &b);
-    assert_int_equal(rc, RF_E_DECODE);
-    char want[4200];
-    snprintf(want, sizeof want, "%s:s2.jpg", p);
-    if (!strstr(rf_loader_errmsg(l), want))
-        fail_msg("message \"%s\" lacks \"%s\"", rf_loader_errmsg(l), want);
-    printf("  %s\n", rf_loader_errmsg(l));
+    tu_next_fails(l, RF_E_DECODE, "%s:s2.jpg", p);
     rf_loader_destroy(l);
 
     /* on_error = skip: recorded in the stats with the same name */
     l = make(p, 2, 4, RF_TRANSFORM_CENTER);
     assert_int_equal(rf_loader_set_param(l, RF_P_ON_ERROR, RF_ON_ERROR_SKIP), 0);
     tu_start(l);
+    rf_batch *b;
     assert_int_equal(rf_loader_next(l, &b), RF_OK);
     rf_batch_release(b);
     char stats[16384];

@@ -30,33 +30,36 @@
 
 /* ------------------------------------------------------------ the index */
 
-static void test_picture_members_of_every_format(void **state)
+static const char *const picture_exts[] = {"jpg", "jpeg", "png", "webp", "bmp",
+                                           "ppm", "pgm",  "tif", "TIFF"};
+
+/* Keys k0..k8, one per picture extension with its .cls; with_gif, also a
+ * key k9 whose only member is a .gif (no picture member). */
+static void write_formats_shard(const char *p, int with_gif)
 {
-    (void)state;
-    char *p = tu_tmp_path("formats.tar");
-    static const char *exts[] = {"jpg", "jpeg", "png", "webp", "bmp", "ppm", "pgm", "tif", "TIFF"};
     tw t;
     assert_int_equal(tw_open(&t, p, TW_USTAR), 0);
     for (int k = 0; k < 9; k++) {
         char key[16], cls[8];
         snprintf(key, sizeof key, "k%d", k);
         snprintf(cls, sizeof cls, "%d", k);
-        ss_put_member(&t, key, exts[k], "bytes", 5);
+        ss_put_member(&t, key, picture_exts[k], "bytes", 5);
         ss_put_member(&t, key, "cls", cls, strlen(cls));
     }
-    ss_put_member(&t, "k9", "gif", "x", 1); /* not a picture member: the key has none */
+    if (with_gif)
+        ss_put_member(&t, "k9", "gif", "x", 1);
     assert_int_equal(tw_close(&t), 0);
+}
+
+static void test_picture_members_of_every_format(void **state)
+{
+    (void)state;
+    char *p = tu_tmp_path("formats.tar");
+    const char *const *exts = picture_exts;
+    write_formats_shard(p, 1); /* k9: not a picture member, the key has none */
     tu_source_open_fails(p, NULL, p, "\"k9\"", "no image member", NULL);
 
-    assert_int_equal(tw_open(&t, p, TW_USTAR), 0);
-    for (int k = 0; k < 9; k++) {
-        char key[16], cls[8];
-        snprintf(key, sizeof key, "k%d", k);
-        snprintf(cls, sizeof cls, "%d", k);
-        ss_put_member(&t, key, exts[k], "bytes", 5);
-        ss_put_member(&t, key, "cls", cls, strlen(cls));
-    }
-    assert_int_equal(tw_close(&t), 0);
+    write_formats_shard(p, 0);
     rf_source s;
     tu_source_open_ok(&s, p, NULL);
     assert_int_equal(s.n, 9);

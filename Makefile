@@ -10,8 +10,8 @@
 #                  DataLoader side by side, recommendation; build/bench/bench.{jsonl,png}
 #   make sanitize  deps + address,undefined build in build-asan and thread build in build-tsan,
 #                  ctest in both (the python test is not registered under sanitizers)
-#   make memcheck  deps + build + the valgrind memcheck tests (ctest -L memcheck: test_loader,
-#                  test_faults, test_lifecycle, test_tar_fields, test_webp; pread backend,
+#   make memcheck  deps + build + the valgrind memcheck tests (ctest -L memcheck: the C tests
+#                  tests/CMakeLists.txt lists, the end-to-end ones among them; pread backend,
 #                  JSIMD_FORCENONE=1)
 #   make fuzz      deps + clang libFuzzer+ASan+UBSan build of tests/fuzz_decode.c and
 #                  tests/fuzz_webp.c in build-fuzz, their seed corpora and short runs
@@ -160,7 +160,7 @@ ifneq ($(FUZZ_TIME),)
 endif
 
 format:
-	clang-format -i $(wildcard include/*.h lib/*.c lib/*.h tests/*.c tests/*.h bench/*.c examples/*.c)
+	clang-format -i $(wildcard include/*.h lib/*/*.c lib/*/*.h tests/*.c tests/*.h bench/*.c examples/*.c)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

@@ -18,7 +18,7 @@
  * the program exits 0.
  *
  * It does not link libcudart: it calls the runtime the library loaded
- * (lib/cudart.h: torch's, $RINGFEED_CUDART, or libcudart.so.<major>), so
+ * (lib/cuda/cudart.h: torch's, $RINGFEED_CUDART, or libcudart.so.<major>), so
  * that both use one runtime, found the library's way.
  */
 #define _GNU_SOURCE

@@ -1,16 +1,18 @@
 #!/usr/bin/python3
-"""png_speed.py - PNG decoding speed: ringfeed against torchvision's
-DataLoader with PIL on the same PNG folder, side by side, and the CPU time
+"""png_speed.py - PNG (or WebP) decoding speed: ringfeed against torchvision's
+DataLoader with PIL on the same folder, side by side, and the CPU time
 per image of two ringfeed builds (before and after a change).
 
     bench/png_speed.py PHOTOS OUT [--rounds 5] [--workers 2] [--batch 64] [--size 224]
                        [--library build/libringfeed.so] [--old-library PATH]
                        [--profile build/rf-profile] [--old-profile PATH] [--verify once]
+                       [--format png|webp] [--quality 85]
 
 Writes every picture of the image folder PHOTOS (any format PIL reads) into
 OUT as a PNG, with PIL's default save (compression level 6, adaptive
 filters, as a PNG dataset made with PIL is), same classes and names; files
-already there are kept. Then, `rounds` times, alternating which goes first:
+already there are kept. With --format webp, as lossy WebP at --quality
+instead. Then, `rounds` times, alternating which goes first:
   ringfeed    a fresh Loader(OUT, center S, batch B, `workers` workers,
               verify) reads one epoch: images/s from constructing the loader to
               the last batch, and CPU time per image (all threads)
@@ -48,8 +50,9 @@ def cpu_seconds():
     return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
 
 
-def make_pngs(photos, out):
+def make_pictures(photos, out, fmt="png", quality=85):
     from PIL import Image
+    save = {"png": {}, "webp": {"quality": quality}}[fmt]
     n = 0
     for cls in sorted(os.listdir(photos)):
         src = os.path.join(photos, cls)
@@ -57,10 +60,10 @@ def make_pngs(photos, out):
             continue
         os.makedirs(os.path.join(out, cls), exist_ok=True)
         for name in sorted(os.listdir(src)):
-            dst = os.path.join(out, cls, os.path.splitext(name)[0] + ".png")
+            dst = os.path.join(out, cls, os.path.splitext(name)[0] + "." + fmt)
             if not os.path.exists(dst):
                 with Image.open(os.path.join(src, name)) as im:
-                    im.convert("RGB").save(dst + ".tmp", "PNG")
+                    im.convert("RGB").save(dst + ".tmp", fmt.upper(), **save)
                 os.replace(dst + ".tmp", dst)
             n += 1
     return n
@@ -132,6 +135,8 @@ def main(argv):
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--size", type=int, default=224)
     p.add_argument("--verify", default="once", choices=("once", "always", "none"))
+    p.add_argument("--format", default="png", choices=("png", "webp"))
+    p.add_argument("--quality", type=int, default=85, help="WebP quality")
     p.add_argument("--library", default=os.path.join(REPO, "build", "libringfeed.so"))
     p.add_argument("--old-library")
     p.add_argument("--profile", default=os.path.join(REPO, "build", "rf-profile"))
@@ -143,14 +148,14 @@ def main(argv):
         print(json.dumps(run_ringfeed(a) if a.one == "ringfeed" else run_torch(a)))
         return 0
 
-    n = make_pngs(a.photos, a.out)
+    n = make_pictures(a.photos, a.out, a.format, a.quality)
     size = 0
     for root, _, names in os.walk(a.out):
         for name in names:
             with open(os.path.join(root, name), "rb") as f:
                 size += len(f.read())
-    print("%s: %d PNG files, %.0f MB; center %d, batch %d, %d workers, verify %s; load %s"
-          % (a.out, n, size / 1e6, a.size, a.batch, a.workers, a.verify,
+    print("%s: %d %s files, %.0f MB; center %d, batch %d, %d workers, verify %s; load %s"
+          % (a.out, n, a.format.upper(), size / 1e6, a.size, a.batch, a.workers, a.verify,
              " ".join("%.2f" % x for x in os.getloadavg())), flush=True)
 
     runs = {"ringfeed": lambda: child(a, "ringfeed", a.library),

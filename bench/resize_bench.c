@@ -34,12 +34,12 @@
  *     D="$D -Drf__$f=base_rf__$f"; done
  *   gcc -std=gnu11 -O2 -g -Ilib $D -c OLD/transform.c -o base.o
  *   gcc -std=gnu11 -O2 -g -Ilib -DRF_BENCH_BASELINE bench/resize_bench.c \
- *       bench/benchutil.c lib/transform.c base.o -lm -o rf-resize-bench
+ *       bench/benchutil.c lib/transform/transform.c base.o -lm -o rf-resize-bench
  *
  * --json appends one JSON line per case with the machine, the parameters,
  * the git revision (see bu_git_revision) and every repeat's time.
  *
- * Links lib/transform.c only, plus bench/benchutil.c and libm.
+ * Links lib/transform/transform.c only, plus bench/benchutil.c and libm.
  */
 #include "transform.h"
 

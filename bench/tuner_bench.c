@@ -33,7 +33,7 @@
  * --json appends one JSON line per run with the machine, the parameters and
  * the git revision (see bu_git_revision), and the cores the tuner counts.
  *
- * Links lib/tuner.c and bench/benchutil.c, plus pthread and libm.
+ * Links lib/core/tuner.c and bench/benchutil.c, plus pthread and libm.
  */
 #define _GNU_SOURCE /* pthread_getcpuclockid */
 

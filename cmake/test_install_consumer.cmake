@@ -39,7 +39,7 @@ foreach(pattern "include/ringfeed.h" "libringfeed.so$" "libringfeed.so.0$" "ring
     endif()
 endforeach()
 
-# The CUDA runtime is loaded at run time (lib/cudart.c), never linked: no
+# The CUDA runtime is loaded at run time (lib/cuda/cudart.c), never linked: no
 # installed pkg-config or CMake file may ask a consumer for it.
 foreach(f ${installed})
     if(f MATCHES "\\.(pc|cmake)$")

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "source.h"
-#include "source_manifest.h"
+#include "manifest.h"
 #include "tarwrite.h"
 #include "testutil.h"
 

@@ -1,5 +1,5 @@
 /*
- * test_cache.c - the remote-shard cache folder (lib/cache.c): names per
+ * test_cache.c - the remote-shard cache folder (lib/remote/cache.c): names per
  * shard version (a changed size or validator is another file), pins that
  * eviction respects (also across open files, as across processes), the
  * byte limit counted over every file including transfers in progress, LRU

@@ -1,6 +1,6 @@
 /*
  * test_cache_folder.c - what the cache folder trusts, touches and refuses
- * (lib/cache.c, lib/cache_room.c): a folder created 0700 with files 0600;
+ * (lib/remote/cache.c, lib/remote/cache_room.c): a folder created 0700 with files 0600;
  * a folder owned by another user or writable by others refused, saying
  * why; symbolic links, FIFOs and other users' files at the cache's names
  * never followed, blocked on or trusted, and the error naming the file at

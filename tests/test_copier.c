@@ -1,6 +1,6 @@
 /*
  * test_copier.c - the CUDA copier's ordering rules, without a GPU
- * (lib/copier.c, lib/ring.c), on the recording backend of tests/gpufake.c:
+ * (lib/cuda/copier.c, lib/core/ring.c), on the recording backend of tests/gpufake.c:
  *   - a slot's memory (host block, device buffer) is made with the slot, and
  *     nothing is allocated while batches flow;
  *   - a host slot is not reclaimed while a copy out of it is pending;

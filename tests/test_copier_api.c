@@ -2,7 +2,7 @@
  * test_copier_api.c - the CUDA API of a loader that has no device (device 0
  * asked for on a machine without one: it runs on the CPU and says why; the
  * device calls say RF_E_NO_DEVICE), and the runtime's table as loaded
- * (lib/cudart.c). The search for the runtime itself is tested end to end by
+ * (lib/cuda/cudart.c). The search for the runtime itself is tested end to end by
  * CTest's cuda_hidden, cuda_fake_env, cuda_fake_loaded and cuda_fake_driver
  * (tests/cuda_probe.c).
  */

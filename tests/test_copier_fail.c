@@ -1,6 +1,6 @@
 /*
  * test_copier_fail.c - the CUDA copier when things go wrong, and its
- * teardown, without a GPU (lib/copier.c, lib/ring.c) on the recording backend
+ * teardown, without a GPU (lib/cuda/copier.c, lib/core/ring.c) on the recording backend
  * of tests/gpufake.c:
  *   - a failing call is named, what it enqueued is drained, the next batch works;
  *   - under the loader's mutex (a release, a claim's query) nothing waits on

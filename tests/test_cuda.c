@@ -7,7 +7,7 @@
  * legacy default stream, errors, a copy refused in a forked child.
  *
  * The test does not link libcudart either: it calls the runtime the library
- * loaded (lib/cudart.h), so both use one runtime, found the library's way.
+ * loaded (lib/cuda/cudart.h), so both use one runtime, found the library's way.
  * Under CTest's test_cuda_fake that is tests/fake_cudart.c, found by its
  * soname through LD_LIBRARY_PATH; RINGFEED_TEST_EXPECT_CUDART (a substring of
  * the path the runtime must have been loaded from) checks it was.

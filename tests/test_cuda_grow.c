@@ -1,13 +1,13 @@
 /*
  * test_cuda_grow.c - the ring grown by the dispatcher on a CUDA loader (the
- * tuner asks for more prefetch; lib/dispatch.c allocates each new slot on
+ * tuner asks for more prefetch; lib/core/dispatch.c allocates each new slot on
  * its own thread): the grown slots' page-locked memory belongs to the
  * loader's device, not to device 0 (the dispatcher's thread binds the
  * loader's device before it allocates); a grown slot that cannot be pinned
  * becomes pageable memory, said in stats' memory.note; the batches are the
  * CPU loader's either way.
  *
- * Growth is asked for directly, as tuner_window does (lib/consume.c): the
+ * Growth is asked for directly, as tuner_window does (lib/core/consume.c): the
  * test includes the internal loader.h. Which device page-locked memory
  * belongs to is read back with cudaPointerGetAttributes from the runtime the
  * library loaded (as test_cuda.c does). Under CTest's test_cuda_grow_fake

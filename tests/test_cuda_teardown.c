@@ -39,7 +39,7 @@
 #include "testcheck.h"
 
 #ifdef RF_HAVE_CUDA
-/* The drain's deadline (lib/copier.c); weak: absent from libraries before it. */
+/* The drain's deadline (lib/cuda/copier.c); weak: absent from libraries before it. */
 extern int rf__copier_drain_ms __attribute__((weak));
 
 static void *scratch; /* device memory a "training step" keeps busy */

@@ -18,22 +18,13 @@
 
 #include "decode.h"
 #include "ringfeed.h"
+#include "testcheck.h"
 #include "testutil.h"
 #include "transform.h"
 
 static rf_decode_opts opts(int transform, int size)
 {
-    rf_decode_opts o = {.transform = transform,
-                        .size = size,
-                        .flip = 0,
-                        .layout = RF_LAYOUT_NHWC,
-                        .max_pixels = 178956970,
-                        .max_scans = 1000,
-                        .seed = 7,
-                        .epoch = 0,
-                        .sample = 0,
-                        .check_tail = 1};
-    return o;
+    return tu_decode_opts(transform, size, 7);
 }
 
 static uint8_t *jpeg_of(int w, int h, int subsamp, int progressive, int restart, int arith,

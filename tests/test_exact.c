@@ -212,16 +212,11 @@ static void test_exact_decodes_full_resolution(void **state)
     for (int tr = RF_TRANSFORM_CENTER; tr <= RF_TRANSFORM_RANDOM_RESIZED_CROP; tr++)
         for (int exact = 0; exact <= 1; exact++)
             for (int64_t sample = 0; sample < 4; sample++) {
-                rf_decode_opts o = {.transform = tr,
-                                    .size = S,
-                                    .flip = 1,
-                                    .layout = RF_LAYOUT_NHWC,
-                                    .max_pixels = 178956970,
-                                    .max_scans = 1000,
-                                    .seed = 3,
-                                    .sample = sample,
-                                    .check_tail = (int)(sample & 1),
-                                    .exact = exact};
+                rf_decode_opts o = tu_decode_opts(tr, S, 3);
+                o.flip = 1;
+                o.sample = sample;
+                o.check_tail = (int)(sample & 1);
+                o.exact = exact;
                 rf_rng rng = rf__rng_make(o.seed, 0, (uint64_t)sample);
                 rf_geom g;
                 if (tr == RF_TRANSFORM_CENTER)

@@ -1,5 +1,5 @@
 /*
- * test_fetch.c - the fetch layer (lib/fetch.h) driven directly.
+ * test_fetch.c - the fetch layer (lib/remote/fetch.h) driven directly.
  *
  * Caps on a GET of unknown size (what manifest.json's GETs use): a small
  * HTTP/1.1 server runs on a thread of the test, on 127.0.0.1 and a free

@@ -1,5 +1,5 @@
 /*
- * test_fetch_creds.c - S3 credentials (lib/fetch_creds.c): where they are
+ * test_fetch_creds.c - S3 credentials (lib/remote/fetch_creds.c): where they are
  * read from, and their renewal when S3 says they expired.
  *
  * The shared credentials file: profiles, comments, spaces, CRLF line ends,

@@ -1,5 +1,5 @@
 /*
- * test_fetch_faults.c - the fetch layer (lib/fetch.h) against servers that
+ * test_fetch_faults.c - the fetch layer (lib/remote/fetch.h) against servers that
  * misbehave, on 127.0.0.1 (testhttp.h): what a try's timeout means, where a
  * request may go, and what its messages say and never say.
  *

@@ -71,7 +71,7 @@ static void png_make(int w, int h, int depth, int ctype, int adam7, int n_plte, 
                 else
                     img[(size_t)y * row + s * depth / 8] |=
                         (uint8_t)(v << (8 - depth - (s * depth) % 8));
-                /* PIL's RGB of it (decode_png.c's comment has the rules) */
+                /* PIL's RGB of it (decode/png.c's comment has the rules) */
                 if (ctype == 3) {
                     int in = (int)v < n_plte;
                     out[0] = in ? plte.entries[v].red : (uint8_t)v;

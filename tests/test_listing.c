@@ -23,6 +23,7 @@
 
 #include "ringfeed.h"
 #include "source_listing.h"
+#include "source_remote.h"
 
 /* The text of <Key> in xml, decoded into a buffer of cap bytes. */
 static const char *key_of(const char *xml, char *out, size_t cap)

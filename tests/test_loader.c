@@ -52,22 +52,6 @@ static rf_loader *make(const char *src, int workers, int batch, int transform)
                      {RF_P_SEED, 1234});
 }
 
-/* FNV-1a over every batch of an epoch: data, labels and sample ids. */
-static uint64_t epoch_hash(rf_loader *l, int64_t epoch, int64_t from_batch)
-{
-    assert_int_equal(rf_loader_seek(l, epoch, from_batch), 0);
-    uint64_t h = TU_FNV_INIT;
-    rf_batch *b;
-    int rc;
-    while ((rc = rf_loader_next(l, &b)) == RF_OK) {
-        h = tu_batch_hash(h, b);
-        rf_batch_release(b);
-    }
-    if (rc != RF_END_OF_EPOCH)
-        fail_msg("next: %d %s", rc, rf_loader_errmsg(l));
-    return h;
-}
-
 static void test_every_sample_once_with_label(void **state)
 {
     (void)state;
@@ -124,7 +108,7 @@ static void test_deterministic_any_workers_backend_prefetch(void **state)
                 rf_loader_set_param(l, RF_P_IO_BACKEND, pread ? RF_IO_PREAD : RF_IO_AUTO);
                 rf_loader_set_param(l, RF_P_PREFETCH, 2 + wi);
                 tu_start(l);
-                uint64_t h0 = epoch_hash(l, 0, 0), h1 = epoch_hash(l, 1, 0);
+                uint64_t h0 = tu_epoch_hash(l, 0, 0), h1 = tu_epoch_hash(l, 1, 0);
                 if (wi == 0 && pread == 0) {
                     ref0 = h0;
                     ref1 = h1;
@@ -143,7 +127,7 @@ static void test_seek_resume_identical(void **state)
     (void)state;
     rf_loader *a = make(root, 1, 4, RF_TRANSFORM_RANDOM_RESIZED_CROP);
     tu_start(a);
-    uint64_t tail = epoch_hash(a, 3, 5);
+    uint64_t tail = tu_epoch_hash(a, 3, 5);
     rf_loader_destroy(a);
     /* Resume in another loader with another worker count, after breaking out
      * of an epoch mid-way. */
@@ -159,7 +143,7 @@ static void test_seek_resume_identical(void **state)
     assert_int_equal(rf_loader_tell(b, &e, &k), 0);
     assert_int_equal(e, 1);
     assert_int_equal(k, 2);
-    assert_int_equal(epoch_hash(b, 3, 5), tail);
+    assert_int_equal(tu_epoch_hash(b, 3, 5), tail);
     rf_loader_destroy(b);
 }
 
@@ -181,7 +165,7 @@ static void test_list_source_matches_folder(void **state)
     rf_loader *b = make(list, 2, 6, RF_TRANSFORM_CENTER);
     tu_start(b);
     assert_int_equal(rf_loader_num_samples(a), rf_loader_num_samples(b));
-    assert_int_equal(epoch_hash(a, 0, 0), epoch_hash(b, 0, 0));
+    assert_int_equal(tu_epoch_hash(a, 0, 0), tu_epoch_hash(b, 0, 0));
     rf_loader_destroy(a);
     rf_loader_destroy(b);
     unlink(list);
@@ -260,7 +244,7 @@ static void test_bad_file_raise_then_continue(void **state)
         l = make(dir, w + 1, 4, RF_TRANSFORM_CENTER);
         rf_loader_set_param(l, RF_P_ON_ERROR, RF_ON_ERROR_SKIP);
         tu_start(l);
-        h[w] = epoch_hash(l, 0, 0);
+        h[w] = tu_epoch_hash(l, 0, 0);
         char stats[65536];
         rf_loader_stats_json(l, stats, sizeof stats);
         if (!strstr(stats, "\"errors_count\": 2"))
@@ -421,7 +405,7 @@ static void test_failed_start_can_be_retried(void **state)
     tu_start(l);
     rf_loader *ref = make(root, 2, 4, RF_TRANSFORM_CENTER);
     tu_start(ref);
-    assert_int_equal(epoch_hash(l, 0, 0), epoch_hash(ref, 0, 0));
+    assert_int_equal(tu_epoch_hash(l, 0, 0), tu_epoch_hash(ref, 0, 0));
     rf_loader_destroy(ref);
     rf_loader_destroy(l);
 }

@@ -1,6 +1,6 @@
 /*
  * test_manifest.c - the shard index in a ringfeed-pack manifest.json
- * (lib/source_manifest.c) and its use by the tar source (lib/source_tar.c).
+ * (lib/source/manifest.c) and its use by the tar source (lib/source/tar.c).
  *
  * The parser reads bytes from memory: a good manifest gives its shards,
  * samples and members; every cut of it and every one-byte change must parse
@@ -27,15 +27,14 @@
 
 #include <cmocka.h>
 
+#include "kinds.h"
+#include "manifest.h"
 #include "manifestset.h"
 #include "ringfeed.h"
 #include "source.h"
-#include "source_kinds.h"
-#include "source_manifest.h"
 #include "tarwrite.h"
+#include "testcheck.h"
 #include "testutil.h"
-
-static char *g_tmp;
 
 static const char GOOD[] =
     "{\"format\": \"ringfeed-pack 1\", \"source\": \"a\\\"b\\u00e9\", \"samples\": 2,\n"
@@ -217,8 +216,8 @@ static void test_source_same_index(void **state)
 {
     (void)state;
     char with[2048], without[2048];
-    snprintf(with, sizeof with, "%.1900s/with", g_tmp);
-    snprintf(without, sizeof without, "%.1900s/without", g_tmp);
+    snprintf(with, sizeof with, "%.1900s/with", tu_tmp);
+    snprintf(without, sizeof without, "%.1900s/without", tu_tmp);
     write_set(with, 1);
     write_set(without, 0);
     static const char *const txt[] = {"txt"};
@@ -254,7 +253,7 @@ static void test_source_falls_back(void **state)
 {
     (void)state;
     char dir[2048], path[4096];
-    snprintf(dir, sizeof dir, "%.1900s/changed", g_tmp);
+    snprintf(dir, sizeof dir, "%.1900s/changed", tu_tmp);
     write_set(dir, 1);
     rf_source ref, s;
     open_set(&ref, dir, NULL);
@@ -307,8 +306,8 @@ static void test_from_manifest_alone(void **state)
 {
     (void)state;
     char with[2048], without[2048], path[4096], err[512];
-    snprintf(with, sizeof with, "%.1900s/alone", g_tmp);
-    snprintf(without, sizeof without, "%.1900s/alone-walked", g_tmp);
+    snprintf(with, sizeof with, "%.1900s/alone", tu_tmp);
+    snprintf(without, sizeof without, "%.1900s/alone-walked", tu_tmp);
     write_set(with, 1);
     write_set(without, 0);
     snprintf(path, sizeof path, "%s/manifest.json", with);
@@ -367,7 +366,7 @@ static void test_ends_check(void **state)
 {
     (void)state;
     char dir[2048], path[4096], err[512];
-    snprintf(dir, sizeof dir, "%.1900s/ends", g_tmp);
+    snprintf(dir, sizeof dir, "%.1900s/ends", tu_tmp);
     write_set(dir, 1);
     snprintf(path, sizeof path, "%s/manifest.json", dir);
     rf_manifest m;
@@ -407,20 +406,6 @@ static void test_ends_check(void **state)
     rf__manifest_free(&m);
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    g_tmp = tu_tempdir("manifest");
-    return g_tmp ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tu_tempdir_remove(&g_tmp);
-    return 0;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -429,5 +414,5 @@ int main(void)
         cmocka_unit_test(test_source_same_index), cmocka_unit_test(test_source_falls_back),
         cmocka_unit_test(test_from_manifest_alone), cmocka_unit_test(test_ends_check),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_tmp_setup, tu_tmp_teardown);
 }

@@ -1,6 +1,6 @@
 /*
  * test_manifest_memory.c - what a manifest.json costs in memory
- * (lib/source_manifest.c): at most twice its size plus a constant, from
+ * (lib/source/manifest.c): at most twice its size plus a constant, from
  * reading the file to the last sample read back, where flat arrays of its
  * samples and members once took some 4.7 times its size.
  *
@@ -24,7 +24,7 @@
 
 #include <cmocka.h>
 
-#include "source_manifest.h"
+#include "manifest.h"
 #include "testutil.h"
 
 /* ---- the counting allocator -------------------------------------------- */

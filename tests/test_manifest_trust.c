@@ -1,6 +1,6 @@
 /*
  * test_manifest_trust.c - a manifest.json is used only for shards it still
- * describes (lib/source_tar_check.c), and bounds what it states.
+ * describes (lib/source/tar_check.c), and bounds what it states.
  *
  * Shards written here with a manifest beside them (manifestset.h), then
  * rewritten at the same size as a user relabelling or reordering them
@@ -31,8 +31,8 @@
 #include "manifestset.h"
 #include "ringfeed.h"
 #include "source.h"
-#include "source_kinds.h"
-#include "source_manifest.h"
+#include "kinds.h"
+#include "manifest.h"
 
 static char *g_tmp;
 

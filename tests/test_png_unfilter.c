@@ -1,12 +1,12 @@
 /*
- * test_png_unfilter.c - decode_png.c's own path for non-interlaced image
+ * test_png_unfilter.c - decode/png.c's own path for non-interlaced image
  * data: the unfiltering (png_unfilter.c) of every filter type at every
  * bytes-per-pixel PNG has, at each SIMD level, against a plain reference
  * written here; and PNG files built here byte by byte (rows filtered with
  * every filter, stored zlib blocks, any IDAT split) decoded through
  * rf__decode_sample: odd widths, a stream in many IDAT chunks, bad CRCs,
  * cut data, bad filter bytes, a stream longer than the picture, bytes after
- * IEND. Expected pixels follow PIL's convert("RGB") rules (decode_png.c's
+ * IEND. Expected pixels follow PIL's convert("RGB") rules (decode/png.c's
  * opening comment); formatcheck.h runs the checks.
  */
 #include <setjmp.h>
@@ -378,7 +378,7 @@ static void test_png_damage(void **state)
 
     /* A bad CRC in an IDAT: an error when checked, ignored (as PIL does)
      * when not. (libspng checks a chunk's CRC when it reads the next chunk's
-     * header, so not the last IDAT's: decode_png.c leaves that as it was.) */
+     * header, so not the last IDAT's: decode/png.c leaves that as it was.) */
     uint32_t len;
     size_t at = find_chunk(&p, "IDAT", 9, &len);
     memcpy(f, p.file, p.len);

@@ -1,5 +1,5 @@
 /*
- * test_pool.c - the decode pool on its own (lib/pool.c): every queued job
+ * test_pool.c - the decode pool on its own (lib/core/pool.c): every queued job
  * runs once and comes back through done; jobs are reused from the free
  * stack; workers parked by rf__pool_set_active run nothing and resume when
  * unparked; the producer's wake hint; stop with jobs queued; busy and CPU

@@ -1,7 +1,7 @@
 /*
  * test_reader_fd.c - reads through a descriptor the caller holds
  * (rf_read.use_fd: a remote shard read through its pin in the cache,
- * lib/cache.h) with io_uring and with pread: the bytes of the file opened,
+ * lib/remote/cache.h) with io_uring and with pread: the bytes of the file opened,
  * not of whatever was renamed over its path since; whole and ranged reads;
  * the descriptor left open, and no other descriptor of the process closed
  * (an io_uring request without a file slot once queued a close of

@@ -1,5 +1,5 @@
 /*
- * test_reader_range.c - ranged reads (lib/reader.c): exactly the bytes
+ * test_reader_range.c - ranged reads (lib/io/reader.c): exactly the bytes
  * [offset, offset + length) of a file, as tar members and records are read,
  * with io_uring (no statx: the length is known) and with pread.
  *

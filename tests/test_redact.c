@@ -1,6 +1,6 @@
 /*
  * test_redact.c - what of a URL and of outside text is shown
- * (lib/redact.h), and that it is all that is shown, end to end.
+ * (lib/util/redact.h), and that it is all that is shown, end to end.
  *
  * The helpers: a URL's userinfo and an http(s) query or fragment become
  * "***"; s3:// keeps its '?' (a key's character, or a glob's); free text

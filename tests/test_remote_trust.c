@@ -1,7 +1,7 @@
 /*
  * test_remote_trust.c - what a remote shard's index is taken from is
  * checked against its bytes: the index kept in the cache folder (BASE.idx,
- * lib/source_remote.c) is applied only to the bytes it was taken from,
+ * lib/remote/source_remote.c) is applied only to the bytes it was taken from,
  * holds no secret and is checked as untrusted input; the manifest.json
  * beside the shards is checked when a shard lands (remote_manifest.c).
  *
@@ -48,6 +48,7 @@
 #include "manifestset.h"
 #include "ringfeed.h"
 #include "source.h"
+#include "source_remote.h"
 #include "tarwrite.h"
 #include "testcheck.h"
 #include "testutil.h"
@@ -192,7 +193,9 @@ static void index_and_compare(const char *auth, const char *cache)
     rf_source remote, *s = &remote;
     char spec[4096], err[512];
     snprintf(spec, sizeof spec, "http://%s127.0.0.1:%d/s-{0..%d}.tar", auth, g_port, NSHARDS - 1);
-    rf_source_opts o = {.cache_dir = cache, .fetch_timeout_ms = 10000};
+    rf_source_opts o = {.cache_dir = cache,
+                        .fetch_timeout_ms = 10000,
+                        .remote = &rf__source_remote}; /* URLs as the loader takes them */
     int rc = rf__source_open_ex(s, spec, &o, err, sizeof err);
     if (rc != 0)
         fail_msg("%s", err);

@@ -1,5 +1,5 @@
 /*
- * test_ring.c - batch slot memory and the slot state machine (lib/ring.c).
+ * test_ring.c - batch slot memory and the slot state machine (lib/core/ring.c).
  *
  * FREE -> FILLING (claim) -> READY (last sample done) -> LENT (lend) -> FREE
  * (release), plus the generation rules used when the loader seeks or changes

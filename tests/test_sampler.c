@@ -1,5 +1,5 @@
 /*
- * test_sampler.c - the epoch order and its distributed split (lib/sampler.c).
+ * test_sampler.c - the epoch order and its distributed split (lib/core/sampler.c).
  *
  * The split is checked against torch.utils.data.DistributedSampler with
  * drop_last=False, written out here as its arithmetic: the permutation is

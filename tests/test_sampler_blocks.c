@@ -1,6 +1,6 @@
 /*
  * test_sampler_blocks.c - the shard-aware shuffle (RF_P_SHUFFLE_BLOCK,
- * rf__sampler_set_shards in lib/sampler.c).
+ * rf__sampler_set_shards in lib/core/sampler.c).
  *
  * The epoch's global order (a world_size 1 sampler's order) is checked for
  * its block structure: walking it, a new shard may only start once the

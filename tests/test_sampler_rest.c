@@ -1,6 +1,6 @@
 /*
  * test_sampler_rest.c - resuming an epoch on another number of ranks
- * (rf__sampler_consumed, rf__sampler_set_rest in lib/sampler.c).
+ * (rf__sampler_consumed, rf__sampler_set_rest in lib/core/sampler.c).
  *
  * For small datasets, every pair of world sizes N, M in 1..5, batch sizes,
  * drop_last and sampler_drop_last, with the global shuffle and with shard

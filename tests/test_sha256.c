@@ -1,5 +1,5 @@
 /*
- * test_sha256.c - lib/sha256.c against FIPS 180-4's examples and NIST's
+ * test_sha256.c - lib/util/sha256.c against FIPS 180-4's examples and NIST's
  * long-message vector, fed whole and in every split, so that the block
  * buffering is checked at each fill level.
  */

@@ -1,5 +1,5 @@
 /*
- * test_source.c - the sample index (lib/source.c): image folders with
+ * test_source.c - the sample index (lib/source/source.c): image folders with
  * torchvision ImageFolder semantics, and list files.
  *
  * ImageFolder, written out: classes = sorted(d.name for d in
@@ -34,16 +34,6 @@
 #include "testutil.h"
 
 /* ----------------------------------------------------------------- helpers */
-
-static char *g_tmp; /* this run's temporary folder */
-
-/* g_tmp/<name>, malloc'd; nothing is created. */
-static char *sub(const char *name)
-{
-    char *p = NULL;
-    assert_true(asprintf(&p, "%s/%s", g_tmp, name) > 0);
-    return p;
-}
 
 /* Makes root/rel: a folder when rel ends in '/' (put(root, "") makes root
  * itself), else an empty file; missing parents are created. */
@@ -113,7 +103,7 @@ static const char *class_name(const rf_source *s, int64_t c)
 static void test_folder_classes_and_files_sorted(void **state)
 {
     (void)state;
-    char *root = sub("basic");
+    char *root = tu_tmp_path("basic");
     /* Made out of order on purpose: readdir order must not leak through. */
     put(root, "dog/b.jpg");
     put(root, "cat/z.jpg");
@@ -154,7 +144,7 @@ static void test_folder_classes_and_files_sorted(void **state)
 static void test_folder_nested_walk_order(void **state)
 {
     (void)state;
-    char *root = sub("nested");
+    char *root = tu_tmp_path("nested");
     put(root, "c0/z.jpg");
     put(root, "c0/b.jpg");
     put(root, "c0/a/x.jpg");
@@ -182,7 +172,7 @@ static void test_folder_nested_walk_order(void **state)
 static void test_folder_extensions(void **state)
 {
     (void)state;
-    char *root = sub("ext");
+    char *root = tu_tmp_path("ext");
     static const char *names[] = {
         "c/a.jpg",   "c/b.jpeg",    "c/c.JPEG",  "c/d.Jpg",    "c/e.JPG",     "c/f.jPeG",
         "c/g.png",   "c/h.txt",     "c/i",       "c/j.jpg.bak", "c/k.jpgx",   "c/jpg",
@@ -212,7 +202,7 @@ static void test_folder_extensions(void **state)
 static void test_folder_directory_named_like_image(void **state)
 {
     (void)state;
-    char *root = sub("dirjpg");
+    char *root = tu_tmp_path("dirjpg");
     put(root, "c/real.jpg");
     put(root, "c/folder.jpg/"); /* not a sample, but walked into */
     put(root, "c/folder.jpg/inner.jpg");
@@ -228,8 +218,8 @@ static void test_folder_directory_named_like_image(void **state)
 static void test_folder_symlinks(void **state)
 {
     (void)state;
-    char *root = sub("links");
-    char *elsewhere = sub("links-target");
+    char *root = tu_tmp_path("links");
+    char *elsewhere = tu_tmp_path("links-target");
     put(elsewhere, "real/one.jpg");
     put(elsewhere, "real/two.jpg");
     put(elsewhere, "sub/deep.jpg");
@@ -274,7 +264,7 @@ static void test_folder_never_opens_samples(void **state)
     (void)state;
     /* FIFOs block whoever opens them for reading until a writer comes: an
      * indexer that opened sample files would hang here (alarm in main). */
-    char *root = sub("fifo");
+    char *root = tu_tmp_path("fifo");
     put(root, "c/");
     fifo_at(root, "c/a.jpg");
     fifo_at(root, "c/b.jpeg");
@@ -286,7 +276,7 @@ static void test_folder_never_opens_samples(void **state)
     rf__source_close(&s);
 
     /* Unreadable sample files index fine (meaningful when not root). */
-    char *root2 = sub("noperm");
+    char *root2 = tu_tmp_path("noperm");
     put(root2, "c/x.jpg");
     char path[4096];
     snprintf(path, sizeof path, "%s/c/x.jpg", root2);
@@ -301,7 +291,7 @@ static void test_folder_never_opens_samples(void **state)
 static void test_folder_empty_class(void **state)
 {
     (void)state;
-    char *root = sub("emptyclass");
+    char *root = tu_tmp_path("emptyclass");
     put(root, "full/a.jpg");
     put(root, "hollow_class/readme.txt");
     put(root, "hollow_class/pic.gif"); /* not in IMG_EXTENSIONS */
@@ -310,7 +300,7 @@ static void test_folder_empty_class(void **state)
     tu_source_open_fails(root, NULL, "hollow_class", NULL);
     free(root);
 
-    char *root2 = sub("emptyclass2");
+    char *root2 = tu_tmp_path("emptyclass2");
     put(root2, "only_empty/");
     tu_source_open_fails(root2, NULL, "only_empty", NULL);
     free(root2);
@@ -319,19 +309,19 @@ static void test_folder_empty_class(void **state)
 static void test_folder_missing_or_classless_root(void **state)
 {
     (void)state;
-    char *missing = sub("no/such/root");
+    char *missing = tu_tmp_path("no/such/root");
     tu_source_open_fails(missing, NULL, missing, NULL);
     free(missing);
 
     /* Root holding only files: no class folders. */
-    char *flat = sub("flat");
+    char *flat = tu_tmp_path("flat");
     put(flat, "a.jpg");
     put(flat, "b.jpg");
     tu_source_open_fails(flat, NULL, flat, NULL);
     free(flat);
 
     /* Empty root. */
-    char *empty = sub("emptyroot");
+    char *empty = tu_tmp_path("emptyroot");
     put(empty, "");
     tu_source_open_fails(empty, NULL, empty, NULL);
     free(empty);
@@ -389,7 +379,7 @@ static void test_folder_concurrent_indexing(void **state)
     for (int t = 0; t < CC_THREADS; t++) {
         char dirname[32];
         snprintf(dirname, sizeof dirname, "concurrent%d", t);
-        char *root = sub(dirname);
+        char *root = tu_tmp_path(dirname);
         snprintf(jobs[t].root, sizeof jobs[t].root, "%s", root);
         free(root);
         jobs[t].id = t;
@@ -447,7 +437,7 @@ static void test_add_keeps_paths_as_arena_grows(void **state)
 static void test_list_paths_labels_and_comments(void **state)
 {
     (void)state;
-    char *dir = sub("list");
+    char *dir = tu_tmp_path("list");
     put(dir, "sub/");
     char list[4096];
     snprintf(list, sizeof list, "%s/sub/train.txt", dir);
@@ -512,7 +502,7 @@ static void test_list_paths_labels_and_comments(void **state)
 static void test_list_malformed_line_named(void **state)
 {
     (void)state;
-    char *dir = sub("badlist");
+    char *dir = tu_tmp_path("badlist");
     put(dir, "");
     static const struct {
         const char *text;
@@ -567,7 +557,7 @@ static void test_list_of_200k_lines(void **state)
 {
     (void)state;
     enum { LINES = 200000 };
-    char *dir = sub("scale");
+    char *dir = tu_tmp_path("scale");
     put(dir, "");
     char list[4096];
     snprintf(list, sizeof list, "%s/big.txt", dir);
@@ -598,20 +588,6 @@ static void test_list_of_200k_lines(void **state)
 
 /* ------------------------------------------------------------------- main */
 
-static int setup(void **state)
-{
-    (void)state;
-    g_tmp = tu_tempdir("source");
-    return g_tmp ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tu_tempdir_remove(&g_tmp);
-    return 0;
-}
-
 int main(void)
 {
     alarm(120); /* a hang (e.g. a FIFO opened while indexing) fails the run */
@@ -630,5 +606,5 @@ int main(void)
         cmocka_unit_test(test_list_malformed_line_named),
         cmocka_unit_test(test_list_of_200k_lines),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_tmp_setup, tu_tmp_teardown);
 }

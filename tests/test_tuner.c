@@ -1,5 +1,5 @@
 /*
- * test_tuner.c - the worker budget and the tuner's controller (lib/tuner.c).
+ * test_tuner.c - the worker budget and the tuner's controller (lib/core/tuner.c).
  *
  * The controller is a pure function of window measurements, so it is run here
  * against a small fluid model of the pipeline instead of threads:

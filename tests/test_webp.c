@@ -38,17 +38,7 @@
 
 static rf_decode_opts opts(int transform, int size)
 {
-    rf_decode_opts o = {.transform = transform,
-                        .size = size,
-                        .flip = 0,
-                        .layout = RF_LAYOUT_NHWC,
-                        .max_pixels = 178956970,
-                        .max_scans = 1000,
-                        .seed = 11,
-                        .epoch = 0,
-                        .sample = 0,
-                        .check_tail = 1};
-    return o;
+    return tu_decode_opts(transform, size, 11);
 }
 
 #ifdef RF_HAVE_WEBP

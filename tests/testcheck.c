@@ -12,9 +12,38 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <errno.h>
 
 #include "testcheck.h"
 #include "testutil.h"
+
+char *tu_tmp;
+
+int tu_tmp_setup(void **state)
+{
+    (void)state;
+    tu_tmp = tu_tempdir(program_invocation_short_name);
+    return tu_tmp ? 0 : -1;
+}
+
+int tu_tmp_teardown(void **state)
+{
+    (void)state;
+    tu_tempdir_remove(&tu_tmp);
+    return 0;
+}
+
+char *tu_tmp_path(const char *fmt, ...)
+{
+    char rel[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rel, sizeof rel, fmt, ap);
+    va_end(ap);
+    char *p = NULL;
+    assert_true(asprintf(&p, "%s/%s", tu_tmp, rel) > 0);
+    return p;
+}
 
 rf_loader *tu_loader_with(const char *src, const tu_param *params, size_t n)
 {
@@ -34,6 +63,53 @@ void tu_start(rf_loader *l)
     int rc = rf_loader_start(l);
     if (rc != 0)
         fail_msg("start: %d %s", rc, rf_loader_errmsg(l));
+}
+
+rf_decode_opts tu_decode_opts(int transform, int size, uint64_t seed)
+{
+    rf_decode_opts o = {.transform = transform,
+                        .size = size,
+                        .flip = 0,
+                        .layout = RF_LAYOUT_NHWC,
+                        .max_pixels = 178956970,
+                        .max_scans = 1000,
+                        .seed = seed,
+                        .epoch = 0,
+                        .sample = 0,
+                        .check_tail = 1};
+    return o;
+}
+
+uint64_t tu_epoch_hash(rf_loader *l, int64_t epoch, int64_t from_batch)
+{
+    assert_int_equal(rf_loader_seek(l, epoch, from_batch), 0);
+    uint64_t h = TU_FNV_INIT;
+    rf_batch *b;
+    int rc;
+    while ((rc = rf_loader_next(l, &b)) == RF_OK) {
+        h = tu_batch_hash(h, b);
+        rf_batch_release(b);
+    }
+    if (rc != RF_END_OF_EPOCH)
+        fail_msg("next: %d %s", rc, rf_loader_errmsg(l));
+    return h;
+}
+
+void tu_next_fails(rf_loader *l, int want_rc, const char *fmt, ...)
+{
+    char want[4200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(want, sizeof want, fmt, ap);
+    va_end(ap);
+    rf_batch *b;
+    int rc = rf_loader_next(l, &b);
+    if (rc == RF_OK)
+        rf_batch_release(b);
+    assert_int_equal(rc, want_rc);
+    if (!strstr(rf_loader_errmsg(l), want))
+        fail_msg("message \"%s\" lacks \"%s\"", rf_loader_errmsg(l), want);
+    printf("  %s\n", rf_loader_errmsg(l));
 }
 
 uint64_t tu_batch_hash(uint64_t h, const rf_batch *b)

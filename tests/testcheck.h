@@ -3,7 +3,7 @@
  * a loader with a list of options set (each asserted), start-or-fail,
  * hashes of delivered batches, figures from the stats JSON, a source that
  * must open (or must be refused with given words in its message), a reader
- * of the backend asked for. Each helper fails the running cmocka test itself
+ * of the backend asked for, the test program's temporary folder. Each helper fails the running cmocka test itself
  * (fail_msg / assert_*), so it may only be called from inside a test.
  *
  * Linked into every tests/test_*.c executable (ringfeed_testcheck, see
@@ -15,9 +15,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "decode.h"
 #include "reader.h"
 #include "ringfeed.h"
 #include "source.h"
+
+/* -------------------------------------------------------- temporary folder */
+
+/* The test program's temporary folder (tu_tempdir, named after the program),
+ * made by tu_tmp_setup and removed with all it holds by tu_tmp_teardown: a
+ * cmocka group's set-up and tear-down. */
+extern char *tu_tmp;
+int tu_tmp_setup(void **state);
+int tu_tmp_teardown(void **state);
+
+/* tu_tmp/<fmt...>, malloc'd. */
+char *tu_tmp_path(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ------------------------------------------------------------------ loader */
 
@@ -36,8 +49,17 @@ rf_loader *tu_loader_with(const char *src, const tu_param *params, size_t n);
     tu_loader_with((src), (const tu_param[]){__VA_ARGS__},                                         \
                    sizeof((const tu_param[]){__VA_ARGS__}) / sizeof(tu_param))
 
+/* FNV-1a over every batch of epoch from batch from_batch on (rf_loader_seek,
+ * then next until the end of the epoch): data, labels and sample ids. */
+uint64_t tu_epoch_hash(rf_loader *l, int64_t epoch, int64_t from_batch);
+
 /* rf_loader_start, failing the test with the code and rf_loader_errmsg. */
 void tu_start(rf_loader *l);
+
+/* The next batch fails with want_rc and the loader's message (printed)
+ * holds the text fmt formats. */
+void tu_next_fails(rf_loader *l, int want_rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* FNV-1a of a batch's data, labels and sample indices, continuing from h
  * (TU_FNV_INIT to begin). */
@@ -60,6 +82,13 @@ void tu_source_open_ok(rf_source *s, const char *spec, const rf_source_opts *o);
  * (no samples, no arena), and give a message holding each of the strings
  * that follow o (NULL-ended). The message is printed. */
 void tu_source_open_fails(const char *spec, const rf_source_opts *o, ...);
+
+/* ------------------------------------------------------------------ decode */
+
+/* What a loader with default options hands the decoder: transform and size
+ * given, NHWC, no flip, PIL's pixel limit, 1000 scans, seed given, epoch
+ * and sample 0, the whole file checked. */
+rf_decode_opts tu_decode_opts(int transform, int size, uint64_t seed);
 
 /* ------------------------------------------------------------------ reader */
 

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 /* ---------------------------------------------------------------- hashing */
@@ -387,6 +388,12 @@ uint64_t tu_fnv1a(uint64_t h, const void *p, size_t n)
     for (size_t i = 0; i < n; i++)
         h = (h ^ b[i]) * 0x100000001b3ULL;
     return h;
+}
+
+long tu_max_rss_kib(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
 }
 
 /* ---------------------------------------------------------------- folders */

@@ -91,6 +91,9 @@ double tu_psnr(const uint8_t *a, const uint8_t *b, size_t n);
 #define TU_FNV_INIT 0xcbf29ce484222325ULL
 uint64_t tu_fnv1a(uint64_t h, const void *p, size_t n);
 
+/* This process's peak resident memory so far, KiB (getrusage), or -1. */
+long tu_max_rss_kib(void);
+
 /* Which variants a folder holds. */
 enum tu_mix {
     /* Image i (class-major index) cycles through i % 8: 0 baseline 4:2:0,

@@ -34,10 +34,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kinds.h"
 #include "pack.h"
 #include "ringfeed.h"
 #include "source.h"
-#include "source_kinds.h"
+#include "source_remote.h"
 
 #define ERRCAP PACK_ERRCAP
 #define CHUNK 1024 /* positions encoded before they are written (bounds the memory) */
@@ -451,7 +452,8 @@ int main(int argc, char **argv)
 
     rf_source s;
     char err[ERRCAP];
-    if (rf__source_open(&s, o.src, err, sizeof err) != 0) {
+    const rf_source_opts base = {.remote = &rf__source_remote}; /* URLs as the loader takes them */
+    if (rf__source_open_ex(&s, o.src, &base, err, sizeof err) != 0) {
         fprintf(stderr, "ringfeed-pack: %s: %s\n", o.src, err);
         return 1;
     }
@@ -462,7 +464,7 @@ int main(int argc, char **argv)
     }
     /* tar: index again, now with the extra members to pass through */
     char extbuf[RF_SOURCE_MAX_EXTRAS * (RF_SOURCE_MAX_EXT + 1)];
-    rf_source_opts so = {0};
+    rf_source_opts so = base;
     if (o.extras_arg && strcmp(o.extras_arg, "none") && s.kind != RF_SOURCE_TAR) {
         fprintf(stderr, "ringfeed-pack: %s: --extras names members of tar shards\n", o.src);
         rf__source_close(&s);
@@ -476,7 +478,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "ringfeed-pack: %s: %s\n", e ? "--extras" : o.src, err);
             return e ? 2 : 1;
         }
-        if (so.nextras == 0 && rf__source_open(&s, o.src, err, sizeof err) != 0) {
+        if (so.nextras == 0 && rf__source_open_ex(&s, o.src, &base, err, sizeof err) != 0) {
             fprintf(stderr, "ringfeed-pack: %s: %s\n", o.src, err);
             return 1;
         }

@@ -92,7 +92,7 @@ int pack_tar_exts(const char *spec, rf_source_opts *o, char *buf, size_t cap, ch
 
 /* Writes OUT/manifest.json (through a temporary name): counts, classes,
  * options, per shard its name, samples, bytes, sha256 (of its bytes, hex)
- * and index (read back from the shard itself; source_manifest.h has the
+ * and index (read back from the shard itself; source/manifest.h has the
  * layout), the skipped samples.
  * 0 or -1. */
 int pack_write_manifest(const pack_opts *o, const rf_source *s, const int64_t *order,

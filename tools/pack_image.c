@@ -1,7 +1,7 @@
 /*
  * pack_image.c - one sample's bytes to the JPEG that ringfeed-pack stores.
  *
- * Decoding goes through the library's own format seam (decode_formats.h):
+ * Decoding goes through the library's own format seam (decode/formats.h):
  * the bytes are sniffed as the loader sniffs them (JPEG, WebP, PNG, BMP,
  * PNM), each format's decoder made on first use, at full resolution (max_denom 1: the pixels PIL decodes), shrinking through
  * the library's Pillow-exact antialiased resampler with a whole-picture
@@ -25,11 +25,11 @@
 
 #include <jpeglib.h>
 
-#include "decode_formats.h"
+#include "formats.h"
 #include "resample.h"
 #include "ringfeed.h"
 
-/* The loader's defaults for the same limits (lib/options.c). */
+/* The loader's defaults for the same limits (lib/core/options.c). */
 enum { PACK_MAX_SCANS = 1000 };
 #define PACK_MAX_PIXELS INT64_C(178956970)
 

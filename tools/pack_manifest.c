@@ -2,10 +2,10 @@
  * pack_manifest.c - OUT/manifest.json of ringfeed-pack: what was packed
  * (counts, classes, options, skipped samples) and, per shard, its name, byte
  * size, the SHA-256 of its bytes and its index: each sample's key, label and
- * members (extension, data offset, size), the layout lib/source_manifest.h
+ * members (extension, data offset, size), the layout lib/source/manifest.h
  * reads. The loader uses the index instead of walking the headers of a
  * shard of that name and size whose headers and labels are as stated
- * (lib/source_tar_check.c); the digest is for anyone checking a copy of the
+ * (lib/source/tar_check.c); the digest is for anyone checking a copy of the
  * shards (sha256sum), read by no loader: hashing every byte at each start
  * would cost what the index saves.
  *
@@ -21,7 +21,7 @@
 #include "pack.h"
 #include "ringfeed.h"
 #include "sha256.h"
-#include "source_tar.h"
+#include "tar.h"
 
 static void json_str(FILE *f, const char *s, size_t n)
 {

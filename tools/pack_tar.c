@@ -4,7 +4,7 @@
  * back member by member: the packer's own shards (resume, the manifest's
  * index) and a tar source's member extensions (what --extras passes through
  * by default). Reading uses the library's header-field parsers
- * (lib/source_tar.h), so it takes GNU long names and pax paths as the
+ * (lib/source/tar.h), so it takes GNU long names and pax paths as the
  * loader does.
  */
 #define _GNU_SOURCE
@@ -13,10 +13,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "kinds.h"
 #include "pack.h"
 #include "ringfeed.h"
-#include "source_kinds.h"
-#include "source_tar.h"
+#include "tar.h"
 
 static void octal(char *field, size_t width, uint64_t v)
 {

@@ -16,7 +16,7 @@ from .session import run
 def parse_args(argv):
     p = argparse.ArgumentParser(
         prog="ringfeed-bench", description=USAGE.split("\n\n")[0],
-        epilog="See the package's docstring (bench/rfbench/__init__.py) and README.md, "
+        epilog="See the package's docstring (bench/rfbench/__init__.py) and docs/performance.md, "
                "'Reading the benchmark'.")
     p.add_argument("--data", help="image folder, list file, tar shards or record file "
                    "(default: the built-in sample, generated when missing)")

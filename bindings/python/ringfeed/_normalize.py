@@ -5,7 +5,7 @@ On a CUDA device the ring and the copy stay uint8 (a quarter of float32's
 bytes over PCIe) and the batch is normalised where it lands, by torch ops
 queued on the current stream: the stream the copy was ordered on
 (rf_batch_copy_to), so they run after it. The arithmetic is the C workers'
-(lib/convert.c) step for step: x.to(float32) / 255, then (x - mean) / std in
+(lib/transform/convert.c) step for step: x.to(float32) / 255, then (x - mean) / std in
 float32, then the cast to float16 / bfloat16 (round to nearest even), so a
 CPU loader and a CUDA loader give the same values; the tests hold this
 function on CPU tensors against the C output.

@@ -103,7 +103,7 @@ _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)([^/?#]*)(.*)$", re.S)
 
 
 def _shown(path):
-    """A source entry as the library shows it (lib/redact.h): a URL's
+    """A source entry as the library shows it (lib/util/redact.h): a URL's
     user:password and an http(s) query or fragment become ***."""
     m = _URL.match(path)
     if not m:

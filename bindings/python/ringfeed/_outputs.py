@@ -14,6 +14,7 @@ at once (see _CudaOutput).
 """
 
 import ctypes
+import dataclasses
 
 import numpy as np
 
@@ -65,30 +66,30 @@ def _fields(lib, b, count, names):
     return out
 
 
+@dataclasses.dataclass
 class BatchForm:
     """What a loader's batches look like: element dtype, the shape and bytes
     of one sample, whether they are label-less records, whether they carry
     labels and which extra members; and what decides a copy on the CPU
     (prefetch, batches per epoch)."""
 
-    __slots__ = ("dtype", "sample_shape", "sample_bytes", "records", "prefetch", "num_batches",
-                 "labeled", "extras", "torch_dtype", "normalize")
+    dtype: np.dtype
+    sample_shape: tuple
+    sample_bytes: int
+    records: bool
+    prefetch: int
+    num_batches: int
+    labeled: bool = True
+    extras: tuple = ()
+    # "bfloat16": the uint16 bits become torch.bfloat16 tensors; None: dtype's own
+    torch_dtype: str = None
+    # (mean, std, dtype name, layout): uint8 batches normalised on their
+    # device after the copy (_normalize.py); None: as they are
+    normalize: tuple = None
 
-    def __init__(self, dtype, sample_shape, sample_bytes, records, prefetch, num_batches,
-                 labeled=True, extras=(), torch_dtype=None, normalize=None):
-        self.dtype = dtype
-        self.sample_shape = sample_shape
-        self.sample_bytes = sample_bytes
-        self.records = records
-        self.prefetch = prefetch
-        self.num_batches = num_batches
-        self.labeled = labeled and not records
-        self.extras = tuple(extras)
-        # "bfloat16": the uint16 bits become torch.bfloat16 tensors; None: dtype's own
-        self.torch_dtype = torch_dtype
-        # (mean, std, dtype name, layout): uint8 batches normalised on their
-        # device after the copy (_normalize.py); None: as they are
-        self.normalize = normalize
+    def __post_init__(self):
+        self.labeled = self.labeled and not self.records  # records carry no labels
+        self.extras = tuple(self.extras)
 
 
 class _Output:

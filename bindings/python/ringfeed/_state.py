@@ -29,33 +29,36 @@ Dicts written before "consumed" and "fingerprint" existed still load on
 their own world size; they cannot move to another (they lack "consumed").
 """
 
+import dataclasses
+from typing import Callable, Optional
+
 # A position in a whole epoch; _VERSION_REST: in the rest of a resumed one.
 _VERSION = 1
 _VERSION_REST = 2
 
 
+@dataclasses.dataclass
 class Identity:
-    """What a state dict must agree with: this loader's run. fingerprint is
-    asked once, when first needed (it reads the whole index)."""
+    """What a state dict must agree with: this loader's run. The fingerprint
+    is asked of read_fingerprint once, when first needed (it reads the whole
+    index)."""
 
-    def __init__(self, seed, world_size, rank, num_samples, batch_size, drop_last, shuffle,
-                 shuffle_block, sampler_drop_last, fingerprint):
-        self.seed = seed
-        self.world_size = world_size
-        self.rank = rank
-        self.num_samples = num_samples
-        self.batch_size = batch_size
-        self.drop_last = drop_last
-        self.shuffle = shuffle
-        self.shuffle_block = shuffle_block
-        self.sampler_drop_last = sampler_drop_last
-        self._fingerprint = fingerprint
-        self._fp = None
+    seed: int
+    world_size: int
+    rank: int
+    num_samples: int
+    batch_size: int
+    drop_last: bool
+    shuffle: bool
+    shuffle_block: int
+    sampler_drop_last: bool
+    read_fingerprint: Callable[[], int]
+    _fp: Optional[str] = dataclasses.field(default=None, init=False, repr=False)
 
     @property
     def fingerprint(self):
         if self._fp is None:
-            self._fp = "%016x" % self._fingerprint()
+            self._fp = "%016x" % self.read_fingerprint()
         return self._fp
 
 

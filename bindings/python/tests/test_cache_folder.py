@@ -28,7 +28,7 @@ import rfhelpers
 import rfservers
 import ringfeed
 
-FORMAT = b"ringfeed-cache 3"  # lib/cache.h RF__CACHE_FORMAT
+FORMAT = b"ringfeed-cache 3"  # lib/remote/cache.h RF__CACHE_FORMAT
 OPTS = dict(image_size=32, transform="center", num_workers=2)
 
 

@@ -149,6 +149,29 @@ rf_source_glob_fn rf__source_glob_remote;
  * decoded; the position after it, or NULL when there is none. */
 const char *rf__source_xml_text(const char *p, const char *end, const char *tag, char *out,
                                 size_t cap);
+/* source_remote.c: the index kept beside a remote shard in the cache
+ * (BASE.idx): samples [from, s->n) of one shard, for that URL, size,
+ * validator etag and options key okey, as bytes (malloc'd, *len of them;
+ * NULL without memory). */
+void *rf__source_kept_make(const rf_source *s, int64_t from, const char *url, uint64_t size,
+                           const char *etag, const char *okey, size_t *len);
+/* source_remote.c: the samples of such bytes p[0..len) (borrowed, from a
+ * file anyone could have written) appended to s as shard k's, *maxlabel
+ * grown to their largest label: 1; 0 when they are not an index for that
+ * URL, size (every sample inside the shard), etag and okey, or damaged (s
+ * as before: the shard is walked instead); RF_E_NOMEM. */
+int rf__source_kept_load(rf_source *s, uint32_t k, const void *p, size_t len, const char *url,
+                         uint64_t size, const char *etag, const char *okey, int64_t *maxlabel);
+/* source_remote.c: one page of an S3 ListObjectsV2 answer, body[0..len)
+ * (NUL-terminated at len; the listing of glob word): each <Contents>' <Key>
+ * (URL-decoded when the page says <EncodingType>url) that keypat matches
+ * (fnmatch, '/' only by '/') appended to keys as "burl/key"; the page's
+ * NextContinuationToken into token (tokcap bytes), "" when it is the last.
+ * 0; RF_E_SOURCE with the reason in err (a key not URL-encoded right, a
+ * truncated page without a token); RF_E_NOMEM. */
+int rf__source_list_page(const char *body, size_t len, const char *word, const char *keypat,
+                         const char *burl, rf_strlist *keys, char *token, size_t tokcap, char *err,
+                         size_t errcap);
 
 /* source_tar.c: indexes the shard at path (named shard in messages) as
  * shard number shard_id, appending its samples to s: from man's entry for

@@ -93,9 +93,8 @@ static void header(blob *b, const char *url, uint64_t size, const char *etag, co
     put_str(b, okey);
 }
 
-/* Samples [from, s->n) of shard k, kept beside it. */
-static void keep_index(rf_remote *r, uint32_t k, const rf_source *s, int64_t from,
-                       const char *url, uint64_t size, const char *etag, const char *okey)
+void *rf__source_kept_make(const rf_source *s, int64_t from, const char *url, uint64_t size,
+                           const char *etag, const char *okey, size_t *len)
 {
     blob b = {0};
     header(&b, url, size, etag, okey);
@@ -115,11 +114,25 @@ static void keep_index(rf_remote *r, uint32_t k, const rf_source *s, int64_t fro
             put(&b, &s->ext_len[at], (size_t)s->nextras * sizeof *s->ext_len);
         }
     }
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    *len = b.len;
+    return b.p;
+}
+
+/* Samples [from, s->n) of shard k, kept beside it. */
+static void keep_index(rf_remote *r, uint32_t k, const rf_source *s, int64_t from,
+                       const char *url, uint64_t size, const char *etag, const char *okey)
+{
+    size_t len;
+    void *p = rf__source_kept_make(s, from, url, size, etag, okey, &len);
     char base[RF__CACHE_PATH];
     rf__remote_base(r, k, base);
-    if (!b.oom)
-        rf__cache_put_index(rf__remote_cache(r), base, b.p, b.len); /* best effort */
-    free(b.p);
+    if (p)
+        rf__cache_put_index(rf__remote_cache(r), base, p, len); /* best effort */
+    free(p);
 }
 
 /* Reads n bytes at *at of p[0..len); 0, or -1 past the end. */
@@ -158,19 +171,11 @@ static int sample_sane(const rf_source *s, int64_t j, uint64_t size)
     return 1;
 }
 
-/* Appends shard k's samples from its kept index: 1 done, 0 no usable index
- * (absent, another version or options, damaged: the shard is walked), or
- * RF_E_NOMEM. The file is checked as untrusted input (sample_sane, a
- * count its bytes can hold, no byte left over). */
-static int load_index(rf_remote *r, uint32_t k, rf_source *s, const char *url, uint64_t size,
-                      const char *etag, const char *okey, int64_t *maxlabel)
+/* The file is checked as untrusted input (sample_sane, a count its bytes
+ * can hold, no byte left over). */
+int rf__source_kept_load(rf_source *s, uint32_t k, const void *vp, size_t len, const char *url,
+                         uint64_t size, const char *etag, const char *okey, int64_t *maxlabel)
 {
-    char base[RF__CACHE_PATH];
-    rf__remote_base(r, k, base);
-    void *vp;
-    size_t len;
-    if (rf__cache_get_index(base, &vp, &len) != 1)
-        return 0;
     const char *p = vp;
     blob want = {0};
     header(&want, url, size, etag, okey);
@@ -216,7 +221,6 @@ static int load_index(rf_remote *r, uint32_t k, rf_source *s, const char *url, u
             maxl = s->labels[j];
         s->n++;
     }
-    free(vp);
     if (rc != 0)
         return rc;
     if (!ok || s->n - before != (int64_t)n || at != len) {
@@ -225,6 +229,23 @@ static int load_index(rf_remote *r, uint32_t k, rf_source *s, const char *url, u
     }
     *maxlabel = maxl;
     return 1;
+}
+
+/* Appends shard k's samples from its kept index: 1 done, 0 no usable index
+ * (absent, another version or options, damaged: the shard is walked), or
+ * RF_E_NOMEM. */
+static int load_index(rf_remote *r, uint32_t k, rf_source *s, const char *url, uint64_t size,
+                      const char *etag, const char *okey, int64_t *maxlabel)
+{
+    char base[RF__CACHE_PATH];
+    rf__remote_base(r, k, base);
+    void *vp;
+    size_t len;
+    if (rf__cache_get_index(base, &vp, &len) != 1)
+        return 0;
+    int rc = rf__source_kept_load(s, k, vp, len, url, size, etag, okey, maxlabel);
+    free(vp);
+    return rc;
 }
 
 /* 1 when shard k's kept index is for this version and these options. */
@@ -323,6 +344,45 @@ static int url_decode(char *s)
     return 0;
 }
 
+int rf__source_list_page(const char *body, size_t len, const char *word, const char *keypat,
+                         const char *burl, rf_strlist *keys, char *token, size_t tokcap, char *err,
+                         size_t errcap)
+{
+    /* key: room for a key of 1024 bytes (S3's most) with every byte as %XX */
+    char key[4096], enc[16] = "", trunc[16] = "";
+    const char *p = body, *end = body + len, *c;
+    int rc = 0;
+    rf__source_xml_text(p, end, "EncodingType", enc, sizeof enc);
+    while (rc == 0 && (c = strstr(p, "<Contents>")) != NULL) {
+        const char *ce = strstr(c, "</Contents>");
+        if (!ce)
+            break;
+        if (!rf__source_xml_text(c, ce, "Key", key, sizeof key)) {
+            p = ce;
+            continue;
+        }
+        if (!strcmp(enc, "url") && url_decode(key) != 0) {
+            snprintf(err, errcap, "source: listing %s: key %.300s is not URL-encoded right", word,
+                     key);
+            rc = RF_E_SOURCE;
+        } else if (!fnmatch(keypat, key, FNM_PATHNAME)) {
+            rc = rf__strlist_add(keys, burl, key);
+        }
+        p = ce;
+    }
+    rf__source_xml_text(body, end, "IsTruncated", trunc, sizeof trunc);
+    token[0] = '\0';
+    if (!strcmp(trunc, "true") && rc == 0 &&
+        (!rf__source_xml_text(body, end, "NextContinuationToken", token, tokcap) || !token[0])) {
+        snprintf(err, errcap,
+                 "source: listing %s: a truncated page without a continuation token (the "
+                 "listing cannot go on)",
+                 word);
+        rc = RF_E_SOURCE;
+    }
+    return rc;
+}
+
 int rf__source_glob_remote(void *gctx, const char *word, int (*emit)(const char *, void *),
                            void *ectx, char *err, size_t errcap)
 {
@@ -340,8 +400,7 @@ int rf__source_glob_remote(void *gctx, const char *word, int (*emit)(const char 
     }
     const char *keypat = slash + 1;
     size_t plen = strcspn(keypat, "*?[");
-    /* key: room for a key of 1024 bytes (S3's most) with every byte as %XX */
-    char prefix[2048], eprefix[6200], token[2048], etoken[6200], query[12600], key[4096];
+    char prefix[2048], eprefix[6200], token[2048], etoken[6200], query[12600];
     char burl[600];
     snprintf(prefix, sizeof prefix, "%.*s", (int)plen, keypat);
     snprintf(burl, sizeof burl, "s3://%.*s", (int)(slash - bucket), bucket);
@@ -371,39 +430,8 @@ int rf__source_glob_remote(void *gctx, const char *word, int (*emit)(const char 
             rc = q.rc;
             break;
         }
-        const char *p = q.body ? q.body : "", *end = p + q.body_len;
-        const char *c;
-        char enc[16] = "";
-        rf__source_xml_text(p, end, "EncodingType", enc, sizeof enc);
-        while (rc == 0 && (c = strstr(p, "<Contents>")) != NULL) {
-            const char *ce = strstr(c, "</Contents>");
-            if (!ce)
-                break;
-            if (!rf__source_xml_text(c, ce, "Key", key, sizeof key)) {
-                p = ce;
-                continue;
-            }
-            if (!strcmp(enc, "url") && url_decode(key) != 0) {
-                snprintf(err, errcap, "source: listing %s: key %.300s is not URL-encoded right",
-                         word, key);
-                rc = RF_E_SOURCE;
-            } else if (!fnmatch(keypat, key, FNM_PATHNAME)) {
-                rc = rf__strlist_add(&keys, burl, key);
-            }
-            p = ce;
-        }
-        char trunc[16] = "";
-        rf__source_xml_text(q.body ? q.body : "", end, "IsTruncated", trunc, sizeof trunc);
-        token[0] = '\0';
-        if (!strcmp(trunc, "true") && rc == 0 &&
-            (!rf__source_xml_text(q.body, end, "NextContinuationToken", token, sizeof token) ||
-             !token[0])) {
-            snprintf(err, errcap,
-                     "source: listing %s: a truncated page without a continuation token (the "
-                     "listing cannot go on)",
-                     word);
-            rc = RF_E_SOURCE;
-        }
+        rc = rf__source_list_page(q.body ? q.body : "", q.body_len, word, keypat, burl, &keys,
+                                  token, sizeof token, err, errcap);
         free(q.body);
     } while (rc == 0 && token[0]);
     if (rc == 0 && keys.n == 0) {

@@ -35,6 +35,11 @@ enum rf_source_kind {
 
 #define RF_SOURCE_MAX_EXTRAS 16 /* extra members a tar source may return per sample */
 #define RF_SOURCE_MAX_EXT 63    /* bytes of a member extension (label, extras) */
+/* The largest label a tar walk reads (a label member holds at most 18
+ * digits: rf__tar_parse_label); an index from elsewhere (a manifest, a kept
+ * index) that says more is not the walk's, and the class count, largest
+ * label + 1, cannot overflow. */
+#define RF_SOURCE_MAX_LABEL INT64_C(999999999999999999)
 
 /* What rf__source_open_ex needs beyond the spec. Zero: no records, tar
  * labels from the .cls member, no extras. */

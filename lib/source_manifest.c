@@ -329,7 +329,7 @@ static int shard(jp *j)
 
 /* A shard's index is used only when it is consistent: each member after the
  * previous one's data and a header, inside the shard, with an extension a
- * member name can end with. */
+ * member name can end with, each label one a walk can read. */
 static int shard_consistent(const rf_manifest *m, const rf_manifest_shard *sh)
 {
     const char *name = m->arena + sh->name;
@@ -338,7 +338,7 @@ static int shard_consistent(const rf_manifest *m, const rf_manifest_shard *sh)
     uint64_t end = 0; /* where the previous member's data ended */
     for (size_t i = sh->first; i < sh->first + sh->n; i++) {
         const rf_manifest_sample *sm = &m->samples[i];
-        if (!m->arena[sm->key] || sm->n == 0)
+        if (!m->arena[sm->key] || sm->n == 0 || sm->label > RF_SOURCE_MAX_LABEL)
             return 0;
         for (size_t k = sm->first; k < sm->first + sm->n; k++) {
             const rf_manifest_member *mm = &m->members[k];

@@ -155,7 +155,7 @@ static int take(const char *p, size_t len, size_t *at, void *out, size_t n)
 static int sample_sane(const rf_source *s, int64_t j, uint64_t size)
 {
     uint64_t off = s->data_off[j], len = s->data_len[j];
-    if (off > size || len > size - off || s->labels[j] < -1)
+    if (off > size || len > size - off || s->labels[j] < -1 || s->labels[j] > RF_SOURCE_MAX_LABEL)
         return 0;
     if (s->nextras == 0)
         return 1;

@@ -50,15 +50,6 @@
 
 static int fz_verbose;
 
-static void check_reason(int rc, const char *err, size_t cap, const char *prefix)
-{
-    if (rc != RF_E_SOURCE && rc != RF_E_NOMEM)
-        fzt_finding(PROG, "unexpected status", rc);
-    size_t n = strlen(prefix);
-    if (!memchr(err, '\0', cap) || strncmp(err, prefix, n) || !err[n])
-        fzt_finding(PROG, "a failure without a terminated reason naming its source", rc);
-}
-
 /* What rf__manifest_parse promises of a shard it marks indexed. */
 static int consistent(const rf_manifest *m, const rf_manifest_shard *sh)
 {
@@ -133,7 +124,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(err, 'x', sizeof err);
     int rc = rf__manifest_parse(json, jl, &m, err, sizeof err);
     if (rc != 0)
-        check_reason(rc, err, sizeof err, "manifest: ");
+        fzt_check_failure(PROG, rc, err, sizeof err, "manifest: ");
     else
         entries(&m, &o);
     if (rc == 0 && nul) {
@@ -146,7 +137,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int r = rf__source_tar_shard(&s, 0, fzt_path(tar, len), "fuzz/shard.tar", &o, &m, &maxlabel,
                                      err, sizeof err);
         if (r != 0)
-            check_reason(r, err, sizeof err, "source: ");
+            fzt_check_failure(PROG, r, err, sizeof err, "source: ");
         else
             fzt_check(PROG, &s, 0, len, &o, maxlabel,
                       s.nfiles_manifest ? FZT_AFTER_HEADER : FZT_BLOCKS);

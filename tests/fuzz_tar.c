@@ -62,10 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(err, 'x', sizeof err); /* no NUL: a failure must write a terminated reason */
     int rc = rf__source_tar_shard(&s, 0, path, "fuzz.tar", &o, NULL, &maxlabel, err, sizeof err);
     if (rc != 0) {
-        if (rc != RF_E_SOURCE && rc != RF_E_NOMEM)
-            fzt_finding(PROG, "unexpected status", rc);
-        if (!memchr(err, '\0', sizeof err) || strncmp(err, "source: ", 8) || !err[8])
-            fzt_finding(PROG, "a failure without a terminated reason naming the source", rc);
+        fzt_check_failure(PROG, rc, err, sizeof err, "source: ");
     } else {
         if (s.n == 0 || s.nfiles_manifest)
             fzt_finding(PROG, "a walk without samples, or not a walk", s.n);

@@ -7,9 +7,9 @@
  * manifest.json that ringfeed-pack would write for it.
  *
  * Included after <stdint.h>, <stdio.h>, <stdlib.h>, <string.h>,
- * <sys/mman.h>, <unistd.h>, "source.h"; included again with FZT_SEEDS
- * defined, after tarwrite.h and fuzzmain.h, for the seed part. All static
- * inline: each fuzzer uses a different part.
+ * <sys/mman.h>, <unistd.h>, "ringfeed.h" and "source.h"; included again with
+ * FZT_SEEDS defined, after tarwrite.h and fuzzmain.h, for the seed part. All
+ * static inline: each fuzzer uses a different part.
  */
 #ifndef RF_TESTS_FUZZTAR_H
 #define RF_TESTS_FUZZTAR_H
@@ -52,6 +52,19 @@ static inline void fzt_finding(const char *prog, const char *what, int64_t i)
 {
     fprintf(stderr, "%s: FINDING: %s (sample %lld)\n", prog, what, (long long)i);
     abort(); /* libFuzzer saves the input as a crash artifact */
+}
+
+/* A failure of an indexer: RF_E_SOURCE or RF_E_NOMEM, with a terminated
+ * reason in err (cap bytes, filled with 'x' before the call) that begins
+ * with prefix and says more. */
+static inline void fzt_check_failure(const char *prog, int rc, const char *err, size_t cap,
+                                     const char *prefix)
+{
+    size_t n = strlen(prefix);
+    if (rc != RF_E_SOURCE && rc != RF_E_NOMEM)
+        fzt_finding(prog, "unexpected status", rc);
+    if (!memchr(err, '\0', cap) || strncmp(err, prefix, n) || !err[n])
+        fzt_finding(prog, "a failure without a terminated reason naming its source", rc);
 }
 
 /* Where an index may place a picture in its shard: anywhere inside (a kept

@@ -5,9 +5,11 @@
 #   cmake/fuzz_deps.sh DIR CC LIB...      LIB: jpeg spng deflate zlib webp
 #
 # Debian's libraries are not instrumented: linked against them, libFuzzer
-# sees the ~140 edges of ringfeed's own decode glue and nothing of the
-# decoder behind it (markers, scans, scaling, the error handler's jumps), so
-# it cannot steer its mutations there. This builds the same libraries from
+# sees ringfeed's own code (fuzz_decode's seeds: 520 edges, its decode glue
+# and resampler) and nothing of the decoder behind it (markers, scans,
+# scaling, the error handler's jumps), so it cannot steer its mutations
+# there; with libjpeg-turbo instrumented the same seeds reach 1935 edges.
+# This builds the same libraries from
 # the same sources Debian builds them from - the Debian source package of the
 # version installed (its patches applied: security fixes included), else
 # the archive's current one - with -fsanitize=fuzzer-no-link,address,undefined,

@@ -23,8 +23,9 @@
 #                  inside the decoders; FUZZ_DEPS= builds against the system's libraries.
 #                  FUZZ_TIME=600 then fuzzes FUZZ_TARGET (fuzz_decode) 600 s more, keeping
 #                  its corpus in build-fuzz/test-tmp/<target>/corpus
-#   make fuzz-deep make fuzz with zlib and libwebp instrumented too (FUZZ_DEEP_DEPS; about
-#                  3 more minutes of build on 2 cores, once)
+#   make fuzz-deep make fuzz with zlib and libwebp instrumented too (FUZZ_DEEP_DEPS; ~110
+#                  CPU-seconds more to build them, once, where make fuzz's three take ~80;
+#                  fuzz_webp then runs ~5x slower: CI runs make fuzz)
 #   make format    clang-format the C sources in place
 #   make clean     remove build/, build-asan/, build-tsan/, build-fuzz/
 #

@@ -25,7 +25,7 @@
 #                  its corpus in build-fuzz/test-tmp/<target>/corpus
 #   make fuzz-deep make fuzz with zlib and libwebp instrumented too (FUZZ_DEEP_DEPS; ~110
 #                  CPU-seconds more to build them, once, where make fuzz's three take ~80;
-#                  fuzz_webp then runs ~5x slower: CI runs make fuzz)
+#                  fuzz_webp then runs several times slower: CI runs make fuzz)
 #   make format    clang-format the C sources in place
 #   make clean     remove build/, build-asan/, build-tsan/, build-fuzz/
 #

@@ -13,10 +13,19 @@
 #   make memcheck  deps + build + the valgrind memcheck tests (ctest -L memcheck: the C tests
 #                  tests/CMakeLists.txt lists, the end-to-end ones among them; pread backend,
 #                  JSIMD_FORCENONE=1)
-#   make fuzz      deps + clang libFuzzer+ASan+UBSan build of tests/fuzz_decode.c and
-#                  tests/fuzz_webp.c in build-fuzz, their seed corpora and short runs
-#                  (ctest -L fuzz); FUZZ_TIME=600 fuzzes fuzz_decode
-#                  600 s more, keeping the corpus in build-fuzz/test-tmp/fuzz/corpus
+#   make fuzz      deps + clang libFuzzer+ASan+UBSan build in build-fuzz of the fuzzers
+#                  (FUZZERS: the decoders' fuzz_decode, fuzz_webp, fuzz_formats; the remote
+#                  shards' fuzz_tar, fuzz_manifest, fuzz_listing, fuzz_kept), their seed
+#                  corpora, replays and short runs (ctest -L fuzz). First the decoders'
+#                  libraries FUZZ_DEPS (libjpeg-turbo, libspng, libdeflate) are built from
+#                  Debian's source packages with the fuzzer's instrumentation
+#                  (cmake/fuzz_deps.sh, once: kept in build-fuzz/deps), so that libFuzzer sees
+#                  inside the decoders; FUZZ_DEPS= builds against the system's libraries.
+#                  FUZZ_TIME=600 then fuzzes FUZZ_TARGET (fuzz_decode) 600 s more, keeping
+#                  its corpus in build-fuzz/test-tmp/<target>/corpus
+#   make fuzz-deep make fuzz with zlib and libwebp instrumented too (FUZZ_DEEP_DEPS; ~110
+#                  CPU-seconds more to build them, once, where make fuzz's three take ~80;
+#                  fuzz_webp then runs several times slower: CI runs make fuzz)
 #   make format    clang-format the C sources in place
 #   make clean     remove build/, build-asan/, build-tsan/, build-fuzz/
 #
@@ -26,8 +35,9 @@
 # BENCH_STEP_MS (simulated training step for make bench, default 100), BENCH_WORKERS
 # (worker counts, default all,auto: 1..usable cores and the tuner),
 # BENCH_ARGS (more ringfeed-bench options, e.g. BENCH_ARGS="--data DIR --device cuda"),
-# FUZZ_BUILD (build-fuzz), FUZZ_CC (clang), FUZZ_TIME (seconds of extra fuzzing),
-# FUZZ_ARGS (more libFuzzer options, e.g. FUZZ_ARGS=-fork=4).
+# FUZZ_BUILD (build-fuzz), FUZZ_CC (clang), FUZZ_DEPS (the instrumented libraries: jpeg spng
+# deflate, any of jpeg spng deflate zlib webp), FUZZ_TIME (seconds of extra fuzzing),
+# FUZZ_TARGET (fuzz_decode), FUZZ_ARGS (more libFuzzer options, e.g. FUZZ_ARGS=-fork=4).
 
 SHELL := /bin/bash
 BUILD ?= build
@@ -35,8 +45,14 @@ ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_CC ?= clang
+FUZZ_DEPS ?= jpeg spng deflate
+FUZZ_DEEP_DEPS := zlib jpeg spng deflate webp
 FUZZ_TIME ?=
+FUZZ_TARGET ?= fuzz_decode
 FUZZ_ARGS ?=
+FUZZERS := fuzz_decode fuzz_webp fuzz_formats fuzz_tar fuzz_manifest fuzz_listing fuzz_kept
+# fuzz_decode's corpus folder is test-tmp/fuzz, every other's its own name
+FUZZ_DIR = $(FUZZ_BUILD)/test-tmp/$(if $(filter fuzz_decode,$(FUZZ_TARGET)),fuzz,$(FUZZ_TARGET))
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PYTHON ?= /usr/bin/python3
 CMAKE ?= cmake
@@ -63,7 +79,7 @@ DEB_PACKAGES := build-essential cmake pkg-config liburing-dev libturbojpeg0-dev 
 # moto[server] + boto3: the remote-shard tests run an S3-compatible server on 127.0.0.1.
 TEST_PIP_PACKAGES := scikit-build-core>=0.10 webdataset moto[server] boto3 numba
 
-.PHONY: all deps deps-debian deps-venv build test bench sanitize memcheck fuzz format clean
+.PHONY: all deps deps-debian deps-venv build test bench sanitize memcheck fuzz fuzz-deep format clean
 
 all: build
 
@@ -148,16 +164,24 @@ memcheck: deps
 # libclang_rt.fuzzer comes with libclang-rt-14-dev (in DEB_PACKAGES). Only the
 # fuzz targets are built here; CUDA plays no part in decoding.
 fuzz: deps
+ifneq ($(strip $(FUZZ_DEPS)),)
+	JOBS=$(JOBS) cmake/fuzz_deps.sh $(FUZZ_BUILD)/deps $(FUZZ_CC) $(FUZZ_DEPS)
+endif
 	CC=$(FUZZ_CC) $(CMAKE) -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Release -DRF_FUZZ=ON \
-		-DRF_SANITIZE=address,undefined -DRF_WITH_CUDA=OFF $(CMAKE_ARGS)
-	$(CMAKE) --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_decode fuzz_decode_seeds \
-		fuzz_webp fuzz_webp_seeds fuzz_formats fuzz_formats_seeds
+		-DRF_SANITIZE=address,undefined -DRF_WITH_CUDA=OFF \
+		-DRF_FUZZ_DEPS=$(if $(strip $(FUZZ_DEPS)),$(abspath $(FUZZ_BUILD))/deps/prefix,) \
+		-DRF_FUZZ_DEPS_LIBS="$(subst $(eval) ,;,$(strip $(FUZZ_DEPS)))" $(CMAKE_ARGS)
+	$(CMAKE) --build $(FUZZ_BUILD) -j $(JOBS) --target $(FUZZERS) $(addsuffix _seeds,$(FUZZERS))
 	$(CTEST) --test-dir $(FUZZ_BUILD) --output-on-failure -L fuzz $(CTEST_ARGS)
 ifneq ($(FUZZ_TIME),)
-	cd $(FUZZ_BUILD)/test-tmp/fuzz && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-		../../fuzz_decode -max_total_time=$(FUZZ_TIME) -timeout=30 -rss_limit_mb=2560 \
-		-max_len=65536 -print_final_stats=1 -artifact_prefix=artifacts/ $(FUZZ_ARGS) corpus seeds
+	cd $(FUZZ_DIR) && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		$(abspath $(FUZZ_BUILD))/$(FUZZ_TARGET) -max_total_time=$(FUZZ_TIME) -timeout=30 \
+		-rss_limit_mb=2560 -max_len=65536 -print_final_stats=1 -artifact_prefix=artifacts/ \
+		$$([ -f dict ] && echo -dict=dict) $(FUZZ_ARGS) corpus seeds
 endif
+
+fuzz-deep:
+	$(MAKE) fuzz FUZZ_DEPS="$(FUZZ_DEEP_DEPS)"
 
 format:
 	clang-format -i $(wildcard include/*.h lib/*/*.c lib/*/*.h tests/*.c tests/*.h bench/*.c examples/*.c)

@@ -340,21 +340,6 @@ static void make_corpus(corpus *c)
     add(c, "soi-random", ctl_of(2, 5, 0), rnd, sizeof rnd);
 }
 
-static int run_file(const char *path, const struct stat *st, int *count)
-{
-    (void)st;
-    (*count)++;
-    size_t len;
-    uint8_t *d = tu_read_file(path, &len);
-    if (!d && len != 0) {
-        fprintf(stderr, "fuzz_decode_seeds: cannot read %s\n", path);
-        return -1;
-    }
-    LLVMFuzzerTestOneInput(d ? d : (const uint8_t *)"", d ? len : 0);
-    free(d);
-    return 0;
-}
-
 /* Deterministic mutations of a seed, libFuzzer-style but much simpler. */
 static size_t mutate(const uint8_t *in, size_t len, uint8_t *out, size_t cap, uint64_t *rs)
 {
@@ -404,65 +389,7 @@ static size_t mutate(const uint8_t *in, size_t len, uint8_t *out, size_t cap, ui
 
 int main(int argc, char **argv)
 {
-    if (argc >= 3 && !strcmp(argv[1], "--gen")) {
-        /* DIR/seeds (written), DIR/corpus (libFuzzer's, kept), DIR/artifacts. */
-        char seeds[4096], p[4200];
-        snprintf(seeds, sizeof seeds, "%s/seeds", argv[2]);
-        const char *dirs[] = {argv[2], seeds, "corpus", "artifacts"};
-        for (int i = 0; i < 4; i++) {
-            if (i < 2)
-                snprintf(p, sizeof p, "%s", dirs[i]);
-            else
-                snprintf(p, sizeof p, "%s/%s", argv[2], dirs[i]);
-            if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-                fprintf(stderr, "fuzz_decode_seeds: mkdir %s: %s\n", p, strerror(errno));
-                return 1;
-            }
-        }
-        corpus c = {0};
-        make_corpus(&c);
-        for (int i = 0; i < c.n; i++) {
-            snprintf(p, sizeof p, "%s/%s", seeds, c.v[i].name);
-            if (tu_write_file(p, c.v[i].data, c.v[i].len) != 0) {
-                fprintf(stderr, "fuzz_decode_seeds: cannot write %s: %s\n", p, strerror(errno));
-                return 1;
-            }
-        }
-        printf("fuzz_decode_seeds: %d seeds in %s\n", c.n, seeds);
-        free_corpus(&c);
-        return 0;
-    }
-    if (argc >= 2 && !strcmp(argv[1], "--list")) {
-        corpus c = {0};
-        make_corpus(&c);
-        fz_verbose = 1;
-        for (int i = 0; i < c.n; i++) {
-            printf("%s\n", c.v[i].name);
-            LLVMFuzzerTestOneInput(c.v[i].data, c.v[i].len);
-        }
-        free_corpus(&c);
-        rf__decoder_destroy(fz_decoder);
-        return 0;
-    }
-    if (argc >= 2 && !strcmp(argv[1], "--self")) {
-        int per = fz_self_per(argc, argv);
-        corpus c = {0};
-        make_corpus(&c);
-        long runs = fz_self(&c, per, mutate);
-        printf("fuzz_decode_seeds: %d seeds, %ld runs, no findings\n", c.n, runs);
-        free_corpus(&c);
-        rf__decoder_destroy(fz_decoder);
-        return 0;
-    }
-    if (argc < 2 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: %s --gen DIR | --list | --self [N] | FILE|DIR...\n", argv[0]);
-        return 2;
-    }
-    int rc = 0, count = 0;
-    for (int i = 1; i < argc; i++)
-        if (fz_run_path("fuzz_decode_seeds", argv[i], &count, run_file) != 0)
-            rc = 1;
-    printf("fuzz_decode_seeds: replayed %d inputs\n", count);
+    int rc = fz_main(argc, argv, "fuzz_decode_seeds", make_corpus, mutate, NULL, &fz_verbose);
     rf__decoder_destroy(fz_decoder);
     return rc;
 }

@@ -1,11 +1,12 @@
 /*
- * fuzzmain.h - the pieces of the fuzzers' standalone drivers (fuzz_decode.c,
- * fuzz_webp.c, fuzz_formats.c, built with RF_FUZZ_STANDALONE) that are the
- * same for every format: the in-memory seed corpus and the xorshift PRNG that
- * makes seeds and mutations deterministic. Each fuzzer keeps its own seeds,
- * mutations, oracle and main. Included once, inside #ifdef RF_FUZZ_STANDALONE,
- * after <dirent.h>, <errno.h>, <stdint.h>, <stdio.h>, <stdlib.h>, <string.h>
- * and <sys/stat.h>; all static.
+ * fuzzmain.h - the standalone driver of every fuzzer (tests/fuzz_*.c built
+ * with RF_FUZZ_STANDALONE): the in-memory seed corpus, the xorshift PRNG that
+ * makes seeds and mutations deterministic, a generic byte mutator, and main's
+ * commands (fz_main: --gen DIR, --list, --self [N], FILE|DIR...). Each fuzzer
+ * keeps its own seeds, oracle, and mutations where its format wants more than
+ * bytes changed. Included once, inside #ifdef RF_FUZZ_STANDALONE, after
+ * <dirent.h>, <errno.h>, <stdint.h>, <stdio.h>, <stdlib.h>, <string.h> and
+ * <sys/stat.h>; all static.
  */
 #ifndef RF_TESTS_FUZZMAIN_H
 #define RF_TESTS_FUZZMAIN_H
@@ -126,6 +127,136 @@ static long fz_self(const corpus *c, int per, fz_mutate_fn mutate)
     }
     free(buf);
     return runs;
+}
+
+/* Generic mutations of a seed (the control byte included): bit flips, bytes,
+ * cuts, interesting values, copied runs, a new control byte. */
+static inline size_t fz_mutate(const uint8_t *in, size_t len, uint8_t *out, size_t cap,
+                               uint64_t *rs)
+{
+    (void)cap; /* out holds the longest seed */
+    size_t n = len;
+    memcpy(out, in, n);
+    int ops = 1 + (int)(xs(rs) % 4);
+    for (int k = 0; k < ops && n > 0; k++) {
+        switch (xs(rs) % 6) {
+        case 0:
+            out[xs(rs) % n] ^= (uint8_t)(1u << (xs(rs) % 8));
+            break;
+        case 1:
+            out[xs(rs) % n] = (uint8_t)xs(rs);
+            break;
+        case 2:
+            n = 1 + xs(rs) % n;
+            break;
+        case 3: {
+            static const uint8_t v[] = {0x00, 0x01, 0x7f, 0x80, 0xfe, 0xff};
+            out[xs(rs) % n] = v[xs(rs) % sizeof v];
+            break;
+        }
+        case 4: {
+            size_t a = xs(rs) % n, b = xs(rs) % n, m = 1 + xs(rs) % 64;
+            m = a + m > n ? n - a : m;
+            m = b + m > n ? n - b : m;
+            memmove(out + b, out + a, m);
+            break;
+        }
+        default:
+            out[0] = (uint8_t)xs(rs);
+            break;
+        }
+    }
+    return n;
+}
+
+/* Replays one file through the target (fz_run_path's run_file). */
+static int fz_run_file(const char *path, const struct stat *st, int *count)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    uint8_t *buf = malloc((size_t)st->st_size + 1);
+    if (!buf)
+        abort();
+    size_t n = fread(buf, 1, (size_t)st->st_size, f);
+    fclose(f);
+    LLVMFuzzerTestOneInput(buf, n);
+    free(buf);
+    (*count)++;
+    return 0;
+}
+
+/* Writes len bytes to path; 0 or -1. */
+static int fz_write(const char *path, const void *p, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    int rc = !f || (len && fwrite(p, 1, len, f) != len) ? -1 : 0;
+    if (f && fclose(f) != 0)
+        rc = -1;
+    return rc;
+}
+
+/* The commands of every standalone driver (prog names it in messages):
+ *   --gen DIR    writes the seed corpus to DIR/seeds (and dict, when given: a
+ *                libFuzzer dictionary, to DIR/dict), makes DIR/corpus and
+ *                DIR/artifacts
+ *   --list       runs every seed, *verbose set (the target prints outcomes)
+ *   --self [N]   every seed and N deterministic mutations of each
+ *   FILE|DIR...  replays inputs (reproduces a finding)
+ * Returns main's exit status; the caller then frees what the target keeps. */
+typedef void (*fz_corpus_fn)(corpus *c);
+
+static int fz_main(int argc, char **argv, const char *prog, fz_corpus_fn make_corpus,
+                   fz_mutate_fn mutate, const char *dict, int *verbose)
+{
+    corpus c = {0};
+    int rc = 0;
+    if (argc >= 3 && !strcmp(argv[1], "--gen")) {
+        char p[4200];
+        const char *sub[] = {"", "/seeds", "/corpus", "/artifacts"};
+        for (int i = 0; i < 4; i++) {
+            snprintf(p, sizeof p, "%s%s", argv[2], sub[i]);
+            if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+                fprintf(stderr, "%s: mkdir %s: %s\n", prog, p, strerror(errno));
+                return 1;
+            }
+        }
+        make_corpus(&c);
+        for (int i = 0; i < c.n && rc == 0; i++) {
+            snprintf(p, sizeof p, "%s/seeds/%s", argv[2], c.v[i].name);
+            rc = fz_write(p, c.v[i].data, c.v[i].len) != 0;
+        }
+        if (rc == 0 && dict) {
+            snprintf(p, sizeof p, "%s/dict", argv[2]);
+            rc = fz_write(p, dict, strlen(dict)) != 0;
+        }
+        if (rc)
+            fprintf(stderr, "%s: cannot write %s: %s\n", prog, p, strerror(errno));
+        else
+            printf("%s: %d seeds in %s/seeds\n", prog, c.n, argv[2]);
+    } else if (argc >= 2 && !strcmp(argv[1], "--list")) {
+        make_corpus(&c);
+        *verbose = 1;
+        for (int i = 0; i < c.n; i++) {
+            printf("%s\n", c.v[i].name);
+            LLVMFuzzerTestOneInput(c.v[i].data, c.v[i].len);
+        }
+    } else if (argc >= 2 && !strcmp(argv[1], "--self")) {
+        int per = fz_self_per(argc, argv);
+        make_corpus(&c);
+        long runs = fz_self(&c, per, mutate);
+        printf("%s: %d seeds, %ld runs, no findings\n", prog, c.n, runs);
+    } else if (argc >= 2 && argv[1][0] != '-') {
+        int count = 0;
+        for (int i = 1; i < argc; i++)
+            rc |= fz_run_path(prog, argv[i], &count, fz_run_file) != 0;
+        printf("%s: replayed %d inputs\n", prog, count);
+    } else {
+        fprintf(stderr, "usage: %s --gen DIR | --list | --self [N] | FILE|DIR...\n", argv[0]);
+        rc = 2;
+    }
+    free_corpus(&c);
+    return rc;
 }
 
 #endif /* RF_TESTS_FUZZMAIN_H */

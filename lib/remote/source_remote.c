@@ -99,13 +99,9 @@ static void header(blob *b, const char *url, uint64_t size, const char *etag, co
     put_str(b, okey);
 }
 
-/* Samples [from, s->n) of shard k, kept beside it; nothing without a
- * validator (the next start could not tell new bytes from these). */
-static void keep_index(rf_remote *r, uint32_t k, const rf_source *s, int64_t from,
-                       const char *url, uint64_t size, const char *etag, const char *okey)
+void *rf__source_kept_make(const rf_source *s, int64_t from, const char *url, uint64_t size,
+                           const char *etag, const char *okey, size_t *len)
 {
-    if (!etag[0])
-        return;
     blob b = {0};
     header(&b, url, size, etag, okey);
     uint64_t n = (uint64_t)(s->n - from);
@@ -124,11 +120,28 @@ static void keep_index(rf_remote *r, uint32_t k, const rf_source *s, int64_t fro
             put(&b, &s->ext_len[at], (size_t)s->nextras * sizeof *s->ext_len);
         }
     }
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    *len = b.len;
+    return b.p;
+}
+
+/* Samples [from, s->n) of shard k, kept beside it; nothing without a
+ * validator (the next start could not tell new bytes from these). */
+static void keep_index(rf_remote *r, uint32_t k, const rf_source *s, int64_t from,
+                       const char *url, uint64_t size, const char *etag, const char *okey)
+{
+    if (!etag[0])
+        return;
+    size_t len;
+    void *p = rf__source_kept_make(s, from, url, size, etag, okey, &len);
     char base[RF__CACHE_PATH];
     rf__remote_base(r, k, base);
-    if (!b.oom)
-        rf__cache_put_index(rf__remote_cache(r), base, b.p, b.len); /* best effort */
-    free(b.p);
+    if (p)
+        rf__cache_put_index(rf__remote_cache(r), base, p, len); /* best effort */
+    free(p);
 }
 
 /* Reads n bytes at *at of p[0..len); 0, or -1 past the end. */
@@ -167,19 +180,11 @@ static int sample_sane(const rf_source *s, int64_t j, uint64_t size)
     return 1;
 }
 
-/* Appends shard k's samples from its kept index: 1 done, 0 no usable index
- * (absent, another version or options, damaged: the shard is walked), or
- * RF_E_NOMEM. The file is checked as untrusted input (sample_sane, a
- * count its bytes can hold, no byte left over). */
-static int load_index(rf_remote *r, uint32_t k, rf_source *s, const char *url, uint64_t size,
-                      const char *etag, const char *okey, int64_t *maxlabel)
+/* The file is checked as untrusted input (sample_sane, a count its bytes
+ * can hold, no byte left over). */
+int rf__source_kept_load(rf_source *s, uint32_t k, const void *vp, size_t len, const char *url,
+                         uint64_t size, const char *etag, const char *okey, int64_t *maxlabel)
 {
-    char base[RF__CACHE_PATH];
-    rf__remote_base(r, k, base);
-    void *vp;
-    size_t len;
-    if (!etag[0] || rf__cache_get_index(base, &vp, &len) != 1)
-        return 0;
     const char *p = vp;
     blob want = {0};
     header(&want, url, size, etag, okey);
@@ -225,7 +230,6 @@ static int load_index(rf_remote *r, uint32_t k, rf_source *s, const char *url, u
             maxl = s->labels[j];
         s->n++;
     }
-    free(vp);
     if (rc != 0)
         return rc;
     if (!ok || s->n - before != (int64_t)n || at != len) {
@@ -234,6 +238,23 @@ static int load_index(rf_remote *r, uint32_t k, rf_source *s, const char *url, u
     }
     *maxlabel = maxl;
     return 1;
+}
+
+/* Appends shard k's samples from its kept index: 1 done, 0 no usable index
+ * (absent, no validator, another version or options, damaged: the shard is
+ * walked), or RF_E_NOMEM. */
+static int load_index(rf_remote *r, uint32_t k, rf_source *s, const char *url, uint64_t size,
+                      const char *etag, const char *okey, int64_t *maxlabel)
+{
+    char base[RF__CACHE_PATH];
+    rf__remote_base(r, k, base);
+    void *vp;
+    size_t len;
+    if (!etag[0] || rf__cache_get_index(base, &vp, &len) != 1)
+        return 0;
+    int rc = rf__source_kept_load(s, k, vp, len, url, size, etag, okey, maxlabel);
+    free(vp);
+    return rc;
 }
 
 /* 1 when shard k's kept index is for this version and these options (never

@@ -24,6 +24,8 @@ static void slot_setup(rf_ring *r, int i, uint8_t *data)
     s->view.data = data;
     s->view.labels = r->labels + (size_t)i * (size_t)r->batch_size;
     s->view.samples = r->samples + (size_t)i * (size_t)r->batch_size;
+    s->view.sizes = r->sizes + (size_t)i * (size_t)r->batch_size * 2;
+    s->view.scales = r->scales + (size_t)i * (size_t)r->batch_size;
 }
 
 /* Slot i's extras: its block, and its part of the lengths. */
@@ -65,8 +67,11 @@ int rf__ring_init(rf_ring *r, int k, int64_t batch_size, size_t sample_bytes, in
     r->slots = calloc((size_t)r->cap, sizeof *r->slots);
     r->labels = calloc((size_t)r->cap * (size_t)batch_size, sizeof *r->labels);
     r->samples = calloc((size_t)r->cap * (size_t)batch_size, sizeof *r->samples);
+    r->sizes = calloc((size_t)r->cap * (size_t)batch_size * 2, sizeof *r->sizes);
+    r->scales = calloc((size_t)r->cap * (size_t)batch_size, sizeof *r->scales);
+    r->shape0 = (rf_slot_shape){0, 0, sample_bytes, -1};
     r->mem = rf__host_alloc(r->mem_bytes, pin, &r->pinned, r->note, sizeof r->note);
-    if (!r->slots || !r->labels || !r->samples || !r->mem) {
+    if (!r->slots || !r->labels || !r->samples || !r->sizes || !r->scales || !r->mem) {
         rf__ring_free(r);
         return RF_E_NOMEM;
     }
@@ -134,6 +139,8 @@ void rf__ring_free(rf_ring *r)
     free(r->slots);
     free(r->labels);
     free(r->samples);
+    free(r->sizes);
+    free(r->scales);
     memset(r, 0, sizeof *r);
 }
 
@@ -163,10 +170,24 @@ rf_slot *rf__ring_claim(rf_ring *r, int64_t gen, int64_t batch, int64_t count)
         atomic_store(&s->nskipped, 0);
         s->view.count = count;
         s->view.index = batch;
-        s->view.nbytes = (size_t)count * r->sample_bytes;
+        rf__ring_shape(s, r->shape0.h, r->shape0.w, r->shape0.sample_bytes, -1);
         return s;
     }
     return NULL;
+}
+
+void rf__ring_set_shape(rf_ring *r, int h, int w, size_t sample_bytes)
+{
+    assert(sample_bytes <= r->sample_bytes);
+    r->shape0 = (rf_slot_shape){h, w, sample_bytes, -1};
+}
+
+void rf__ring_shape(rf_slot *s, int h, int w, size_t sample_bytes, int bucket)
+{
+    s->shape = (rf_slot_shape){h, w, sample_bytes, bucket};
+    s->view.h = h;
+    s->view.w = w;
+    s->view.nbytes = (size_t)s->count * sample_bytes;
 }
 
 rf_slot *rf__ring_claim_batch(rf_ring *r, int64_t gen, int64_t epoch, int64_t batch,

@@ -248,5 +248,7 @@ void rf__stats_render(const rf_stats_snapshot *v, rf_json *j)
         rf__remote_stats(v->remote, j);
         rf__json_raw(j, "}");
     }
+    if (v->more)
+        v->more(v->more_ctx, j);
     rf__json_raw(j, "}");
 }

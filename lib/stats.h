@@ -96,6 +96,10 @@ typedef struct rf_stats_snapshot {
     const char *cuda_last_error;
     const char *worker_budget;
     struct rf_remote *remote; /* remote shards: the "remote" object; NULL: none */
+    /* more fields of the loader's (", \"key\": value" ...), written last;
+     * NULL: none */
+    void (*more)(const void *ctx, struct rf_json *j);
+    const void *more_ctx;
 } rf_stats_snapshot;
 
 /* The whole stats object ({...}) into j. */

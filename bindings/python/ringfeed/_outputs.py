@@ -72,10 +72,12 @@ class BatchForm:
     (prefetch, batches per epoch)."""
 
     __slots__ = ("dtype", "sample_shape", "sample_bytes", "records", "prefetch", "num_batches",
-                 "labeled", "extras", "torch_dtype", "normalize")
+                 "labeled", "extras", "torch_dtype", "normalize", "shaped", "framed", "native",
+                 "pad", "layout")
 
     def __init__(self, dtype, sample_shape, sample_bytes, records, prefetch, num_batches,
-                 labeled=True, extras=(), torch_dtype=None, normalize=None):
+                 labeled=True, extras=(), torch_dtype=None, normalize=None, shaped=False,
+                 framed=False, native=False, pad=False, layout="NHWC"):
         self.dtype = dtype
         self.sample_shape = sample_shape
         self.sample_bytes = sample_bytes
@@ -89,6 +91,16 @@ class BatchForm:
         # (mean, std, dtype name, layout): uint8 batches normalised on their
         # device after the copy (_normalize.py); None: as they are
         self.normalize = normalize
+        # shaped: each batch has a shape of its own (aspect-ratio buckets:
+        # rf_batch_shape); framed: letterbox or native sizes, whose batches
+        # carry each picture's size and scale; native: pictures at their own
+        # size in max_side frames, handed out as a list (or, pad, one
+        # tensor cut to the batch's largest)
+        self.shaped = shaped
+        self.framed = framed
+        self.native = native
+        self.pad = pad
+        self.layout = layout
 
 
 class _Output:
@@ -106,11 +118,28 @@ class _Output:
         indices = _int64s(lib.rf_batch_samples(b), count) if with_indices else None
         # before _arrays, which may release the lease
         extras = _fields(lib, b, count, form.extras) if form.extras else None
-        out = self._arrays(h, lease, count, (count,) + form.sample_shape, labels, form)
+        shape = form.sample_shape
+        if form.shaped:  # this batch's bucket
+            hh, ww = ctypes.c_int(), ctypes.c_int()
+            lib.rf_batch_shape(b, ctypes.byref(hh), ctypes.byref(ww))
+            shape = (3, hh.value, ww.value) if form.layout == "NCHW" else (hh.value, ww.value, 3)
+        sizes = scales = None
+        if form.framed:
+            sizes = np.ctypeslib.as_array(lib.rf_batch_sizes(b), shape=(count, 2)).copy() \
+                if count else np.empty((0, 2), np.int32)
+            scales = np.ctypeslib.as_array(lib.rf_batch_scales(b), shape=(count,)).copy() \
+                if count else np.empty(0, np.float32)
+        out = self._arrays(h, lease, count, (count,) + shape, labels, form)
+        if form.native:
+            out = (self._native(out[0], sizes, form),) + out[1:]
         if not form.labeled:  # records, unlabeled shards: the images (data) alone
             out = out[:1]
         if extras is not None:
             out += (extras,)
+        if form.framed:
+            t = self.torch
+            out += ((t.from_numpy(sizes), t.from_numpy(scales)) if t is not None
+                    else (sizes, scales))
         if with_indices:
             out += (self.torch.from_numpy(indices) if self.torch is not None else indices,)
         return out[0] if len(out) == 1 else out
@@ -119,6 +148,18 @@ class _Output:
         """(images, labels) of the batch; releases the lease or hands it to
         the arrays."""
         raise NotImplementedError
+
+    @staticmethod
+    def _native(images, sizes, form):
+        """Native sizes: the batch's frames as one tensor cut to the largest
+        picture (pad) or as a list of each picture's own view."""
+        nchw = form.layout == "NCHW"
+        if form.pad:
+            mh = int(sizes[:, 0].max()) if len(sizes) else 0
+            mw = int(sizes[:, 1].max()) if len(sizes) else 0
+            return images[:, :, :mh, :mw] if nchw else images[:, :mh, :mw]
+        return [images[i, :, :hh, :ww] if nchw else images[i, :hh, :ww]
+                for i, (hh, ww) in enumerate(sizes.tolist())]
 
 
 class _CpuOutput(_Output):
@@ -139,7 +180,7 @@ class _CpuOutput(_Output):
     def _arrays(self, h, lease, count, shape, labels, form):
         lib = h.lib
         b = lease.batch
-        nbytes = count * form.sample_bytes
+        nbytes = int(np.prod(shape)) * form.dtype.itemsize
         # Copy when a zero-copy view could starve the ring (the caller holds
         # prefetch - 1 batches besides this one), and for the epoch's last
         # batch, which the loop variable still holds when the next epoch is
@@ -226,7 +267,8 @@ class _CudaOutput(_Output):
 
     def _arrays(self, h, lease, count, shape, labels, form):
         torch = self.torch
-        images = torch.empty((count * form.sample_bytes,), dtype=torch.uint8, device=self.device)
+        nbytes = int(np.prod(shape)) * form.dtype.itemsize  # this batch's (buckets: its own)
+        images = torch.empty((nbytes,), dtype=torch.uint8, device=self.device)
         dlabels = None if not form.labeled else torch.empty((count,), dtype=torch.int64,
                                                             device=self.device)
         rc = RF_OK

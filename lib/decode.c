@@ -112,8 +112,8 @@ static int describe_unsupported(const uint8_t *p, size_t len, char *err, size_t 
 /* The transform's geometry for a width x height picture, from the sample's
  * own stream: the same pixels for any worker. fit: where a fitted picture
  * lies in its frame (letterbox, native sizes). */
-static int draw_geometry(const rf_decode_opts *o, int width, int height, rf_geom *g,
-                         rf_frame *fr, rf_fit *fit, char *err, size_t errcap)
+static int draw_geometry(const rf_decode_opts *o, int width, int height, rf_geom *g, rf_frame *fr,
+                         rf_fit *fit, char *err, size_t errcap)
 {
     *fr = (rf_frame){0, 0, 0, 0};
     rf_rng rng = rf__rng_make(o->seed, (uint64_t)o->epoch, (uint64_t)o->sample);

@@ -66,7 +66,7 @@ int rf__decode_sample(rf_decoder *d, const uint8_t *data, size_t len, const rf_d
 struct rf_geom;
 struct rf_frame;
 int rf__decode_geometry(rf_decoder *d, const uint8_t *data, size_t len, const rf_decode_opts *o,
-                        struct rf_geom *g, struct rf_frame *fr, int *width, int *height,
-                        char *err, size_t errcap);
+                        struct rf_geom *g, struct rf_frame *fr, int *width, int *height, char *err,
+                        size_t errcap);
 
 #endif

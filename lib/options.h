@@ -64,8 +64,8 @@ typedef struct rf_options {
 /* The typed form, resolved at rf_loader_start and read-only afterwards. */
 typedef struct rf_config {
     int64_t batch_size;
-    int out_h, out_w; /* RF_P_IMAGE_HEIGHT, RF_P_IMAGE_WIDTH: the output (or frame) */
-    int transform;    /* enum rf_transform */
+    int out_h, out_w;    /* RF_P_IMAGE_HEIGHT, RF_P_IMAGE_WIDTH: the output (or frame) */
+    int transform;       /* enum rf_transform */
     rf_resize_to resize; /* center: its Resize (RF_P_RESIZE_*, the default filled in) */
     int top_left;        /* letterbox: RF_ALIGN_TOP_LEFT */
     uint8_t fill[3];     /* RF_P_FILL: the frame's padding, R, G, B */

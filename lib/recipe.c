@@ -90,8 +90,8 @@ static const char *dtype_name(int d)
 
 /* Reads the picture of `sample` (as the workers would) and gives its size
  * and geometry. 0 or an RF_E_* with the reason in err. */
-static int sample_geometry(rf_loader *l, int64_t epoch, int64_t sample, rf_geom *g,
-                           rf_frame *fr, int *w, int *h, char *err, size_t errcap)
+static int sample_geometry(rf_loader *l, int64_t epoch, int64_t sample, rf_geom *g, rf_frame *fr,
+                           int *w, int *h, char *err, size_t errcap)
 {
     const rf_config *c = &l->cfg;
     rf_read rd;

@@ -407,9 +407,9 @@ int rf__resample(rf_resampler *r, const rf_geom *g, int src_w, int src_h, const 
                              reg_h, dst, layout);
 }
 
-int rf__resample_into(rf_resampler *r, const rf_geom *g, const rf_frame *frm, int src_w,
-                      int src_h, const uint8_t *src, size_t src_stride, int reg_x0, int reg_y0,
-                      int reg_w, int reg_h, uint8_t *dst, int layout)
+int rf__resample_into(rf_resampler *r, const rf_geom *g, const rf_frame *frm, int src_w, int src_h,
+                      const uint8_t *src, size_t src_stride, int reg_x0, int reg_y0, int reg_w,
+                      int reg_h, uint8_t *dst, int layout)
 {
     assert(r && g && src && dst);
     assert(layout == RF__LAYOUT_NHWC || layout == RF__LAYOUT_NCHW);

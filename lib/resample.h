@@ -86,8 +86,8 @@ int rf__resample(rf_resampler *r, const rf_geom *g, int src_w, int src_h, const 
 /* rf__resample into a frame (NULL: none): dst is the frame's, rows of
  * fr->w * 3 bytes or planes of fr->w * fr->h, the window at (fr->x,
  * fr->y), which must lie inside it. */
-int rf__resample_into(rf_resampler *r, const rf_geom *g, const rf_frame *fr, int src_w,
-                      int src_h, const uint8_t *src, size_t src_stride, int reg_x0, int reg_y0,
-                      int reg_w, int reg_h, uint8_t *dst, int layout);
+int rf__resample_into(rf_resampler *r, const rf_geom *g, const rf_frame *fr, int src_w, int src_h,
+                      const uint8_t *src, size_t src_stride, int reg_x0, int reg_y0, int reg_w,
+                      int reg_h, uint8_t *dst, int layout);
 
 #endif /* RF_RESAMPLE_H */

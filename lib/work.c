@@ -31,15 +31,28 @@ int rf__work_init(rf_work *k, const rf_config *cfg, const rf_source *src,
     k->gen = gen;
     k->sample_bytes = cfg->sample_bytes;
     /* Built once: per sample only epoch, sample and check_tail change. */
-    k->tmpl = (rf_decode_opts){
-        .transform = cfg->transform, .size = cfg->out_w, .out_h = cfg->out_h,
-        .out_w = cfg->out_w, .resize_side = cfg->resize.side, .resize_h = cfg->resize.h,
-        .resize_w = cfg->resize.w, .cover = cfg->bucketed && cfg->transform == RF_TRANSFORM_CENTER,
-        .ratio_relative = cfg->bucketed, .top_left = cfg->top_left, .max_side = cfg->max_side,
-        .fill = {cfg->fill[0], cfg->fill[1], cfg->fill[2]}, .flip = cfg->flip,
-        .layout = cfg->layout, .max_pixels = cfg->max_pixels, .max_scans = cfg->max_scans,
-        .seed = cfg->seed, .exact = cfg->exact, .scale_min = cfg->scale_min,
-        .scale_max = cfg->scale_max, .ratio_min = cfg->ratio_min, .ratio_max = cfg->ratio_max};
+    k->tmpl = (rf_decode_opts){.transform = cfg->transform,
+                               .size = cfg->out_w,
+                               .out_h = cfg->out_h,
+                               .out_w = cfg->out_w,
+                               .resize_side = cfg->resize.side,
+                               .resize_h = cfg->resize.h,
+                               .resize_w = cfg->resize.w,
+                               .cover = cfg->bucketed && cfg->transform == RF_TRANSFORM_CENTER,
+                               .ratio_relative = cfg->bucketed,
+                               .top_left = cfg->top_left,
+                               .max_side = cfg->max_side,
+                               .fill = {cfg->fill[0], cfg->fill[1], cfg->fill[2]},
+                               .flip = cfg->flip,
+                               .layout = cfg->layout,
+                               .max_pixels = cfg->max_pixels,
+                               .max_scans = cfg->max_scans,
+                               .seed = cfg->seed,
+                               .exact = cfg->exact,
+                               .scale_min = cfg->scale_min,
+                               .scale_max = cfg->scale_max,
+                               .ratio_min = cfg->ratio_min,
+                               .ratio_max = cfg->ratio_max};
     if (cfg->verify == RF_VERIFY_ONCE && src->kind != RF_SOURCE_RECORDS) {
         k->verified_bytes = ((size_t)src->n / 64 + 1) * sizeof *k->verified;
         k->verified = calloc(1, k->verified_bytes);
@@ -245,8 +258,8 @@ static int post_sample(rf_work *k, rf_worker_state *w, int worker, int64_t epoch
             return RF_E_CALLBACK;
         }
     }
-    int rc = rf__convert_run(&k->cv, pic, fw, fh, k->planar ? 0 : stride, dst,
-                             fl ? w->plan : NULL, &w->scr);
+    int rc = rf__convert_run(&k->cv, pic, fw, fh, k->planar ? 0 : stride, dst, fl ? w->plan : NULL,
+                             &w->scr);
     counter_add(&w->c.convert_ns, rf__now_ns() - t1);
     counter_add(&w->c.convert_cpu_ns, rf__thread_cpu_ns() - c1);
     if (rc != 0)
@@ -358,8 +371,8 @@ void rf__work_sample(void *ctx, int worker, rf_pool_job *pj)
     char first_reason[sizeof reason];
     msg[0] = '\0';
     if (!stale)
-        rc = process_sample(k, w, worker, &j->rd, j->epoch, sample, &sh, dst, xdst, xlen,
-                            reason, sizeof reason, &t);
+        rc = process_sample(k, w, worker, &j->rd, j->epoch, sample, &sh, dst, xdst, xlen, reason,
+                            sizeof reason, &t);
     int skip = cfg->on_error == RF_ON_ERROR_SKIP;
     if (rc != 0) {
         char name[440]; /* the path, "shard.tar:key.jpg" or "file.bin at offset N" */
@@ -388,8 +401,8 @@ void rf__work_sample(void *ctx, int worker, rf_pool_job *pj)
                 rc = RF_E_IO;
                 continue;
             }
-            rc = process_sample(k, w, worker, &w->sub, j->epoch, used, &sh, dst, xdst, xlen,
-                                reason, sizeof reason, &t);
+            rc = process_sample(k, w, worker, &w->sub, j->epoch, used, &sh, dst, xdst, xlen, reason,
+                                sizeof reason, &t);
         }
         if (skip && rc == 0) {
             s->view.samples[j->pos] = used;

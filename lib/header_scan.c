@@ -8,7 +8,9 @@
  */
 #include "header_scan.h"
 
+#include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 static uint32_t be16(const uint8_t *p)
 {
@@ -291,4 +293,39 @@ int rf__header_dims(const uint8_t *p, size_t n, uint64_t base, uint64_t total, u
         return 0;
     }
     return fail(why, "not a picture of a known format");
+}
+
+int rf__header_dims_fd(int fd, uint64_t off, uint64_t len, uint32_t *w, uint32_t *h,
+                       const char **why)
+{
+    uint8_t buf[RF__HEADER_MAX + RF__HEADER_FIRST];
+    size_t have = 0;
+    uint64_t base = 0, at = 0; /* at: where the next read starts, in the picture */
+    for (int round = 0; round < RF__HEADER_ROUNDS; round++) {
+        size_t want = len - at < RF__HEADER_FIRST ? (size_t)(len - at) : RF__HEADER_FIRST;
+        if (at != base + have) { /* anew, from a JPEG marker */
+            base = at;
+            have = 0;
+        }
+        if (have + want > sizeof buf)
+            return fail(why, "header longer than 64 KiB");
+        size_t got = 0;
+        while (got < want) {
+            ssize_t r = pread(fd, buf + have + got, want - got, (off_t)(off + at + got));
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0)
+                return fail(why, r < 0 ? "read error" : "file shorter than its member");
+            got += (size_t)r;
+        }
+        have += got;
+        uint64_t next = 0;
+        int rc = rf__header_dims(buf, have, base, len, w, h, &next, why);
+        if (rc != 0)
+            return rc;
+        if (next >= len)
+            return fail(why, "header past the end");
+        at = next;
+    }
+    return fail(why, "header not found in its first reads");
 }

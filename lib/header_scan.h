@@ -33,4 +33,11 @@
 int rf__header_dims(const uint8_t *p, size_t n, uint64_t base, uint64_t total, uint32_t *w,
                     uint32_t *h, uint64_t *next, const char **why);
 
+/* The size of the picture at [off, off + len) of the open file fd, read
+ * with pread as rf__header_dims asks (RF__HEADER_FIRST bytes at a time, at
+ * most RF__HEADER_ROUNDS reads). 1 with *w, *h; -1 when not (why: a static
+ * string). */
+int rf__header_dims_fd(int fd, uint64_t off, uint64_t len, uint32_t *w, uint32_t *h,
+                       const char **why);
+
 #endif

@@ -85,9 +85,9 @@ static int teardown(void **state)
 static rf_loader *bucketed(const fx *f, const char *src, int workers, int64_t rank, int64_t world)
 {
     rf_loader *l = TU_LOADER(src, {RF_P_BATCH_SIZE, 4}, {RF_P_IMAGE_SIZE, 48},
-                             {RF_P_TRANSFORM, RF_TRANSFORM_RANDOM_RESIZED_CROP},
-                             {RF_P_FLIP, 1}, {RF_P_BUCKETS, 3}, {RF_P_NUM_WORKERS, workers},
-                             {RF_P_SEED, 3}, {RF_P_RANK, rank}, {RF_P_WORLD_SIZE, world});
+                             {RF_P_TRANSFORM, RF_TRANSFORM_RANDOM_RESIZED_CROP}, {RF_P_FLIP, 1},
+                             {RF_P_BUCKETS, 3}, {RF_P_NUM_WORKERS, workers}, {RF_P_SEED, 3},
+                             {RF_P_RANK, rank}, {RF_P_WORLD_SIZE, world});
     assert_int_equal(rf_loader_set_cache_dir(l, f->cache), RF_OK);
     return l;
 }
@@ -330,18 +330,17 @@ static void test_letterbox_batches(void **state)
                 for (int c = 0; c < 3; c++)
                     for (int y = 0; y < 40; y++)
                         for (int x = 0; x < 60; x++) {
-                            if (y >= y0 && y < y0 + sz[2 * i] && x >= x0 &&
-                                x < x0 + sz[2 * i + 1])
+                            if (y >= y0 && y < y0 + sz[2 * i] && x >= x0 && x < x0 + sz[2 * i + 1])
                                 continue;
                             static const uint8_t fill[3] = {0x72, 0xFF, 0x01};
                             if (fl) {
-                                const float *px = (const float *)rf_batch_data(b) +
-                                                  (size_t)i * 3 * 40 * 60;
+                                const float *px =
+                                    (const float *)rf_batch_data(b) + (size_t)i * 3 * 40 * 60;
                                 float v = px[(size_t)c * 2400 + (size_t)y * 60 + x];
                                 assert_true(v == (float)fill[c] / 255.0f);
                             } else {
-                                const uint8_t *px = (const uint8_t *)rf_batch_data(b) +
-                                                    (size_t)i * 3 * 40 * 60;
+                                const uint8_t *px =
+                                    (const uint8_t *)rf_batch_data(b) + (size_t)i * 3 * 40 * 60;
                                 assert_int_equal(px[((size_t)y * 60 + x) * 3 + c], fill[c]);
                             }
                         }
@@ -382,8 +381,8 @@ static void test_native_rect_and_explain(void **state)
     rf_batch_release(b);
     rf_loader_destroy(l);
     /* a rectangle, and what explain says of a letterbox and of buckets */
-    l = TU_LOADER(f->folder, {RF_P_BATCH_SIZE, 8}, {RF_P_IMAGE_HEIGHT, 24},
-                  {RF_P_IMAGE_WIDTH, 40}, {RF_P_TRANSFORM, RF_TRANSFORM_CENTER});
+    l = TU_LOADER(f->folder, {RF_P_BATCH_SIZE, 8}, {RF_P_IMAGE_HEIGHT, 24}, {RF_P_IMAGE_WIDTH, 40},
+                  {RF_P_TRANSFORM, RF_TRANSFORM_CENTER});
     tu_start(l);
     assert_int_equal(rf_loader_next(l, &b), RF_OK);
     rf_batch_shape(b, &bh, &bw);

@@ -61,8 +61,8 @@ static void make(rf_sampler *s, const cfg *c, int64_t rank, int64_t world, int64
  * from start in unit (0: own), counting each sample in hits; returns the
  * consumed position they reach (checked equal on every rank) and the split's
  * unit in *unit_out. */
-static int64_t take(const cfg *c, int64_t world, int64_t bs, int64_t e, int64_t start,
-                    int64_t unit, int64_t from, int64_t to, int *hits, int64_t *unit_out)
+static int64_t take(const cfg *c, int64_t world, int64_t bs, int64_t e, int64_t start, int64_t unit,
+                    int64_t from, int64_t to, int *hits, int64_t *unit_out)
 {
     rf_sampler s[MAXW];
     int64_t nb = -1, consumed = -1;
@@ -200,8 +200,7 @@ static void test_resume_other_world(void **state)
                         for (int64_t b = 0; b <= nb; b++) {
                             int hits[N] = {0};
                             int64_t unit = 0;
-                            int64_t consumed =
-                                take(&c, nw, c.bs, 2, 0, 0, 0, b, hits, &unit);
+                            int64_t consumed = take(&c, nw, c.bs, 2, 0, 0, 0, b, hits, &unit);
                             assert_true(consumed >= 0 && consumed <= N);
                             take(&c, mw, bs2, 2, consumed, unit, 0, -1, hits, NULL);
                             check_cover(&c, hits, "resumed");

@@ -49,8 +49,8 @@ static void test_center_rectangle(void **state)
     assert_int_equal(g.out_w, 488);
     assert_int_equal(g.crop_w, 320);
     assert_int_equal(g.crop_h, 224);
-    assert_int_equal(g.crop_x, 84); /* int(round((488 - 320) / 2.0)) */
-    assert_int_equal(g.crop_y, 71); /* round(71.0) */
+    assert_int_equal(g.crop_x, 84);                  /* int(round((488 - 320) / 2.0)) */
+    assert_int_equal(g.crop_y, 71);                  /* round(71.0) */
     rf__geom_center_to(375, 500, 224, 320, &to, &g); /* portrait */
     assert_int_equal(g.out_w, 366);
     assert_int_equal(g.out_h, 488);
@@ -98,12 +98,12 @@ static void test_letterbox_sizes(void **state)
         int w, h, oh, ow, fh, fw, top, left;
         float scale;
     } t[] = {
-        {500, 375, 640, 640, 480, 640, 80, 0, 1.28f},   /* landscape */
-        {375, 500, 640, 640, 640, 480, 0, 80, 1.28f},   /* portrait */
+        {500, 375, 640, 640, 480, 640, 80, 0, 1.28f},        /* landscape */
+        {375, 500, 640, 640, 640, 480, 0, 80, 1.28f},        /* portrait */
         {300, 300, 640, 640, 640, 640, 0, 0, 640.f / 300.f}, /* square, enlarged */
-        {1000, 10, 640, 640, 6, 640, 317, 0, 0.64f},    /* a strip */
+        {1000, 10, 640, 640, 6, 640, 317, 0, 0.64f},         /* a strip */
         {7, 3000, 640, 640, 640, 1, 0, 319, 640.f / 3000.f}, /* round(1.49) = 1 */
-        {640, 480, 384, 640, 384, 512, 0, 64, 0.8f},    /* into a rectangle */
+        {640, 480, 384, 640, 384, 512, 0, 64, 0.8f},         /* into a rectangle */
         {1, 1, 5, 9, 5, 5, 0, 2, 5.f},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
@@ -181,9 +181,8 @@ static void test_frame_resample_and_fill(void **state)
             size_t fb = (size_t)fr.w * fr.h * 3, wb = (size_t)g.crop_w * g.crop_h * 3;
             uint8_t *alone = malloc(wb), *framed = malloc(fb);
             memset(framed, 0xAA, fb);
-            assert_int_equal(rf__resample(rs, &g, w, h, pic, (size_t)w * 3, 0, 0, w, h, alone,
-                                          layout),
-                             0);
+            assert_int_equal(
+                rf__resample(rs, &g, w, h, pic, (size_t)w * 3, 0, 0, w, h, alone, layout), 0);
             assert_int_equal(rf__resample_into(rs, &g, &fr, w, h, pic, (size_t)w * 3, 0, 0, w, h,
                                                framed, layout),
                              0);
@@ -191,8 +190,8 @@ static void test_frame_resample_and_fill(void **state)
             for (int c = 0; c < 3; c++)
                 for (int y = 0; y < fr.h; y++)
                     for (int x = 0; x < fr.w; x++) {
-                        int in = y >= fr.y && y < fr.y + g.crop_h && x >= fr.x &&
-                                 x < fr.x + g.crop_w;
+                        int in =
+                            y >= fr.y && y < fr.y + g.crop_h && x >= fr.x && x < fr.x + g.crop_w;
                         size_t at = layout ? (size_t)c * fr.w * fr.h + (size_t)y * fr.w + x
                                            : ((size_t)y * fr.w + x) * 3 + c;
                         uint8_t want = fill[c];
@@ -203,8 +202,8 @@ static void test_frame_resample_and_fill(void **state)
                                           : alone[((size_t)wy * g.crop_w + wx) * 3 + c];
                         }
                         if (framed[at] != want)
-                            fail_msg("layout %d flip %d: (%d, %d, %d) is %d, not %d", layout,
-                                     flip, x, y, c, framed[at], want);
+                            fail_msg("layout %d flip %d: (%d, %d, %d) is %d, not %d", layout, flip,
+                                     x, y, c, framed[at], want);
                     }
             free(alone);
             free(framed);
@@ -219,8 +218,8 @@ static void test_frame_resample_and_fill(void **state)
 static void decoder_size(const uint8_t *f, size_t n, int *w, int *h)
 {
     rf_decoder *d = rf__decoder_create();
-    rf_decode_opts o = {.transform = RF_TRANSFORM_RESIZE, .size = 8, .max_pixels = 1 << 30,
-                        .max_scans = 1000};
+    rf_decode_opts o = {
+        .transform = RF_TRANSFORM_RESIZE, .size = 8, .max_pixels = 1 << 30, .max_scans = 1000};
     rf_geom g;
     char err[200];
     int rc = rf__decode_geometry(d, f, n, &o, &g, NULL, w, h, err, sizeof err);
@@ -370,8 +369,7 @@ static void test_header_scan_formats(void **state)
         struct spng_ihdr ihdr = {77, 31, 8, 2, 0, 0, 0};
         spng_set_ihdr(e, &ihdr);
         uint8_t *px = tu_make_rgb(77, 31, 4);
-        assert_int_equal(spng_encode_image(e, px, 77 * 31 * 3, SPNG_FMT_PNG,
-                                           SPNG_ENCODE_FINALIZE),
+        assert_int_equal(spng_encode_image(e, px, 77 * 31 * 3, SPNG_FMT_PNG, SPNG_ENCODE_FINALIZE),
                          0);
         int err = 0;
         f = spng_get_png_buffer(e, &n, &err);
@@ -454,7 +452,7 @@ static int resolve(const int64_t (*kv)[2], size_t n, rf_config *c, char *err, si
 
 #define RESOLVE(c, err, ...)                                                                       \
     resolve((const int64_t[][2]){__VA_ARGS__},                                                     \
-            sizeof((const int64_t[][2]){__VA_ARGS__}) / sizeof(int64_t[2]), (c), (err),           \
+            sizeof((const int64_t[][2]){__VA_ARGS__}) / sizeof(int64_t[2]), (c), (err),            \
             sizeof(err))
 
 static void test_shape_options(void **state)
@@ -473,9 +471,9 @@ static void test_shape_options(void **state)
     assert_int_equal(RESOLVE(&c, err, {RF_P_RESIZE_HEIGHT, 400}), RF_E_INVALID);
     assert_int_equal(RESOLVE(&c, err, {RF_P_RESIZE_SIZE, 300}, {RF_P_RESIZE_WIDTH, 9}),
                      RF_E_INVALID);
-    assert_int_equal(RESOLVE(&c, err, {RF_P_TRANSFORM, RF_TRANSFORM_RESIZE},
-                             {RF_P_RESIZE_SIZE, 300}),
-                     RF_E_INVALID);
+    assert_int_equal(
+        RESOLVE(&c, err, {RF_P_TRANSFORM, RF_TRANSFORM_RESIZE}, {RF_P_RESIZE_SIZE, 300}),
+        RF_E_INVALID);
     assert_non_null(strstr(err, "resize_size"));
     assert_int_equal(RESOLVE(&c, err, {RF_P_FILL, 0x727272}), RF_E_INVALID);
     assert_int_equal(RESOLVE(&c, err, {RF_P_ALIGN, RF_ALIGN_TOP_LEFT}), RF_E_INVALID);

@@ -5,12 +5,15 @@ CenterCrop, the sizes kept for the second start, and state_dict resumes on
 the same world size (exact) and on another (the rest of the epoch once)."""
 
 import collections
+import io
 import os
+import tarfile
 
 import numpy as np
 import pytest
 
 import ringfeed
+from packhelpers import needs_pack, pack
 from rfhelpers import imagefolder_samples, write_jpeg
 
 SHAPES = [(120, 90), (90, 120), (100, 100), (160, 70), (125, 88)]  # (w, h)
@@ -159,3 +162,38 @@ def test_state_of_another_bucketing_refused(folder, cache):
     with make(folder, cache, buckets=None) as ld:
         with pytest.raises(ValueError, match="buckets"):
             ld.load_state_dict(state)
+
+
+@needs_pack
+def test_sizes_from_the_packers_manifest(folder, cache, tmp_path):
+    """ringfeed-pack states each sample's picture size in manifest.json; the
+    buckets take them from there (no scan). A manifest whose sizes do not
+    cover every sample of a shard is not used for them: they are scanned."""
+    import json
+    from PIL import Image
+    out = str(tmp_path / "packed")
+    man = pack(folder, out, "--shard-count", "25", "--max-side", "110")
+    spec = os.path.join(out, "shard-{000000..000002}.tar")
+    with ringfeed.Loader(spec, batch_size=4, image_size=64, buckets=3, cache_dir=cache) as ld:
+        sizes = ld.stats()["shapes"]["sizes"]
+        assert sizes["from_manifest"] == N and sizes["scanned"] == 0
+        order = [ld.sample_bucket(i) for i in range(N)]
+    k = 0
+    for shard in man["shards"]:
+        assert len(shard["sizes"]) == 2 * len(shard["index"])
+        with tarfile.open(os.path.join(out, shard["name"])) as t:
+            for sample, (w, h) in zip(shard["index"], zip(*[iter(shard["sizes"])] * 2)):
+                data = t.extractfile(sample[0] + ".jpg").read()
+                assert Image.open(io.BytesIO(data)).size == (w, h)
+                k += 1
+    assert k == N
+    # one shard's sizes cut short: its samples scanned, the same buckets
+    man["shards"][1]["sizes"] = man["shards"][1]["sizes"][:-2]
+    with open(os.path.join(out, "manifest.json"), "w") as f:
+        json.dump(man, f)
+    with ringfeed.Loader(spec, batch_size=4, image_size=64, buckets=3,
+                         cache_dir=str(tmp_path / "c2")) as ld:
+        sizes = ld.stats()["shapes"]["sizes"]
+        assert sizes["from_manifest"] == N - len(man["shards"][1]["index"])
+        assert sizes["scanned"] == len(man["shards"][1]["index"])
+        assert [ld.sample_bucket(i) for i in range(N)] == order

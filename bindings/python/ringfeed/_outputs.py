@@ -137,9 +137,7 @@ class _Output:
         if extras is not None:
             out += (extras,)
         if form.framed:
-            t = self.torch
-            out += ((t.from_numpy(sizes), t.from_numpy(scales)) if t is not None
-                    else (sizes, scales))
+            out += (self._small(sizes), self._small(scales))
         if with_indices:
             out += (self.torch.from_numpy(indices) if self.torch is not None else indices,)
         return out[0] if len(out) == 1 else out
@@ -148,6 +146,15 @@ class _Output:
         """(images, labels) of the batch; releases the lease or hands it to
         the arrays."""
         raise NotImplementedError
+
+    def _small(self, arr):
+        """A small per-sample array (sizes, scales) as the batch's other
+        arrays are: numpy, a tensor, or a tensor on the batch's device."""
+        if self.torch is None:
+            return arr
+        t = self.torch.from_numpy(arr)
+        device = getattr(self, "device", None)
+        return t.to(device) if device is not None else t
 
     @staticmethod
     def _native(images, sizes, form):

@@ -139,6 +139,32 @@ class Loader:
     callable f(pixels, seed, info) that runs under the GIL, on each sample
     after the augmentations. explain(i) says what sample i got.
 
+    Shapes (docs/shapes.md): image_size is an int (a square) or (height,
+    width), torchvision's order. transform="center" is Resize(R) +
+    CenterCrop((H, W)) with R = resize_size (default round(max(H, W) /
+    0.875); an int is the shorter side, (h, w) an exact size);
+    "random_resized_crop" is RandomResizedCrop((H, W), scale, ratio);
+    "resize" is Resize((H, W)); "letterbox" fits each picture inside H x W
+    keeping its aspect ratio, placed by align ("center" or "top_left") in a
+    frame padded with fill (one value or (r, g, b)); batches then gain
+    sizes (int32 [B, 2]: each picture's height and width in the frame) and
+    scale (float32 [B]: the factor it was resized by), after labels (and
+    extras). transform="none" with max_side=M gives each picture at its own
+    size, shrunk to M at most: images is a list of [h, w, 3] arrays, or
+    with pad=True one array cut to the batch's largest picture (the rest
+    fill), then labels, sizes and scale. flip works with all of them (a
+    letterboxed picture is mirrored within its place). buckets=[(H, W),
+    ...] or buckets=N (N buckets from the dataset's aspect ratios, each
+    about image_size pixels, sides multiples of bucket_multiple=8) puts
+    each sample in the bucket nearest its aspect ratio and makes every
+    batch one bucket's, images of its shape (loader.buckets,
+    loader.sample_bucket(i)); bucket_shared=True (the default) gives every
+    rank the same bucket at each step (equal shapes across ranks), False
+    lets each rank's batch have its own. The pictures' sizes come from the
+    packer's manifest.json, or a header scan at the first start, kept in
+    cache_dir for the next (stats()["shapes"]["sizes"]); state_dict()
+    resumes on any world size and batch size.
+
     device="cuda" / "cuda:N" yields CUDA tensors (images and labels) ready on
     torch.cuda.current_stream(); they belong to torch's allocator, so keeping
     them is always safe. The ring is then page-locked (pin_memory=False keeps

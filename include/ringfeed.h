@@ -234,7 +234,51 @@ enum rf_param {
                                   the shards with neither a kept index nor a manifest entry are
                                   fetched this many at once while one is walked; default 4.
                                   Fixed. */
+    /* ---- shapes: rectangles, resize, letterbox, buckets, native sizes ----
+     * The output is image_height x image_width (every transform: a crop's
+     * size, or the frame a picture is fitted into), torchvision's (H, W)
+     * order. RF_P_IMAGE_SIZE sets both; reading it back gives the last
+     * value set through it. */
+    RF_P_IMAGE_HEIGHT = 43,    /* output height; default 224. Fixed. */
+    RF_P_IMAGE_WIDTH = 44,     /* output width; default 224. Fixed. */
+    /* RF_TRANSFORM_CENTER's Resize before its CenterCrop((H, W)): 0, the
+     * default, is Resize(round(max(H, W) / 0.875)) (the shorter side); a
+     * value R is Resize(R); RF_P_RESIZE_HEIGHT and _WIDTH (both, instead)
+     * Resize((h, w)). Other transforms refuse them. */
+    RF_P_RESIZE_SIZE = 45,     /* shorter side; 0 = default. Fixed. */
+    RF_P_RESIZE_HEIGHT = 46,   /* 0 = not set. Fixed. */
+    RF_P_RESIZE_WIDTH = 47,    /* 0 = not set. Fixed. */
+    RF_P_ALIGN = 48,           /* enum rf_align: where RF_TRANSFORM_LETTERBOX puts the picture in
+                                  its frame; default RF_ALIGN_CENTER. Fixed. */
+    RF_P_FILL = 49,            /* the frame's padding (letterbox, native sizes) as 0xRRGGBB;
+                                  default 0 (black). Fixed. */
+    /* Native sizes: RF_TRANSFORM_NONE with max_side M > 0 returns each
+     * picture at its own size, shrunk (never enlarged) so that its larger
+     * side is at most M (Resize as letterbox's arithmetic does it), written
+     * at the top-left corner of an M x M frame padded with RF_P_FILL:
+     * every image of a batch is M x M in memory (slot bytes batch_size x M x
+     * M x 3), and rf_batch_sizes gives each one's height and width.
+     * image_height and image_width are then ignored. */
+    RF_P_MAX_SIDE = 50,        /* 0 = not native; default 0. Fixed. */
+    /* Aspect-ratio buckets (also rf_loader_set_buckets): each sample goes to
+     * the bucket nearest its aspect ratio (|log(w / h) - log(W / H)| least;
+     * ties to the lower bucket), and every batch holds samples of one
+     * bucket, their images in its H x W: see "Aspect-ratio buckets" below.
+     * N > 0 makes N buckets from the dataset's aspect ratios: the ratios of
+     * the N quantiles of log(w / h) (the ((2k + 1) / 2N)-th), each bucket
+     * of about image_height x image_width pixels with sides multiples of
+     * RF_P_BUCKET_MULTIPLE (repeats merged). */
+    RF_P_BUCKETS = 51,         /* N automatic buckets; 0 = none (or rf_loader_set_buckets's);
+                                  default 0. Fixed. */
+    RF_P_BUCKET_SHARED = 52,   /* 1: the ranks of a step all take batches of one bucket (equal
+                                  shapes across ranks, as compiled models need); 0: each rank's
+                                  batch has a bucket of its own; default 1. Fixed. */
+    RF_P_BUCKET_MULTIPLE = 53, /* automatic buckets: sides are multiples of this; default 8.
+                                  Fixed. */
 };
+
+/* Where a letterboxed picture lies in its frame (RF_P_ALIGN). */
+enum rf_align { RF_ALIGN_CENTER = 0, RF_ALIGN_TOP_LEFT = 1 };
 
 /* How much of a JPEG is decoded beyond the rows its crop needs (RF_P_VERIFY).
  * Rows below a crop are not needed for its pixels, but damage there (a
@@ -264,12 +308,18 @@ enum rf_dtype {
 };
 
 enum rf_transform {
-    RF_TRANSFORM_NONE = 0,                /* decode only: image must already be image_size x image_size */
-    RF_TRANSFORM_CENTER = 1,              /* Resize(round(S/0.875)) + CenterCrop(S), as torchvision
-                                             (byte for byte with RF_P_EXACT) */
-    RF_TRANSFORM_RANDOM_RESIZED_CROP = 2, /* RandomResizedCrop(S, scale, ratio): scale and ratio from
-                                             RF_P_SCALE_* / RF_P_RATIO_*, by default (0.08, 1) and
-                                             (3/4, 4/3) */
+    RF_TRANSFORM_NONE = 0,                /* decode only: image must already be H x W; with
+                                             RF_P_MAX_SIDE, native sizes */
+    RF_TRANSFORM_CENTER = 1,              /* Resize(R) + CenterCrop((H, W)), as torchvision (byte for
+                                             byte with RF_P_EXACT); R: RF_P_RESIZE_SIZE */
+    RF_TRANSFORM_RANDOM_RESIZED_CROP = 2, /* RandomResizedCrop((H, W), scale, ratio): scale and ratio
+                                             from RF_P_SCALE_* / RF_P_RATIO_*, by default (0.08, 1)
+                                             and (3/4, 4/3) */
+    RF_TRANSFORM_RESIZE = 3,              /* Resize((H, W)): the whole picture, its aspect ratio not
+                                             kept (byte for byte with RF_P_EXACT) */
+    RF_TRANSFORM_LETTERBOX = 4,           /* fit inside H x W keeping the aspect ratio, placed as
+                                             RF_P_ALIGN says, the rest RF_P_FILL; rf_batch_sizes and
+                                             rf_batch_scales say where each picture lies */
 };
 
 enum rf_layout { RF_LAYOUT_NHWC = 0, RF_LAYOUT_NCHW = 1 };
@@ -560,9 +610,10 @@ RF_API void rf_loader_stop(rf_loader *l);
  * Thread-safety: any thread. */
 RF_API int rf_batch_release(rf_batch *b);
 
-/* The batch's images (uint8, [count, S, S, 3] for NHWC or [count, 3, S, S]
- * for NCHW; rows of batch_size samples are allocated, count are filled), or
- * for a record source the records (count x record_size bytes).
+/* The batch's images ([count, H, W, 3] for NHWC or [count, 3, H, W] for
+ * NCHW, of RF_P_DTYPE's type; H x W: rf_batch_shape, the same for every
+ * batch but with aspect-ratio buckets; count are filled), or for a record
+ * source the records (count x record_size bytes).
  * Valid until rf_batch_release. This accessor and the ones below answer a
  * released handle (within the bound given at rf_batch_release) with NULL,
  * 0 or -1.
@@ -598,7 +649,9 @@ RF_API int64_t rf_batch_epoch(const rf_batch *b);
  * rf_batch_release.
  * Thread-safety: any thread holding the batch. */
 RF_API const int64_t *rf_batch_samples(const rf_batch *b);
-/* Bytes of the image data of this batch (count * per-sample bytes).
+/* Bytes of the image data of this batch (count * per-sample bytes: count x
+ * H x W x 3 elements, H x W its rf_batch_shape): what a copy of the batch
+ * copies (rf_batch_copy_to, rf_loader_next_device).
  * Thread-safety: any thread holding the batch. */
 RF_API size_t rf_batch_nbytes(const rf_batch *b);
 
@@ -756,6 +809,106 @@ RF_API int64_t rf_loader_sample_label(const rf_loader *l, int64_t sample);
  * counting the NUL, or -1 (no such sample, not started).
  * Thread-safety: any thread after rf_loader_start. */
 RF_API int64_t rf_loader_sample_name(const rf_loader *l, int64_t sample, char *buf, size_t cap);
+
+/* ---- shapes: rectangles, letterbox, aspect-ratio buckets, native sizes -----
+ * The images of a batch are H x W: image_height x image_width, or the
+ * frame of native sizes (max_side x max_side), or with aspect-ratio
+ * buckets the shape of the batch's bucket (every sample of a batch is of
+ * one bucket). A letterboxed or native picture lies in its frame at
+ * rf_batch_sizes' size: at the top-left corner, or for a centred letterbox
+ * at ((H - h) / 2, (W - w) / 2) (rounded down); rf_batch_scales gives the
+ * factor it was resized by, so that a box (x, y) in the frame is
+ * ((x - left) / scale, (y - top) / scale) in the picture.
+ *
+ * Aspect-ratio buckets (RF_P_BUCKETS, rf_loader_set_buckets): the
+ * pictures' sizes come from the ringfeed-pack manifest.json beside tar
+ * shards when it states them, else from the sizes an earlier start kept
+ * in the cache folder (rf_loader_set_cache_dir; not kept with
+ * RINGFEED_SIZES_KEEP=0 in the environment), else from a header scan at
+ * rf_loader_start (the first bytes of each picture: a remote shard is
+ * fetched for it); the stats' "shapes" say which, and how long it took. A
+ * picture whose size cannot be read goes to the bucket nearest a square
+ * (its decode then fails, or replaces it, as without buckets). In each
+ * bucket a picture is resized to cover the bucket and centre-cropped
+ * (RF_TRANSFORM_CENTER: Resize((h', w')) + CenterCrop((H, W)), explain's
+ * "resize"), given a RandomResizedCrop((H, W)) whose ratio range is
+ * multiplied by the bucket's W / H, resized to it or letterboxed into it.
+ * The epoch: the global order (the seeded permutation) split by bucket,
+ * each bucket's samples cut into runs (batch_size x world_size samples
+ * with RF_P_BUCKET_SHARED, else batch_size), the runs in a seeded order
+ * (without shuffle: the order of their first samples). Every sample is in
+ * one run; a bucket's last run is short (its batches short, or dropped
+ * with RF_P_DROP_LAST on every rank alike). With RF_P_BUCKET_SHARED each
+ * run is split across the ranks as DistributedSampler splits an epoch
+ * (padded by wrapping to a multiple of world_size, or trimmed with
+ * RF_P_SAMPLER_DROP_LAST): every rank's batch k has the same shape. Without
+ * it the runs are batches, dealt to the ranks in turn (the list padded by
+ * wrapping whole batches): each rank's batch has a shape of its own. The
+ * output is the same for any worker count. A bad sample's substitute
+ * (RF_ON_ERROR_SKIP) is of the batch's bucket (and, for remote shards, of
+ * the same shard when it has one of that bucket). Resuming: as without
+ * buckets (rf_loader_seek_rest), with the runs' size, the "unit", carried
+ * beside the position: rf_loader_rest_unit and rf_loader_seek_rest_unit;
+ * any world size and batch size then takes the rest of the epoch once. */
+
+/* The buckets as (height, width) pairs, hw[2 k], hw[2 k + 1] for bucket k
+ * (1..16384 each, distinct; at most 256), n of them; NULL or n = 0: none
+ * (RF_P_BUCKETS may make them). The values are copied. Returns RF_OK,
+ * RF_E_INVALID (a size out of range, a repeat) or RF_E_STATE after
+ * rf_loader_start. Fixed.
+ * Thread-safety: one thread at a time per loader. */
+RF_API int rf_loader_set_buckets(rf_loader *l, const int32_t *hw, int n);
+
+/* The buckets in use after rf_loader_start (those given, or those
+ * RF_P_BUCKETS made): their number, and the first cap of them written to
+ * hw as rf_loader_set_buckets takes them (hw may be NULL when cap is 0).
+ * 0 without buckets or before start; RF_E_INVALID for a NULL loader or a
+ * bad hw/cap.
+ * Thread-safety: any thread after rf_loader_start. */
+RF_API int rf_loader_buckets(const rf_loader *l, int32_t *hw, int cap);
+
+/* The bucket of the sample with global index `sample`, or -1 (no buckets,
+ * no such sample, not started).
+ * Thread-safety: any thread after rf_loader_start. */
+RF_API int rf_loader_sample_bucket(const rf_loader *l, int64_t sample);
+
+/* The height and width of the batch's images (either pointer may be NULL).
+ * RF_OK, RF_E_INVALID (NULL batch) or RF_E_RELEASED.
+ * Thread-safety: any thread holding the batch. */
+RF_API int rf_batch_shape(const rf_batch *b, int *height, int *width);
+
+/* Letterbox and native sizes: count (height, width) pairs, the size of
+ * each picture in its frame (0, 0 for a sample that failed); NULL for the
+ * other transforms and a released batch. Valid until rf_batch_release.
+ * Thread-safety: any thread holding the batch. */
+RF_API const int32_t *rf_batch_sizes(const rf_batch *b);
+
+/* Letterbox and native sizes: count factors each picture was resized by
+ * (letterbox: min(H / h, W / w); native: min(1, max_side / max(h, w)), of
+ * the picture's own h x w); NULL as rf_batch_sizes.
+ * Thread-safety: any thread holding the batch. */
+RF_API const float *rf_batch_scales(const rf_batch *b);
+
+/* The batch's bucket (an index into rf_loader_buckets), or -1 without
+ * buckets or for a released batch.
+ * Thread-safety: any thread holding the batch. */
+RF_API int rf_batch_bucket(const rf_batch *b);
+
+/* The unit of the current split (the runs' size, in samples, of the
+ * sequence it splits: rf_loader_seek_rest_unit), 0 without buckets.
+ * Thread-safety: the consumer thread. */
+RF_API int64_t rf_loader_rest_unit(const rf_loader *l);
+
+/* rf_loader_seek_rest for a loader with buckets, in the sequence cut into
+ * runs of `unit` samples (0: this loader's own, batch_size x world_size
+ * with RF_P_BUCKET_SHARED, else batch_size): to resume a run, the unit
+ * rf_loader_rest_unit gave there, with its start and consumed as
+ * rf_loader_seek_rest says. Later epochs use this loader's own unit.
+ * Without buckets unit must be 0 (then it is rf_loader_seek_rest).
+ * Returns RF_OK, RF_E_INVALID (out of range; nothing moves) or RF_E_NOMEM.
+ * Thread-safety: the consumer thread. */
+RF_API int rf_loader_seek_rest_unit(rf_loader *l, int64_t epoch, int64_t start, int64_t unit,
+                                    int64_t batch);
 
 /* ---- augmentations, normalised output, per-sample callbacks ----------------
  * After the geometry (crop, resize, flip) each picture goes, on its decode

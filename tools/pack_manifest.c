@@ -3,7 +3,10 @@
  * (counts, classes, options, skipped samples) and, per shard, its name, byte
  * size, the SHA-256 of its bytes and its index: each sample's key, label and
  * members (extension, data offset, size), the layout lib/source/manifest.h
- * reads. The loader uses the index instead of walking the headers of a
+ * reads, and each sample's picture size ("sizes": width, height, read from
+ * its header; 0, 0 when it cannot be), which aspect-ratio buckets use
+ * instead of scanning the pictures. The loader uses the index instead of
+ * walking the headers of a
  * shard of that name and size whose headers and labels are as stated
  * (lib/source/tar_check.c); the digest is for anyone checking a copy of the
  * shards (sha256sum), read by no loader: hashing every byte at each start
@@ -18,6 +21,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "header_scan.h"
 #include "pack.h"
 #include "ringfeed.h"
 #include "sha256.h"
@@ -47,14 +51,27 @@ static void json_cstr(FILE *f, const char *s)
  * are gathered, then written as one sample array. */
 typedef struct idx {
     FILE *out;
+    FILE *sizes; /* the samples' picture sizes, "w, h" each, in index order */
     char key[256];
     int have_key;
     int64_t label;
+    uint32_t w, h; /* the key's picture (0 x 0: none read) */
     char (*ext)[64];
     uint64_t *off, *len;
     int n, cap;
     int64_t samples;
 } idx;
+
+/* A member the loader takes as a sample's picture (or the raw pixels). */
+static int picture_ext(const char *ext)
+{
+    static const char *const pics[] = {"jpg", "jpeg", "png", "ppm", "pgm", "pbm", "bmp",
+                                       "webp", "tif", "tiff", "npy"};
+    for (size_t i = 0; i < sizeof pics / sizeof pics[0]; i++)
+        if (!strcasecmp(ext, pics[i]))
+            return 1;
+    return 0;
+}
 
 static void idx_flush(idx *x)
 {
@@ -70,6 +87,7 @@ static void idx_flush(idx *x)
                 (unsigned long long)x->len[i]);
     }
     fputc(']', x->out);
+    fprintf(x->sizes, "%s%u, %u", x->samples ? ", " : "", x->w, x->h);
     x->samples++;
     x->have_key = 0;
     x->n = 0;
@@ -89,6 +107,7 @@ static int idx_member(void *ctx, FILE *f, const char *name, uint64_t off, uint64
         x->key[kl] = '\0';
         x->have_key = 1;
         x->label = -1;
+        x->w = x->h = 0;
     }
     if (x->n == x->cap) {
         int nc = x->cap ? 2 * x->cap : 8;
@@ -108,6 +127,14 @@ static int idx_member(void *ctx, FILE *f, const char *name, uint64_t off, uint64
     x->off[x->n] = off;
     x->len[x->n] = size;
     x->n++;
+    if (x->w == 0 && picture_ext(dot + 1)) { /* its size, from the header (sizes.h) */
+        uint32_t w, h;
+        const char *why;
+        if (rf__header_dims_fd(fileno(f), off, size, &w, &h, &why) == 1) {
+            x->w = w;
+            x->h = h;
+        }
+    }
     if (!strcasecmp(dot + 1, "cls") && size < 256) {
         char text[256];
         int64_t v;
@@ -145,18 +172,28 @@ static void write_digest(FILE *f, const char *path)
  * cannot be described (then the loader walks it). */
 static void write_index(FILE *f, const char *path)
 {
-    char *buf = NULL;
-    size_t n = 0;
+    char *buf = NULL, *sbuf = NULL;
+    size_t n = 0, sn = 0;
     idx x = {0};
     x.out = open_memstream(&buf, &n);
-    if (!x.out)
+    x.sizes = open_memstream(&sbuf, &sn);
+    if (!x.out || !x.sizes) {
+        if (x.out)
+            fclose(x.out);
+        if (x.sizes)
+            fclose(x.sizes);
+        free(buf);
+        free(sbuf);
         return;
+    }
     int rc = pack_tar_walk(path, idx_member, &x);
     idx_flush(&x);
     int bad = fclose(x.out) != 0;
-    if (rc == 0 && !bad && x.samples > 0)
-        fprintf(f, ", \"index\": [%s\n    ]", buf);
+    bad |= fclose(x.sizes) != 0;
+    if (rc == 0 && !bad && x.samples > 0) /* each sample's picture size, "sizes" */
+        fprintf(f, ", \"index\": [%s\n    ], \"sizes\": [%s]", buf, sbuf);
     free(buf);
+    free(sbuf);
     free(x.ext);
     free(x.off);
     free(x.len);

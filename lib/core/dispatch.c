@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bucket.h"
 #include "clock.h"
 #include "remote.h"
 #include "trace.h"
@@ -196,10 +197,16 @@ static void schedule(rf_dispatch *d)
     int64_t gen = atomic_load(&d->gen);
     while (d->sched_batch < nb && d->sched_batch < d->next_batch + d->ring->k) {
         const int64_t *idx;
-        int64_t count = rf__sampler_batch(d->sampler, d->sched_batch, &idx);
+        int bucket = -1;
+        int64_t count = d->buckets ? rf__bucket_batch(d->sampler, d->sched_batch, &idx, &bucket)
+                                   : rf__sampler_batch(d->sampler, d->sched_batch, &idx);
         rf_slot *s = rf__ring_claim_batch(d->ring, gen, d->epoch, d->sched_batch, idx, count);
         if (!s)
             break;
+        if (bucket >= 0) { /* the batch's images have its bucket's shape */
+            int h = d->buckets->hw[bucket][0], w = d->buckets->hw[bucket][1];
+            rf__ring_shape(s, h, w, (size_t)h * (size_t)w * 3 * d->elem_bytes, bucket);
+        }
         for (int64_t i = 0; i < count; i++)
             s->view.labels[i] = rf__source_label(d->src, idx[i]);
         d->fill[d->nfill++] = s;

@@ -50,6 +50,8 @@ typedef struct rf_dispatch {
     rf_reader *reader;
     rf_pool *pool;
     rf_copier *copier;       /* NULL without a device: the thread binds its device */
+    const struct rf_buckets *buckets; /* aspect-ratio buckets: each batch's shape (NULL: none) */
+    size_t elem_bytes;       /* bytes of one element of the images (buckets' sample bytes) */
     pthread_mutex_t *mu;     /* the loader's mutex: protects the fields marked (mu) */
     pthread_cond_t *cv_cons; /* the consumer's condition: a slot became READY */
     pthread_cond_t cv_disp;  /* wakes the dispatcher; waited on with *mu */

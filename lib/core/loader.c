@@ -160,6 +160,8 @@ int rf_loader_set_param(rf_loader *l, int param, int64_t value)
         return RF_E_STATE;
     }
     l->opts.v[param] = value;
+    if (param == RF_P_IMAGE_SIZE) /* sets both sides */
+        l->opts.v[RF_P_IMAGE_HEIGHT] = l->opts.v[RF_P_IMAGE_WIDTH] = value;
     return RF_OK;
 }
 
@@ -277,6 +279,8 @@ static void teardown(rf_loader *l)
     rf__copier_destroy(l->copier);
     l->copier = NULL;
     rf__sampler_free(&l->sampler);
+    rf__buckets_free(&l->buckets);
+    memset(&l->buckets, 0, sizeof l->buckets);
     rf__source_close(&l->src);
     rf__stats_free(&l->stats);
 }
@@ -472,13 +476,15 @@ int rf_loader_start(rf_loader *l)
     if ((rc = cancelled(l)) != 0) /* a local index is not interrupted: it ends first */
         return start_failed(l, rc);
     RF_TRACE("index ready: %lld samples", (long long)l->src.n);
-    if ((rc = open_sampler(l)) < 0)
+    if ((rc = rf__loader_open_buckets(l)) < 0 || (rc = open_sampler(l)) < 0 ||
+        (rc = rf__loader_order_buckets(l)) < 0)
         return start_failed(l, rc);
     if ((rc = open_memory(l)) < 0)
         return start_failed(l, rc);
     plan_workers(l);
     if ((rc = build_stages(l)) < 0)
         return start_failed(l, rc);
+    rf__loader_wire_shapes(l);
 
     l->started = 1;
     int e = 0;
@@ -655,6 +661,8 @@ int64_t rf_loader_stats_json(rf_loader *l, char *buf, size_t cap)
     };
     if (l->src.remote)
         v.sections[v.nsections++] = (rf_stats_section){"remote", remote_section, l->src.remote};
+    if (l->started && !l->cfg.is_records)
+        v.sections[v.nsections++] = (rf_stats_section){"shapes", rf__loader_shapes_stats, l};
     rf__stats_render(&v, &j);
     pthread_mutex_unlock(&l->mu);
     return rf__json_out(&j, buf, cap);

@@ -31,6 +31,7 @@
 #include <stdatomic.h>
 #include <sys/types.h>
 
+#include "bucket.h"
 #include "copier.h"
 #include "dispatch.h"
 #include "options.h"
@@ -39,6 +40,7 @@
 #include "ring.h"
 #include "ringfeed.h"
 #include "sampler.h"
+#include "sizes.h"
 #include "source.h"
 #include "stats.h"
 #include "tuner.h"
@@ -65,6 +67,8 @@ struct rf_loader {
     char errmsg_out[1024]; /* the consumer's copy */
 
     rf_source src;
+    rf_buckets buckets;   /* aspect-ratio buckets (n 0: none); read-only after start */
+    rf_sizes_stats sizes; /* how the pictures' sizes were learned (buckets) */
     rf_sampler sampler;
     rf_ring ring;
     rf_copier *copier; /* NULL: no CUDA device (cuda_note says why) */
@@ -103,5 +107,24 @@ void rf__loader_err_any(rf_loader *l, const char *fmt, ...) __attribute__((forma
 /* RF_OK for a started loader of this process, else RF_E_INVALID (NULL),
  * RF_E_NOT_STARTED or RF_E_FORKED with the error recorded. */
 int rf__loader_usable(rf_loader *l);
+
+/* (shapes_api.c) At start, after the index: the pictures' sizes and the
+ * aspect-ratio buckets (when asked for), which fix l->cfg's sample_bytes;
+ * 0 or an error, recorded. */
+int rf__loader_open_buckets(rf_loader *l);
+/* After the sampler's init: its order by bucket, epoch 0 made. */
+int rf__loader_order_buckets(rf_loader *l);
+/* After the ring, the work and the dispatcher: the shapes they start with. */
+void rf__loader_wire_shapes(rf_loader *l);
+/* rf_loader_seek_rest of a loader with buckets (position.c). */
+int rf__loader_seek_buckets(rf_loader *l, int64_t epoch, int64_t start, int64_t unit,
+                            int64_t batch);
+/* explain's fields of the shape: transform, output, bucket, fit. */
+struct rf_geom;
+struct rf_frame;
+void rf__explain_shape(const rf_loader *l, int64_t sample, const struct rf_geom *g,
+                       const struct rf_frame *fr, struct rf_json *j);
+/* The stats' "shapes" object (an rf_stats_section: stats.h). */
+void rf__loader_shapes_stats(void *l, struct rf_json *j);
 
 #endif

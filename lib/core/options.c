@@ -21,7 +21,7 @@ typedef struct param_def {
 static const param_def params_table[] = {
     [RF_P_BATCH_SIZE] = {1, 1 << 20, 256},
     [RF_P_IMAGE_SIZE] = {1, 1 << 14, 224},
-    [RF_P_TRANSFORM] = {0, 2, RF_TRANSFORM_CENTER},
+    [RF_P_TRANSFORM] = {0, RF_TRANSFORM_LETTERBOX, RF_TRANSFORM_CENTER},
     [RF_P_FLIP] = {0, 1, 0},
     [RF_P_LAYOUT] = {0, 1, RF_LAYOUT_NHWC},
     [RF_P_SHUFFLE] = {0, 1, 1},
@@ -59,6 +59,17 @@ static const param_def params_table[] = {
     [RF_P_FETCH_RETRIES] = {0, 100, 5},
     [RF_P_FETCH_TIMEOUT_MS] = {1, INT64_C(1) << 40, 30000},
     [RF_P_FETCH_PARALLEL] = {1, 64, 4},
+    [RF_P_IMAGE_HEIGHT] = {1, 1 << 14, 224},
+    [RF_P_IMAGE_WIDTH] = {1, 1 << 14, 224},
+    [RF_P_RESIZE_SIZE] = {0, 1 << 15, 0},
+    [RF_P_RESIZE_HEIGHT] = {0, 1 << 15, 0},
+    [RF_P_RESIZE_WIDTH] = {0, 1 << 15, 0},
+    [RF_P_ALIGN] = {0, 1, RF_ALIGN_CENTER},
+    [RF_P_FILL] = {0, 0xffffff, 0},
+    [RF_P_MAX_SIDE] = {0, 1 << 14, 0},
+    [RF_P_BUCKETS] = {0, RF__MAX_BUCKETS, 0},
+    [RF_P_BUCKET_SHARED] = {0, 1, 1},
+    [RF_P_BUCKET_MULTIPLE] = {1, 1 << 10, 8},
 };
 
 _Static_assert(sizeof params_table / sizeof params_table[0] == RF__NPARAMS,
@@ -168,7 +179,8 @@ int rf__options_resolve(const rf_options *o, rf_config *c, char *err, size_t err
     memset(c, 0, sizeof *c);
     /* Every value passed rf__option_check: the narrowing casts below fit. */
     c->batch_size = p[RF_P_BATCH_SIZE];
-    c->image_size = (int)p[RF_P_IMAGE_SIZE];
+    c->out_h = (int)p[RF_P_IMAGE_HEIGHT];
+    c->out_w = (int)p[RF_P_IMAGE_WIDTH];
     c->transform = (int)p[RF_P_TRANSFORM];
     c->flip = (int)p[RF_P_FLIP];
     c->layout = (int)p[RF_P_LAYOUT];
@@ -208,6 +220,16 @@ int rf__options_resolve(const rf_options *o, rf_config *c, char *err, size_t err
     c->fetch_parallel = (int)p[RF_P_FETCH_PARALLEL];
     c->names = o->names;
     c->recipe = o->recipe;
+    c->top_left = p[RF_P_ALIGN] == RF_ALIGN_TOP_LEFT;
+    c->fill[0] = (uint8_t)(p[RF_P_FILL] >> 16);
+    c->fill[1] = (uint8_t)(p[RF_P_FILL] >> 8);
+    c->fill[2] = (uint8_t)p[RF_P_FILL];
+    c->max_side = (int)p[RF_P_MAX_SIDE];
+    c->buckets = o->buckets;
+    c->nbuckets_auto = (int)p[RF_P_BUCKETS];
+    c->bucketed = c->buckets.n > 0 || c->nbuckets_auto > 0;
+    c->bucket_shared = (int)p[RF_P_BUCKET_SHARED];
+    c->bucket_multiple = (int)p[RF_P_BUCKET_MULTIPLE];
 
     if (c->rank >= c->world_size) {
         snprintf(err, errcap, "options: rank %lld is not below world_size %lld",
@@ -218,6 +240,8 @@ int rf__options_resolve(const rf_options *o, rf_config *c, char *err, size_t err
     if (rc != RF_OK)
         return rc;
     c->is_records = c->record_size > 0;
+    if ((rc = rf__options_resolve_shapes(o, c, err, errcap)) != RF_OK)
+        return rc;
     if ((rc = check_recipe(c, err, errcap)) != RF_OK)
         return rc;
     if (c->is_records) {
@@ -247,8 +271,7 @@ int rf__options_resolve(const rf_options *o, rf_config *c, char *err, size_t err
         }
         c->sample_bytes = (size_t)c->record_size;
     } else {
-        c->sample_bytes = (size_t)c->image_size * (size_t)c->image_size * 3 *
-                          rf__convert_elem_size(c->dtype);
+        c->sample_bytes = rf__shape_pixels(c) * 3 * rf__convert_elem_size(c->dtype);
         c->post = c->recipe.aug.n > 0 || c->recipe.sample_fn || c->dtype != RF_DTYPE_UINT8;
     }
     return RF_OK;

@@ -16,11 +16,12 @@
 
 #include "augment.h"
 #include "ringfeed.h"
+#include "transform.h"
 
 /* The highest enum rf_param value: raise it when appending an option (the
  * table in options.c must then have an entry for it; a static assertion
  * there says so). */
-#define RF__PARAM_LAST RF_P_FETCH_PARALLEL
+#define RF__PARAM_LAST RF_P_BUCKET_MULTIPLE
 #define RF__NPARAMS (RF__PARAM_LAST + 1)
 
 #define RF__MAX_EXTRAS 16 /* = RF_SOURCE_MAX_EXTRAS */
@@ -45,17 +46,38 @@ typedef struct rf_recipe {
     void *sample_user;
 } rf_recipe;
 
+/* Aspect-ratio buckets as rf_loader_set_buckets gave them: n (height,
+ * width) pairs. */
+#define RF__MAX_BUCKETS 256
+typedef struct rf_bucket_list {
+    int n;
+    int32_t hw[RF__MAX_BUCKETS][2];
+} rf_bucket_list;
+
 typedef struct rf_options {
     int64_t v[RF__NPARAMS]; /* indexed by enum rf_param; v[0] unused */
     rf_member_names names;
     rf_recipe recipe;
+    rf_bucket_list buckets;
 } rf_options;
 
 /* The typed form, resolved at rf_loader_start and read-only afterwards. */
 typedef struct rf_config {
     int64_t batch_size;
-    int image_size;
-    int transform; /* enum rf_transform */
+    int out_h, out_w;    /* RF_P_IMAGE_HEIGHT, RF_P_IMAGE_WIDTH: the output (or frame) */
+    int transform;       /* enum rf_transform */
+    rf_resize_to resize; /* center: its Resize (RF_P_RESIZE_*, the default filled in) */
+    int top_left;        /* letterbox: RF_ALIGN_TOP_LEFT */
+    uint8_t fill[3];     /* RF_P_FILL: the frame's padding, R, G, B */
+    int max_side;        /* > 0: native sizes (transform none), frames of max_side^2 */
+    /* aspect-ratio buckets: the list given (rf_loader_set_buckets), or
+     * nbuckets_auto > 0 of them made at start from the pictures' sizes
+     * (bucket.h); bucketed when either */
+    rf_bucket_list buckets;
+    int nbuckets_auto;
+    int bucketed;
+    int bucket_shared;   /* RF_P_BUCKET_SHARED */
+    int bucket_multiple; /* RF_P_BUCKET_MULTIPLE */
     int flip;
     int layout; /* enum rf_layout */
     int shuffle;
@@ -91,7 +113,10 @@ typedef struct rf_config {
     rf_recipe recipe;        /* augmentations, normalisation, the per-sample callback */
     /* derived */
     int is_records;      /* record_size > 0: bytes passed through, no decode */
-    size_t sample_bytes; /* bytes of one sample in a slot */
+    int framed;          /* letterbox or native sizes: pictures fitted into frames, the
+                          * batch reports their sizes and scales */
+    size_t sample_bytes; /* bytes of one sample in a slot: its largest (buckets: the
+                          * largest bucket's; set again once automatic buckets are made) */
     int post;            /* pictures: augmentations, a callback or a float output follow the
                           * geometry (the decode goes to a worker's buffer first) */
 } rf_config;
@@ -114,6 +139,16 @@ int rf__options_resolve(const rf_options *o, rf_config *c, char *err, size_t err
  * err ("options: ..."). */
 int rf__option_set_label(rf_options *o, const char *ext, char *err, size_t errcap);
 int rf__option_set_extras(rf_options *o, const char *exts, char *err, size_t errcap);
+
+/* (options_shapes.c) The shape options' checks and derived fields
+ * (resize, framed); RF_OK or RF_E_INVALID with the reason in err. */
+int rf__options_resolve_shapes(const rf_options *o, rf_config *c, char *err, size_t errcap);
+/* Pixels of the largest image a slot holds (buckets: of the list given,
+ * or the budget of automatic ones). */
+size_t rf__shape_pixels(const rf_config *c);
+/* rf_loader_set_buckets: n (height, width) pairs into o (o unchanged on
+ * error). RF_OK, or RF_E_INVALID with the reason in err. */
+int rf__option_set_buckets(rf_options *o, const int32_t *hw, int n, char *err, size_t errcap);
 
 /* Index of extension ext (any case, a leading '.' ignored) among n's
  * extras, or -1. */

@@ -16,6 +16,8 @@ int rf_loader_seek_rest(rf_loader *l, int64_t epoch, int64_t start, int64_t batc
     int rc = rf__loader_usable(l);
     if (rc)
         return rc;
+    if (l->buckets.n) /* aspect-ratio buckets: shapes_api.c */
+        return rf__loader_seek_buckets(l, epoch, start, 0, batch);
     int64_t ns, nb = -1;
     if (start >= 0 && start <= l->src.n)
         rf__sampler_rest_counts(&l->sampler, start, &ns, &nb);

@@ -90,8 +90,8 @@ static const char *dtype_name(int d)
 
 /* Reads the picture of `sample` (as the workers would) and gives its size
  * and geometry. 0 or an RF_E_* with the reason in err. */
-static int sample_geometry(rf_loader *l, int64_t epoch, int64_t sample, rf_geom *g, int *w,
-                           int *h, char *err, size_t errcap)
+static int sample_geometry(rf_loader *l, int64_t epoch, int64_t sample, rf_geom *g, rf_frame *fr,
+                           int *w, int *h, char *err, size_t errcap)
 {
     const rf_config *c = &l->cfg;
     rf_read rd;
@@ -128,8 +128,12 @@ static int sample_geometry(rf_loader *l, int64_t epoch, int64_t sample, rf_geom 
     rf_decode_opts o = l->work.tmpl;
     o.epoch = epoch;
     o.sample = sample;
+    if (l->buckets.n) { /* its bucket's shape (a batch of its bucket) */
+        o.out_h = l->buckets.hw[l->buckets.of[sample]][0];
+        o.out_w = l->buckets.hw[l->buckets.of[sample]][1];
+    }
     char why[300];
-    rc = rf__decode_geometry(d, img, len, &o, g, w, h, why, sizeof why);
+    rc = rf__decode_geometry(d, img, len, &o, g, fr, w, h, why, sizeof why);
     if (rc != 0)
         snprintf(err, errcap, "decode: %s: %s", rd.path, why);
     rf__decoder_destroy(d);
@@ -157,9 +161,10 @@ int64_t rf_loader_explain(rf_loader *l, int64_t epoch, int64_t sample, char *buf
         rf_loader_tell(l, &epoch, NULL);
     const rf_config *c = &l->cfg;
     rf_geom g;
+    rf_frame fr;
     int w = 0, h = 0;
     char err[700];
-    if ((rc = sample_geometry(l, epoch, sample, &g, &w, &h, err, sizeof err)) != 0) {
+    if ((rc = sample_geometry(l, epoch, sample, &g, &fr, &w, &h, err, sizeof err)) != 0) {
         rf__loader_err(l, "explain: %s", err);
         return rc;
     }
@@ -168,7 +173,8 @@ int64_t rf_loader_explain(rf_loader *l, int64_t epoch, int64_t sample, char *buf
         return RF_E_NOMEM;
     plan->n = 0;
     rf_rng rng = rf__aug_stream(c->seed, epoch, sample);
-    rf__aug_draw(&c->recipe.aug, c->image_size, c->image_size, &rng, plan);
+    /* the augmentations see the picture: a fitted one's own size (work.c) */
+    rf__aug_draw(&c->recipe.aug, g.crop_w, g.crop_h, &rng, plan);
     if (rf__convert_defers(c->dtype, c->recipe.normalized))
         rf__aug_plan_defer(plan);
 
@@ -186,6 +192,7 @@ int64_t rf_loader_explain(rf_loader *l, int64_t epoch, int64_t sample, char *buf
     rf__json_fmt(&j, ", \"crop\": {\"top\": %d, \"left\": %d, \"height\": %d, \"width\": %d}",
                  (int)g.y0, (int)g.x0, (int)(g.y1 - g.y0), (int)(g.x1 - g.x0));
     rf__json_fmt(&j, ", \"resize\": [%d, %d]", g.out_h, g.out_w);
+    rf__explain_shape(l, sample, &g, &fr, &j);
     if (c->transform == RF_TRANSFORM_CENTER)
         rf__json_fmt(&j,
                      ", \"center_crop\": {\"top\": %d, \"left\": %d, \"height\": %d, "

@@ -25,6 +25,8 @@ static void slot_setup(rf_ring *r, int i, uint8_t *data)
     s->view.data = data;
     s->view.labels = r->labels + (size_t)i * (size_t)r->batch_size;
     s->view.samples = r->samples + (size_t)i * (size_t)r->batch_size;
+    s->view.sizes = r->sizes + (size_t)i * (size_t)r->batch_size * 2;
+    s->view.scales = r->scales + (size_t)i * (size_t)r->batch_size;
 }
 
 /* Slot i's extras: its block, and its part of the lengths. */
@@ -105,7 +107,11 @@ int rf__ring_init_hooks(rf_ring *r, int k, int64_t batch_size, size_t sample_byt
     r->mem_pinned = calloc((size_t)r->cap, sizeof *r->mem_pinned);
     r->labels = calloc((size_t)r->cap * (size_t)batch_size, sizeof *r->labels);
     r->samples = calloc((size_t)r->cap * (size_t)batch_size, sizeof *r->samples);
-    if (!r->slots || !r->mem || !r->mem_pinned || !r->labels || !r->samples) {
+    r->sizes = calloc((size_t)r->cap * (size_t)batch_size * 2, sizeof *r->sizes);
+    r->scales = calloc((size_t)r->cap * (size_t)batch_size, sizeof *r->scales);
+    r->shape0 = (rf_slot_shape){0, 0, sample_bytes, -1};
+    if (!r->slots || !r->mem || !r->mem_pinned || !r->labels || !r->samples || !r->sizes ||
+        !r->scales) {
         rf__ring_free(r);
         return RF_E_NOMEM;
     }
@@ -195,6 +201,8 @@ static void free_plain(rf_ring *r)
     free(r->mem_pinned);
     free(r->labels);
     free(r->samples);
+    free(r->sizes);
+    free(r->scales);
     memset(r, 0, sizeof *r);
 }
 
@@ -239,10 +247,24 @@ rf_slot *rf__ring_claim(rf_ring *r, int64_t gen, int64_t batch, int64_t count)
         atomic_store(&s->nskipped, 0);
         s->view.count = count;
         s->view.index = batch;
-        s->view.nbytes = (size_t)count * r->sample_bytes;
+        rf__ring_shape(s, r->shape0.h, r->shape0.w, r->shape0.sample_bytes, -1);
         return s;
     }
     return NULL;
+}
+
+void rf__ring_set_shape(rf_ring *r, int h, int w, size_t sample_bytes)
+{
+    assert(sample_bytes <= r->sample_bytes);
+    r->shape0 = (rf_slot_shape){h, w, sample_bytes, -1};
+}
+
+void rf__ring_shape(rf_slot *s, int h, int w, size_t sample_bytes, int bucket)
+{
+    s->shape = (rf_slot_shape){h, w, sample_bytes, bucket};
+    s->view.h = h;
+    s->view.w = w;
+    s->view.nbytes = (size_t)s->count * sample_bytes;
 }
 
 rf_slot *rf__ring_claim_batch(rf_ring *r, int64_t gen, int64_t epoch, int64_t batch,

@@ -60,7 +60,22 @@ struct rf_batch {
      * (RF_SOURCE_ABSENT: no such member) */
     uint8_t *extras;
     uint32_t *extras_len;
+    /* the images' height and width (a bucket's, a native frame's); with
+     * frames (letterbox, native sizes) each sample's picture size in its
+     * frame (height, width pairs) and the factor it was resized by */
+    int h, w;
+    int32_t *sizes;
+    float *scales;
 };
+
+/* The shape of a slot's batch: its images' height and width, the bytes of
+ * one sample (the stride of the slot's images) and its aspect-ratio bucket
+ * (-1: none). Set when the slot is claimed. */
+typedef struct rf_slot_shape {
+    int h, w;
+    size_t sample_bytes;
+    int bucket;
+} rf_slot_shape;
 
 struct rf_slot {
     int state;           /* enum rf_slot_state */
@@ -92,6 +107,7 @@ struct rf_slot {
         char reason[400];
     } bad[RF_SLOT_MAX_BAD];
     rf_batch view;       /* data, labels, samples, count, index, epoch, nbytes of the batch */
+    rf_slot_shape shape; /* of the batch being filled or lent (rf__ring_shape) */
     uint64_t leases;     /* leases so far (under the loader's mutex) */
     /* The lease out now, 0 when not LENT. Written under the loader's mutex by
      * lend and release; read without it (relaxed) by the accessors of a
@@ -118,12 +134,15 @@ typedef struct rf_ring {
     int k;               /* slots in use */
     int cap;             /* slot structs allocated: k + RF_RING_MAX_GROW */
     int64_t batch_size;
-    size_t sample_bytes;
+    size_t sample_bytes;  /* the largest sample's bytes: a slot's room */
+    rf_slot_shape shape0; /* the shape a claimed slot starts with (rf__ring_set_shape) */
     rf_slot *slots;
     uint8_t **mem;       /* cap: slot i's images block (NULL: not made) */
     unsigned char *mem_pinned; /* cap: 1 when mem[i] is page-locked */
     int64_t *labels;     /* cap * batch_size */
     int64_t *samples;    /* cap * batch_size */
+    int32_t *sizes;      /* cap * batch_size * 2 (rf_batch's sizes) */
+    float *scales;       /* cap * batch_size */
     size_t mem_bytes;    /* image bytes of all slots in use */
     /* tar extras (rf__ring_init_extras; 0 / NULL without) */
     int nextras;
@@ -180,6 +199,15 @@ void rf__ring_grow_commit(rf_ring *r, uint8_t *mem, int pinned, const char *note
  * Returns the slot, or NULL when no slot is free. A FREE slot whose copy is
  * still pending (copy_done says 0) is not free yet. */
 rf_slot *rf__ring_claim(rf_ring *r, int64_t gen, int64_t batch, int64_t count);
+
+/* The shape every claimed slot starts with: images of h x w, sample_bytes
+ * each (at most the ring's), no bucket. rf__ring_init sets h = w = 0 (a
+ * record source has no shape). */
+void rf__ring_set_shape(rf_ring *r, int h, int w, size_t sample_bytes);
+
+/* A claimed slot's batch has another shape (an aspect-ratio bucket's):
+ * images of h x w, sample_bytes each (at most the ring's sample_bytes). */
+void rf__ring_shape(rf_slot *s, int h, int w, size_t sample_bytes, int bucket);
 
 /* rf__ring_claim for batch `batch` of `epoch`, with its count sample indices
  * copied into the slot (the labels are the caller's to fill). */

@@ -76,6 +76,8 @@ void rf__sampler_free(rf_sampler *s)
     free(s->members);
     free(s->shard_first);
     free(s->shard_perm);
+    rf__bucket_order_free(s->bo);
+    s->bo = NULL;
     s->order = NULL;
     s->perm = NULL;
     s->members = NULL;
@@ -149,7 +151,7 @@ static void block_order(rf_sampler *s, int64_t epoch)
     assert(pos == s->n);
 }
 
-static void global_order(rf_sampler *s, int64_t epoch)
+void rf__sampler_global_order(rf_sampler *s, int64_t epoch)
 {
     for (int64_t i = 0; i < s->n; i++)
         s->perm[i] = (uint32_t)i;
@@ -162,13 +164,21 @@ static void global_order(rf_sampler *s, int64_t epoch)
 void rf__sampler_set_rest(rf_sampler *s, int64_t epoch, int64_t start)
 {
     assert(start >= 0 && start <= s->n);
+    if (s->bo) {
+        /* made beforehand where it can fail (the loader's start and seeks):
+         * here it is found made */
+        int rc = rf__bucket_set_rest(s, epoch, start);
+        (void)rc;
+        assert(rc == 0);
+        return;
+    }
     if (s->epoch == epoch && s->start == start)
         return;
     if (s->epoch != epoch) {
         if (s->block > 0)
             block_order(s, epoch);
         else
-            global_order(s, epoch);
+            rf__sampler_global_order(s, epoch);
     }
     s->start = start;
     rf__sampler_rest_counts(s, start, &s->num_samples, &s->num_batches);
@@ -191,6 +201,8 @@ void rf__sampler_set_epoch(rf_sampler *s, int64_t epoch)
 
 int64_t rf__sampler_consumed(const rf_sampler *s, int64_t batch)
 {
+    if (s->bo)
+        return rf__bucket_consumed(s, batch);
     if (batch >= s->num_batches)
         return s->n;
     /* Rank r took positions r + k W of the split for k < batch * batch_size:
@@ -203,6 +215,8 @@ int64_t rf__sampler_consumed(const rf_sampler *s, int64_t batch)
 int64_t rf__sampler_batch(const rf_sampler *s, int64_t k, const int64_t **idx)
 {
     assert(s->epoch >= 0);
+    if (s->bo)
+        return rf__bucket_batch(s, k, idx, NULL);
     if (k < 0 || k >= s->num_batches)
         return 0;
     int64_t start = k * s->batch_size;

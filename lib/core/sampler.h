@@ -21,6 +21,11 @@
 
 #include <stdint.h>
 
+#define RF__SAMPLER_BUCKETS 256 /* aspect-ratio buckets at most (= RF__BUCKETS_MAX) */
+
+/* The order with aspect-ratio buckets (sampler_bucket.c); NULL without. */
+typedef struct rf_bucket_order rf_bucket_order;
+
 typedef struct rf_sampler {
     int64_t n; /* samples in the dataset */
     int64_t batch_size;
@@ -42,6 +47,7 @@ typedef struct rf_sampler {
     uint32_t *members;    /* n sample indices grouped by shard, ascending within one */
     int64_t *shard_first; /* nshards + 1: shard s's samples are members[shard_first[s]..[s+1]) */
     uint32_t *shard_perm; /* scratch: the epoch's shard order */
+    rf_bucket_order *bo;  /* aspect-ratio buckets (rf__sampler_set_buckets), or NULL */
 } rf_sampler;
 
 /* 0, or RF_E_INVALID / RF_E_NOMEM. */
@@ -78,5 +84,35 @@ int64_t rf__sampler_consumed(const rf_sampler *s, int64_t batch);
 /* The samples of batch k of the current epoch: returns their count and points
  * *idx at them (inside s->order). 0 when k is out of range. */
 int64_t rf__sampler_batch(const rf_sampler *s, int64_t k, const int64_t **idx);
+
+/* The epoch's global order into s->perm (a seeded permutation, or the
+ * identity without shuffle): no shard blocks. */
+void rf__sampler_global_order(rf_sampler *s, int64_t epoch);
+
+/* ---- aspect-ratio buckets (sampler_bucket.c) ---------------------------------
+ * Every batch holds samples of one bucket: the epoch's sequence and its
+ * split are described there. */
+
+/* Orders by bucket from now on: of[i] is sample i's bucket (< nb, kept,
+ * not copied), counts[b] the samples of bucket b; shared: all ranks of a
+ * step take batches of one bucket. Sets epoch_batches. Before the first
+ * rf__sampler_set_epoch, without shard blocks. 0 or RF_E_NOMEM. */
+int rf__sampler_set_buckets(rf_sampler *s, const uint16_t *of, const int64_t *counts, int nb,
+                            int shared);
+void rf__bucket_order_free(rf_bucket_order *b);
+
+/* The unit (samples per run of the sequence) the next split uses: that of
+ * the run whose position is resumed; 0: this loader's own (batch_size x
+ * world_size when shared, else batch_size). */
+void rf__sampler_want_unit(rf_sampler *s, int64_t unit);
+/* The current split's unit (0 without buckets). */
+int64_t rf__sampler_unit(const rf_sampler *s);
+
+/* rf__sampler_set_rest with buckets: 0 or RF_E_NOMEM (the split is then
+ * not made; nothing else changes). */
+int rf__bucket_set_rest(rf_sampler *s, int64_t epoch, int64_t start);
+/* Batch k: its samples (count returned, *idx) and its bucket. */
+int64_t rf__bucket_batch(const rf_sampler *s, int64_t k, const int64_t **idx, int *bucket);
+int64_t rf__bucket_consumed(const rf_sampler *s, int64_t batch);
 
 #endif

@@ -14,8 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bucket.h"
 #include "clock.h"
 #include "dispatch.h"
+#include "letterbox.h"
 #include "remote.h"
 #include "ring.h"
 #include "rng.h"
@@ -29,11 +31,28 @@ int rf__work_init(rf_work *k, const rf_config *cfg, const rf_source *src,
     k->gen = gen;
     k->sample_bytes = cfg->sample_bytes;
     /* Built once: per sample only epoch, sample and check_tail change. */
-    k->tmpl = (rf_decode_opts){
-        .transform = cfg->transform, .size = cfg->image_size, .flip = cfg->flip,
-        .layout = cfg->layout, .max_pixels = cfg->max_pixels, .max_scans = cfg->max_scans,
-        .seed = cfg->seed, .exact = cfg->exact, .scale_min = cfg->scale_min,
-        .scale_max = cfg->scale_max, .ratio_min = cfg->ratio_min, .ratio_max = cfg->ratio_max};
+    k->tmpl = (rf_decode_opts){.transform = cfg->transform,
+                               .size = cfg->out_w,
+                               .out_h = cfg->out_h,
+                               .out_w = cfg->out_w,
+                               .resize_side = cfg->resize.side,
+                               .resize_h = cfg->resize.h,
+                               .resize_w = cfg->resize.w,
+                               .cover = cfg->bucketed && cfg->transform == RF_TRANSFORM_CENTER,
+                               .ratio_relative = cfg->bucketed,
+                               .top_left = cfg->top_left,
+                               .max_side = cfg->max_side,
+                               .fill = {cfg->fill[0], cfg->fill[1], cfg->fill[2]},
+                               .flip = cfg->flip,
+                               .layout = cfg->layout,
+                               .max_pixels = cfg->max_pixels,
+                               .max_scans = cfg->max_scans,
+                               .seed = cfg->seed,
+                               .exact = cfg->exact,
+                               .scale_min = cfg->scale_min,
+                               .scale_max = cfg->scale_max,
+                               .ratio_min = cfg->ratio_min,
+                               .ratio_max = cfg->ratio_max};
     if (cfg->verify == RF_VERIFY_ONCE && src->kind != RF_SOURCE_RECORDS) {
         k->verified_bytes = ((size_t)src->n / 64 + 1) * sizeof *k->verified;
         k->verified = calloc(1, k->verified_bytes);
@@ -58,7 +77,7 @@ int rf__work_init(rf_work *k, const rf_config *cfg, const rf_source *src,
      * in planes, converted plane by plane */
     k->planar = rf__dtype_is_float(cfg->dtype) && cfg->layout == RF_LAYOUT_NCHW &&
                 cfg->recipe.aug.n == 0 && !cfg->recipe.sample_fn;
-    size_t img_bytes = (size_t)cfg->image_size * (size_t)cfg->image_size * 3;
+    size_t img_bytes = rf__shape_pixels(cfg) * 3; /* the largest picture (or frame) */
     for (int i = 0; i < nworkers; i++) {
         k->w[i].dec = rf__decoder_create();
         if (!k->w[i].dec) {
@@ -100,17 +119,25 @@ static void read_reason(const rf_read *rd, char *out, size_t cap)
  * sample; of a remote shard, a sample of the same shard, the one shard sure
  * to be in the cache (its job's pin lasts until the job ends:
  * rf__dispatch_job_done). A tar source's shards are indexed one after the
- * other, so a shard's samples are one run of indexes. */
-static int64_t draw_substitute(const rf_work *k, int64_t sample, rf_rng *rng)
+ * other, so a shard's samples are one run of indexes. With aspect-ratio
+ * buckets, a sample of the batch's bucket (of the shard, when it has one;
+ * bucket.h): its picture fits the batch's shape as the bad one's would. */
+static int64_t draw_substitute(const rf_work *k, int64_t sample, int bucket, rf_rng *rng)
 {
     const rf_source *src = k->src;
     if (!src->remote)
-        return (int64_t)rf__rng_below(rng, (uint64_t)src->n);
+        return k->buckets ? rf__bucket_draw(k->buckets, bucket, rng)
+                          : (int64_t)rf__rng_below(rng, (uint64_t)src->n);
     int64_t lo = sample, hi = sample + 1;
     while (lo > 0 && src->shard[lo - 1] == src->shard[sample])
         lo--;
     while (hi < src->n && src->shard[hi] == src->shard[sample])
         hi++;
+    if (k->buckets) {
+        int64_t in = rf__bucket_draw_in(k->buckets, bucket, lo, hi, rng);
+        if (in >= 0)
+            return in;
+    }
     return lo + (int64_t)rf__rng_below(rng, (uint64_t)(hi - lo));
 }
 
@@ -185,22 +212,31 @@ static void counter_add(_Atomic int64_t *c, int64_t v)
 }
 
 /* After the geometry (cfg->post): the augmentations on the worker's picture,
- * the callback, then the conversion into dst. */
+ * the callback, then the conversion into dst. The picture is fh x fw
+ * (rows fw * 3 bytes); the augmentations and the callback see only its
+ * region r (a fitted picture's place in its frame, else all of it), so that
+ * a frame's padding stays the fill; the conversion takes it all. */
 static int post_sample(rf_work *k, rf_worker_state *w, int worker, int64_t epoch, int64_t sample,
-                       uint8_t *pic, uint8_t *dst, char *reason, size_t cap)
+                       uint8_t *pic, uint8_t *dst, int fh, int fw, const rf_region_box *rg,
+                       char *reason, size_t cap)
 {
     const rf_config *cfg = k->cfg;
     const rf_recipe *r = &cfg->recipe;
-    int s = cfg->image_size, fl = rf__convert_defers(cfg->dtype, r->normalized);
-    ptrdiff_t stride = (ptrdiff_t)s * 3;
+    int fl = rf__convert_defers(cfg->dtype, r->normalized);
+    ptrdiff_t stride = (ptrdiff_t)fw * 3;
+    uint8_t *px = pic + (ptrdiff_t)rg->y * stride + (ptrdiff_t)rg->x * 3;
     int64_t t0 = rf__now_ns(), c0 = rf__thread_cpu_ns();
     w->plan->n = 0;
     if (r->aug.n > 0) {
         rf_rng rng = rf__aug_stream(cfg->seed, epoch, sample);
-        rf__aug_draw(&r->aug, s, s, &rng, w->plan);
-        if (fl)
-            rf__aug_plan_defer(w->plan);
-        int rc = rf__aug_run(w->plan, pic, s, s, stride, &w->scr, reason, cap);
+        rf__aug_draw(&r->aug, rg->w, rg->h, &rng, w->plan);
+        if (fl && rf__aug_plan_defer(w->plan) > 0)
+            for (int i = 0; i < w->plan->n; i++)
+                if (w->plan->op[i].deferred) { /* erased in the frame's coordinates */
+                    w->plan->op[i].top += rg->y;
+                    w->plan->op[i].left += rg->x;
+                }
+        int rc = rf__aug_run(w->plan, px, rg->w, rg->h, stride, &w->scr, reason, cap);
         if (rc != 0)
             return rc;
     }
@@ -210,7 +246,7 @@ static int post_sample(rf_work *k, rf_worker_state *w, int worker, int64_t epoch
     if (r->sample_fn) {
         rf_sample_info info = {.sample = sample, .epoch = epoch,
                                .label = rf__source_label(k->src, sample), .worker = worker};
-        int rc = r->sample_fn(r->sample_user, pic, s, s, 3, stride,
+        int rc = r->sample_fn(r->sample_user, px, rg->h, rg->w, 3, stride,
                               rf__sample_fn_seed(cfg->seed, epoch, sample), &info);
         int64_t t2 = rf__now_ns(), c2 = rf__thread_cpu_ns();
         counter_add(&w->c.sample_fn_ns, t2 - t1);
@@ -222,7 +258,7 @@ static int post_sample(rf_work *k, rf_worker_state *w, int worker, int64_t epoch
             return RF_E_CALLBACK;
         }
     }
-    int rc = rf__convert_run(&k->cv, pic, s, s, k->planar ? 0 : stride, dst, fl ? w->plan : NULL,
+    int rc = rf__convert_run(&k->cv, pic, fw, fh, k->planar ? 0 : stride, dst, fl ? w->plan : NULL,
                              &w->scr);
     counter_add(&w->c.convert_ns, rf__now_ns() - t1);
     counter_add(&w->c.convert_cpu_ns, rf__thread_cpu_ns() - c1);
@@ -234,9 +270,9 @@ static int post_sample(rf_work *k, rf_worker_state *w, int worker, int64_t epoch
 /* Reads (if needed) and decodes one sample into dst (and its extras into
  * xdst, xlen when asked for); reason set on failure. */
 static int process_sample(rf_work *k, rf_worker_state *w, int worker, const rf_read *rd,
-                          int64_t epoch,
-                          int64_t sample, uint8_t *dst, uint8_t *xdst, uint32_t *xlen,
-                          char *reason, size_t cap, rf_decode_times *t)
+                          int64_t epoch, int64_t sample, const rf_slot_shape *sh, uint8_t *dst,
+                          uint8_t *xdst, uint32_t *xlen, char *reason, size_t cap,
+                          rf_decode_times *t)
 {
     const rf_config *cfg = k->cfg;
     memset(t, 0, sizeof *t);
@@ -288,6 +324,8 @@ static int process_sample(rf_work *k, rf_worker_state *w, int worker, const rf_r
     rf_decode_opts o = k->tmpl;
     o.epoch = epoch;
     o.sample = sample;
+    o.out_h = sh->h; /* the batch's (a bucket's, a native frame's) */
+    o.out_w = sh->w;
     o.check_tail = cfg->verify == RF_VERIFY_ALWAYS ||
                    (cfg->verify == RF_VERIFY_ONCE && !is_verified(k, sample));
     /* After the geometry come the augmentations (cfg->post): on the picture in
@@ -301,8 +339,12 @@ static int process_sample(rf_work *k, rf_worker_state *w, int worker, const rf_r
     counter_add(&w->c.decode_cpu_ns, rf__thread_cpu_ns() - c0);
     if (rc == 0 && t->whole && cfg->verify == RF_VERIFY_ONCE)
         mark_verified(k, sample);
-    if (rc == 0 && cfg->post)
-        rc = post_sample(k, w, worker, epoch, sample, pic, dst, reason, cap);
+    if (rc == 0 && cfg->post) {
+        rf_region_box rg = {0, 0, sh->h, sh->w};
+        if (cfg->framed) /* the fitted picture's place (letterbox.h) */
+            rf__fit_box(t, sh->h, sh->w, cfg->top_left || cfg->max_side > 0, &rg);
+        rc = post_sample(k, w, worker, epoch, sample, pic, dst, sh->h, sh->w, &rg, reason, cap);
+    }
     return rc;
 }
 
@@ -315,7 +357,8 @@ void rf__work_sample(void *ctx, int worker, rf_pool_job *pj)
     char reason[400], msg[900];
     int stale = j->gen != atomic_load(k->gen);
     rf_slot *s = j->slot;
-    uint8_t *dst = s->view.data + (size_t)j->pos * k->sample_bytes;
+    const rf_slot_shape sh = s->shape;
+    uint8_t *dst = s->view.data + (size_t)j->pos * sh.sample_bytes;
     uint8_t *xdst = NULL;
     uint32_t *xlen = NULL;
     if (s->view.extras) {
@@ -328,7 +371,7 @@ void rf__work_sample(void *ctx, int worker, rf_pool_job *pj)
     char first_reason[sizeof reason];
     msg[0] = '\0';
     if (!stale)
-        rc = process_sample(k, w, worker, &j->rd, j->epoch, sample, dst, xdst, xlen, reason,
+        rc = process_sample(k, w, worker, &j->rd, j->epoch, sample, &sh, dst, xdst, xlen, reason,
                             sizeof reason, &t);
     int skip = cfg->on_error == RF_ON_ERROR_SKIP;
     if (rc != 0) {
@@ -353,12 +396,12 @@ void rf__work_sample(void *ctx, int worker, rf_pool_job *pj)
                                   (uint64_t)sample ^ 0x5355425354ULL /* "SUBST" */);
         while (skip && rc != 0 && subs < 16) {
             subs++;
-            used = draw_substitute(k, sample, &rng);
+            used = draw_substitute(k, sample, sh.bucket, &rng);
             if (read_sample_sync(k, used, &w->sub) != 0) {
                 rc = RF_E_IO;
                 continue;
             }
-            rc = process_sample(k, w, worker, &w->sub, j->epoch, used, dst, xdst, xlen, reason,
+            rc = process_sample(k, w, worker, &w->sub, j->epoch, used, &sh, dst, xdst, xlen, reason,
                                 sizeof reason, &t);
         }
         if (skip && rc == 0) {
@@ -372,6 +415,11 @@ void rf__work_sample(void *ctx, int worker, rf_pool_job *pj)
     /* Work for an abandoned position is not counted. */
     if (j->gen != atomic_load(k->gen))
         return;
+    if (cfg->framed) { /* where the picture lies in its frame (rf_batch_sizes) */
+        s->view.sizes[2 * j->pos] = rc == 0 ? t.fit_h : 0;
+        s->view.sizes[2 * j->pos + 1] = rc == 0 ? t.fit_w : 0;
+        s->view.scales[j->pos] = rc == 0 ? t.scale : 0.0f;
+    }
     if (msg[0]) {
         int i = atomic_fetch_add(&s->nbad, 1);
         if (i < RF_SLOT_MAX_BAD) {

@@ -63,6 +63,8 @@ typedef struct rf_work {
     _Atomic int64_t errors_seen; /* bad samples met by workers: the max_errors cap */
     rf_worker_state *w;
     int nworkers;
+    const struct rf_buckets *buckets; /* aspect-ratio buckets (substitutes of their bucket);
+                                       * NULL without; set after rf__work_init */
 } rf_work;
 
 /* Builds the decode template, the verify bitmap and one decoder per worker.

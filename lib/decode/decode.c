@@ -20,6 +20,7 @@
 
 #include "clock.h"
 #include "formats.h"
+#include "letterbox.h"
 #include "ringfeed.h"
 #include "rng.h"
 #include "transform.h"
@@ -109,34 +110,57 @@ static int describe_unsupported(const uint8_t *p, size_t len, char *err, size_t 
 }
 
 /* The transform's geometry for a width x height picture, from the sample's
- * own stream: the same pixels for any worker. */
-static int draw_geometry(const rf_decode_opts *o, int width, int height, rf_geom *g, char *err,
-                         size_t errcap)
+ * own stream: the same pixels for any worker. fit: where a fitted picture
+ * lies in its frame (letterbox, native sizes). */
+static int draw_geometry(const rf_decode_opts *o, int width, int height, rf_geom *g, rf_frame *fr,
+                         rf_fit *fit, char *err, size_t errcap)
 {
+    *fr = (rf_frame){0, 0, 0, 0};
     rf_rng rng = rf__rng_make(o->seed, (uint64_t)o->epoch, (uint64_t)o->sample);
+    int oh = o->out_h > 0 ? o->out_h : o->size, ow = o->out_w > 0 ? o->out_w : o->size;
+    fit->h = oh;
+    fit->w = ow;
+    fit->scale = 1.0f;
     if (o->transform == RF_TRANSFORM_RANDOM_RESIZED_CROP) {
         const rf_rrc_range *def = &rf__rrc_default;
         rf_rrc_range rr = {o->scale_min > 0 ? o->scale_min : def->scale_lo,
                            o->scale_max > 0 ? o->scale_max : def->scale_hi,
                            o->ratio_min > 0 ? o->ratio_min : def->ratio_lo,
                            o->ratio_max > 0 ? o->ratio_max : def->ratio_hi};
-        rf__geom_rrc_range(width, height, o->size, &rr, &rng, g);
-    } else if (o->transform == RF_TRANSFORM_CENTER)
-        rf__geom_center(width, height, o->size, g);
-    else {
-        if (width != o->size || height != o->size) {
+        if (o->ratio_relative) { /* a bucket's crops keep its shape on average */
+            rr.ratio_lo *= (double)ow / (double)oh;
+            rr.ratio_hi *= (double)ow / (double)oh;
+        }
+        rf__geom_rrc_to(width, height, oh, ow, &rr, &rng, g);
+    } else if (o->transform == RF_TRANSFORM_CENTER && o->cover) {
+        rf__geom_cover(width, height, oh, ow, g);
+    } else if (o->transform == RF_TRANSFORM_CENTER) {
+        rf_resize_to to = {o->resize_side, o->resize_h, o->resize_w};
+        if (!to.side && !to.h)
+            to = rf__resize_default(oh, ow);
+        rf__geom_center_to(width, height, oh, ow, &to, g);
+    } else if (o->transform == RF_TRANSFORM_RESIZE) {
+        rf__geom_resize(width, height, oh, ow, g);
+    } else if (o->transform == RF_TRANSFORM_LETTERBOX) {
+        rf__geom_letterbox(width, height, oh, ow, o->top_left, g, fr, fit);
+    } else if (o->max_side > 0) {
+        rf__geom_native(width, height, o->max_side, g, fr, fit);
+    } else {
+        if (width != ow || height != oh) {
             snprintf(err, errcap, "picture is %dx%d but transform \"none\" needs %dx%d", width,
-                     height, o->size, o->size);
+                     height, ow, oh);
             return RF_E_DECODE;
         }
-        rf__geom_none(width, height, o->size, g);
+        rf__geom_none(width, height, ow, g);
+        g->out_h = g->crop_h = oh;
     }
     g->flip = o->flip ? rf__rng_uniform(&rng) < 0.5 : 0;
     return 0;
 }
 
 int rf__decode_geometry(rf_decoder *d, const uint8_t *data, size_t len, const rf_decode_opts *o,
-                        rf_geom *g, int *width, int *height, char *err, size_t errcap)
+                        rf_geom *g, rf_frame *frame, int *width, int *height, char *err,
+                        size_t errcap)
 {
     int f = sniff(data, len);
     if (f < 0)
@@ -144,7 +168,11 @@ int rf__decode_geometry(rf_decoder *d, const uint8_t *data, size_t len, const rf
     int rc = formats[f]->header(d->state[f], data, len, o->max_scans, width, height, err, errcap);
     if (rc != 0)
         return rc;
-    rc = draw_geometry(o, *width, *height, g, err, errcap);
+    rf_fit fit;
+    rf_frame fr;
+    rc = draw_geometry(o, *width, *height, g, &fr, &fit, err, errcap);
+    if (frame)
+        *frame = fr;
     formats[f]->abandon(d->state[f]);
     return rc;
 }
@@ -171,7 +199,9 @@ int rf__decode_sample(rf_decoder *d, const uint8_t *data, size_t len, const rf_d
         return RF_E_LIMIT;
     }
     rf_geom g;
-    if ((rc = draw_geometry(o, t->width, t->height, &g, err, errcap)) != 0) {
+    rf_frame fr;
+    rf_fit fit;
+    if ((rc = draw_geometry(o, t->width, t->height, &g, &fr, &fit, err, errcap)) != 0) {
         fmt->abandon(st);
         return rc;
     }
@@ -190,11 +220,15 @@ int rf__decode_sample(rf_decoder *d, const uint8_t *data, size_t len, const rf_d
     t->decode_ns = t2 - t1;
 
     int layout = o->layout == RF_LAYOUT_NCHW ? RF__LAYOUT_NCHW : RF__LAYOUT_NHWC;
-    if (rf__resample(d->rs, &g, r.full_w, r.full_h, r.rows, r.stride, r.x0, r.y0, r.w, r.h, dst,
-                     layout) != 0) {
+    if (rf__resample_into(d->rs, &g, &fr, r.full_w, r.full_h, r.rows, r.stride, r.x0, r.y0, r.w,
+                          r.h, dst, layout) != 0) {
         snprintf(err, errcap, "out of memory while resizing");
         return RF_E_NOMEM;
     }
+    rf__frame_fill(dst, o->layout, &g, &fr, o->fill);
+    t->fit_h = fit.h;
+    t->fit_w = fit.w;
+    t->scale = fit.scale;
     t->resize_ns = rf__now_ns() - t2;
     return 0;
 }

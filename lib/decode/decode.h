@@ -15,7 +15,16 @@ typedef struct rf_decoder rf_decoder;
 
 typedef struct rf_decode_opts {
     int transform;      /* enum rf_transform */
-    int size;           /* output side S */
+    int size;           /* output side S, when out_h and out_w are 0 */
+    int out_h, out_w;   /* the output (a crop's size, or the frame a picture is fitted into) */
+    int resize_side, resize_h, resize_w; /* center's Resize (transform.h: rf_resize_to); all 0:
+                                            the default for the output */
+    int cover;          /* center into an aspect-ratio bucket: resized to cover it */
+    int ratio_relative; /* random_resized_crop into a bucket: the ratio range times the
+                           bucket's width / height */
+    int top_left;       /* letterbox: at the frame's top-left corner, not centred */
+    int max_side;       /* none: > 0 native sizes (letterbox.h) */
+    uint8_t fill[3];    /* the frame's padding (letterbox, native sizes) */
     int flip;           /* random horizontal flip, p = 0.5 */
     int layout;         /* enum rf_layout */
     int64_t max_pixels; /* largest width * height accepted */
@@ -37,23 +46,27 @@ typedef struct rf_decode_times {
     int denom;          /* DCT scaling used (1, 2, 4, 8) */
     int width, height;  /* of the JPEG */
     int whole;          /* 1: the stream was decoded to its end marker */
+    int fit_h, fit_w;   /* letterbox, native sizes: the picture's size in its frame */
+    float scale;        /* ... and the factor it was resized by */
 } rf_decode_times;
 
 rf_decoder *rf__decoder_create(void);
 void rf__decoder_destroy(rf_decoder *d);
 
-/* Decodes data[0..len) and writes the S x S x 3 uint8 result to dst in the
- * requested layout. Returns 0, or RF_E_DECODE / RF_E_LIMIT / RF_E_NOMEM with
+/* Decodes data[0..len) and writes the H x W x 3 uint8 result (a frame of
+ * them: letterbox, native sizes) to dst in the requested layout. Returns 0, or RF_E_DECODE / RF_E_LIMIT / RF_E_NOMEM with
  * the reason in err (without the path: the caller adds it). Never longer than
  * the limits allow, never exits: corrupt data is an error. */
 int rf__decode_sample(rf_decoder *d, const uint8_t *data, size_t len, const rf_decode_opts *o,
                       uint8_t *dst, char *err, size_t errcap, rf_decode_times *times);
 
 /* The picture's size (*width, *height) and the geometry rf__decode_sample
- * draws for it, from its header alone (nothing decoded): what explain
- * reports. 0, or RF_E_DECODE / RF_E_LIMIT with the reason in err. */
+ * draws for it (and its frame: letterbox, native sizes), from its header
+ * alone (nothing decoded): what explain reports. 0, or RF_E_DECODE / RF_E_LIMIT with the reason in err. */
 struct rf_geom;
+struct rf_frame;
 int rf__decode_geometry(rf_decoder *d, const uint8_t *data, size_t len, const rf_decode_opts *o,
-                        struct rf_geom *g, int *width, int *height, char *err, size_t errcap);
+                        struct rf_geom *g, struct rf_frame *fr, int *width, int *height, char *err,
+                        size_t errcap);
 
 #endif

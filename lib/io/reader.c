@@ -105,6 +105,8 @@ static void fail(rf_read *req, int err, const char *what)
 static void prepare(rf_read *req, uint64_t size, uint64_t max_bytes)
 {
     req->size = size;
+    if (req->head > 0 && size > req->head)
+        size = req->head; /* the first bytes alone: req->size still says how many there are */
     if (req->err)
         return;
     if (size > max_bytes)

@@ -31,6 +31,8 @@ typedef struct rf_read {
     int ranged;        /* 1: read exactly [offset, offset + length) (no statx); 0: the whole file */
     uint64_t offset;
     uint64_t length;
+    uint64_t head;     /* > 0: at most this many bytes from the start (of the file, or of the
+                        * range): a shorter file is no error (a header scan) */
     int64_t sample;    /* caller's tag */
     void *user;        /* caller's tag */
     /* buffer: owned by the request, grown with realloc by the reader */

@@ -121,6 +121,11 @@ int rf__source_reserve(rf_source *s, int ranged)
         RF_GROW(s->ext_rel, cap * s->nextras, ok);
         RF_GROW(s->ext_len, cap * s->nextras, ok);
     }
+    if (s->dims) {
+        RF_GROW(s->dims, cap * 2, ok);
+        if (ok) /* the samples still to come state no size until said */
+            memset(s->dims + 2 * s->cap, 0, (size_t)(cap - s->cap) * 2 * sizeof *s->dims);
+    }
     if (!ok)
         return RF_E_NOMEM;
     s->cap = cap;

@@ -7,8 +7,8 @@
  * nesting of skipped values is limited, and any doubt makes the whole parse
  * fail: the caller then walks the shards' headers as for any tar, so a bad
  * manifest costs time, never a wrong index. Only what the index needs is
- * kept: "format", and per shard "name", "bytes" and where its "index" lies;
- * other keys (counts, classes, options, digests, skipped samples) are
+ * kept: "format", and per shard "name", "bytes" and where its "index" and
+ * "sizes" lie; other keys (counts, classes, options, digests, skipped samples) are
  * skipped.
  *
  * Memory: the parse reads every sample (syntax, consistency, first and last
@@ -368,8 +368,62 @@ static int index_read(jp *j, rf_manifest *m, rf_manifest_shard *sh, uint64_t *la
     j->p = it.p;
     sh->stop = (size_t)(j->p - m->text);
     sh->indexed = rc == 0 && ok && members > 0;
+    sh->samples = samples;
     *last = end;
     return rc;
+}
+
+/* The shard's "sizes" array at j: read through; where it lies when it is
+ * integers from 0 to 2^31 - 1 (their count is checked against the index's
+ * samples once both are read). 0, or -1 when it is not JSON. */
+static int sizes_read(jp *j, rf_manifest *m, rf_manifest_shard *sh, size_t *count)
+{
+    ws(j);
+    const char *at = j->p;
+    int ok = 1;
+    *count = 0;
+    if (!eat(j, '['))
+        return skip(j, 1);
+    if (!eat(j, ']')) {
+        do {
+            int64_t v;
+            ws(j);
+            if (j->p < j->end && (*j->p == '-' || (*j->p >= '0' && *j->p <= '9'))) {
+                if (integer(j, INT64_MIN, &v) != 0)
+                    return -1;
+                ok &= v >= 0 && v <= INT32_MAX;
+                (*count)++;
+            } else if (skip(j, 2) == 0) {
+                ok = 0; /* JSON, not a size: unusable */
+            } else {
+                return -1;
+            }
+        } while (eat(j, ','));
+        if (!eat(j, ']'))
+            return -1;
+    }
+    if (ok) {
+        sh->sizes_at = (size_t)(at - m->text);
+        sh->sizes_stop = (size_t)(j->p - m->text);
+    }
+    return 0;
+}
+
+int rf__manifest_sizes(const rf_manifest *m, const rf_manifest_shard *ms, uint32_t *dims,
+                       size_t n)
+{
+    if (ms->sizes_stop == 0 || ms->samples != n)
+        return -1;
+    jp j = {m->text + ms->sizes_at, m->text + ms->sizes_stop};
+    if (!eat(&j, '['))
+        return -1;
+    for (size_t i = 0; i < 2 * n; i++) {
+        int64_t v;
+        if ((i > 0 && !eat(&j, ',')) || integer(&j, 0, &v) != 0 || v > INT32_MAX)
+            return -1;
+        dims[i] = (uint32_t)v;
+    }
+    return eat(&j, ']') ? 0 : -1;
 }
 
 /* One shard object. */
@@ -379,8 +433,9 @@ static int shard(jp *j, rf_manifest *m, char **key, size_t *kcap)
         return RF_E_NOMEM;
     rf_manifest_shard *sh = &m->shards[m->nshards];
     memset(sh, 0, sizeof *sh);
-    int have_name = 0, have_bytes = 0, have_index = 0, rc = 0;
+    int have_name = 0, have_bytes = 0, have_index = 0, have_sizes = 0, rc = 0;
     uint64_t last = 0;
+    size_t nsizes = 0;
     if (!eat(j, '{') || eat(j, '}'))
         return -1;
     do {
@@ -401,6 +456,11 @@ static int shard(jp *j, rf_manifest *m, char **key, size_t *kcap)
                 return -1;
             have_index = 1;
             rc = index_read(j, m, sh, &last);
+        } else if (!strcmp(*key, "sizes")) {
+            if (have_sizes)
+                return -1;
+            have_sizes = 1;
+            rc = sizes_read(j, m, sh, &nsizes);
         } else {
             rc = skip(j, 1);
         }
@@ -412,6 +472,8 @@ static int shard(jp *j, rf_manifest *m, char **key, size_t *kcap)
     const char *name = m->arena + sh->name;
     if (!*name || strchr(name, '/') || last > sh->bytes)
         sh->indexed = 0;
+    if (!sh->indexed || nsizes != 2 * sh->samples) /* sizes for every sample, or none */
+        sh->sizes_at = sh->sizes_stop = 0;
     m->nshards++;
     return 0;
 }

@@ -4,7 +4,9 @@
  * need not walk the headers of shards the manifest describes.
  *
  * In the manifest each shard is {"name": N, "samples": S, "bytes": B,
- * "sha256": D, "index": [SAMPLE, ...]} and each SAMPLE an array
+ * "sha256": D, "index": [SAMPLE, ...], "sizes": [W, H, ...]} ("sizes":
+ * each sample's picture width and height, from ringfeed-pack 0.5 on) and
+ * each SAMPLE an array
  *     [key, label, ext, offset, size, ext, offset, size, ...]
  * with the sample's members in tar order: the extension, the offset of the
  * member's data in the shard and its size (its header is the 512 bytes
@@ -43,6 +45,9 @@ typedef struct rf_manifest_shard {
                               * members, offsets inside the shard, in order, not
                               * overlapping; labels in the tar walk's range) */
     rf_manifest_end ends[2]; /* indexed: its first (0) and last (1) member */
+    size_t samples;          /* the "index" array's samples */
+    size_t sizes_at, sizes_stop; /* its "sizes" array, text[at .. stop); 0, 0: none or not
+                                  * one integer pair per sample (sizes.h) */
 } rf_manifest_shard;
 
 typedef struct rf_manifest {
@@ -76,6 +81,20 @@ const rf_manifest_shard *rf__manifest_find(const rf_manifest *m, const char *nam
 /* The shard named name, indexed or not, of any size; NULL when the
  * manifest names no such shard (or names it twice). */
 const rf_manifest_shard *rf__manifest_named(const rf_manifest *m, const char *name);
+
+/* The pictures' sizes the packer states for an indexed shard's samples
+ * ("sizes": [w0, h0, w1, h1, ...], in index order; 0, 0 for one it could
+ * not read) into dims (2 per sample, n samples). 0, or -1 when the entry
+ * has none for n samples. */
+int rf__manifest_sizes(const rf_manifest *m, const rf_manifest_shard *ms, uint32_t *dims,
+                       size_t n);
+
+/* (dims.c) Keeps in s->dims the sizes ms states for the samples
+ * [first, s->n) that were just indexed from it (source.h), when it states
+ * one per sample; otherwise they stay unknown. Never fails the index. */
+struct rf_source;
+void rf__source_manifest_dims(struct rf_source *s, int64_t first, const rf_manifest *m,
+                              const rf_manifest_shard *ms);
 
 /* Reading an indexed shard's samples, in order:
  *     rf_manifest_iter it;

@@ -49,6 +49,7 @@ void rf__source_close(rf_source *s)
     free(s->first);
     free(s->local_off);
     free(s->shown_off);
+    free(s->dims);
     if (s->remote_kind)
         s->remote_kind->close(s->remote);
     memset(s, 0, sizeof *s);

@@ -108,6 +108,10 @@ typedef struct rf_source {
     uint64_t *shown_off;
     struct rf_remote *remote; /* owned: the fetcher, the cache, the pins */
     const struct rf_source_remote *remote_kind; /* what made remote, and frees it */
+    /* tar shards indexed from a ringfeed-pack manifest.json that states the
+     * pictures' sizes: 2 per sample (width, height), 0 where not stated;
+     * NULL when no shard's manifest did (sizes.h) */
+    uint32_t *dims;
 } rf_source;
 
 /* Indexes `spec`:

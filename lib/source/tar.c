@@ -478,6 +478,7 @@ static int manifest_index(rf_source *s, tar_walk *w, const rf_manifest *m,
         rc = -1; /* no sample: the walk says why */
     if (rc == 0) {
         s->nfiles_manifest++;
+        rf__source_manifest_dims(s, before, m, ms); /* the pictures' sizes, if stated */
         return 0;
     }
     /* undo what the manifest added: the walk alone decides */

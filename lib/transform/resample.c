@@ -297,15 +297,33 @@ static void taps_split(size_t n, const int32_t *k, int bits, uint16_t *kl, uint1
     }
 }
 
+/* Where the window lies in dst: row stride (pixels) and plane size of the
+ * frame, and the offset of the window's first pixel (rf_frame). */
+typedef struct frame {
+    size_t stride, plane, at;
+} frame;
+
+static frame frame_of(const rf_geom *g, const rf_frame *fr, int planar)
+{
+    frame f;
+    int framed = fr && fr->w > 0;
+    f.stride = (size_t)(framed ? fr->w : g->crop_w);
+    f.plane = f.stride * (size_t)(framed ? fr->h : g->crop_h);
+    size_t off = framed ? (size_t)fr->y * f.stride + (size_t)fr->x : 0;
+    f.at = planar ? off : off * 3;
+    return f;
+}
+
 /* Writes n packed RGB pixels, the window columns [wx0, wx0 + n) of window row
- * wy, into dst, mirroring columns when flipping. Only for the paths without
- * a horizontal pass, which would have done this. */
-static void store_row(const uint8_t *row, int n, const rf_geom *g, int layout, int wy, int wx0,
-                      uint8_t *dst)
+ * wy, into dst (the window's first pixel; rows and planes as fr says),
+ * mirroring columns when flipping. Only for the paths without a horizontal
+ * pass, which would have done this. */
+static void store_row(const uint8_t *row, int n, const rf_geom *g, const frame *fr, int layout,
+                      int wy, int wx0, uint8_t *dst)
 {
     size_t cw = (size_t)g->crop_w;
     if (layout == RF__LAYOUT_NHWC) {
-        uint8_t *d = dst + (size_t)wy * cw * 3;
+        uint8_t *d = dst + (size_t)wy * fr->stride * 3;
         if (!g->flip) {
             memcpy(d + (size_t)wx0 * 3, row, (size_t)n * 3);
         } else {
@@ -317,8 +335,8 @@ static void store_row(const uint8_t *row, int n, const rf_geom *g, int layout, i
             }
         }
     } else {
-        size_t plane = cw * (size_t)g->crop_h;
-        uint8_t *r = dst + (size_t)wy * cw, *gr = r + plane, *b = gr + plane;
+        size_t plane = fr->plane;
+        uint8_t *r = dst + (size_t)wy * fr->stride, *gr = r + plane, *b = gr + plane;
         if (!g->flip) {
             r += wx0;
             gr += wx0;
@@ -337,6 +355,23 @@ static void store_row(const uint8_t *row, int n, const rf_geom *g, int layout, i
             }
         }
     }
+}
+
+/* Zeroes the window (CenterCrop's padding), row by row within the frame. */
+static void zero_window(const rf_geom *g, const frame *fr, int planar, uint8_t *dst)
+{
+    size_t cw = (size_t)g->crop_w;
+    if (!planar && fr->stride == cw) {
+        memset(dst, 0, cw * (size_t)g->crop_h * 3);
+        return;
+    }
+    for (int c = 0; c < (planar ? 3 : 1); c++)
+        for (int y = 0; y < g->crop_h; y++) {
+            if (planar)
+                memset(dst + (size_t)c * fr->plane + (size_t)y * fr->stride, 0, cw);
+            else
+                memset(dst + (size_t)y * fr->stride * 3, 0, cw * 3);
+        }
 }
 
 /* Taps of one axis's kept outputs, relative to origin: first tap in *first,
@@ -368,6 +403,14 @@ int rf__resample(rf_resampler *r, const rf_geom *g, int src_w, int src_h, const 
                  size_t src_stride, int reg_x0, int reg_y0, int reg_w, int reg_h, uint8_t *dst,
                  int layout)
 {
+    return rf__resample_into(r, g, NULL, src_w, src_h, src, src_stride, reg_x0, reg_y0, reg_w,
+                             reg_h, dst, layout);
+}
+
+int rf__resample_into(rf_resampler *r, const rf_geom *g, const rf_frame *frm, int src_w, int src_h,
+                      const uint8_t *src, size_t src_stride, int reg_x0, int reg_y0, int reg_w,
+                      int reg_h, uint8_t *dst, int layout)
+{
     assert(r && g && src && dst);
     assert(layout == RF__LAYOUT_NHWC || layout == RF__LAYOUT_NCHW);
     assert(g->crop_w > 0 && g->crop_h > 0);
@@ -377,14 +420,21 @@ int rf__resample(rf_resampler *r, const rf_geom *g, int src_w, int src_h, const 
     (void)reg_w; /* the region's extent is only checked, in assertions */
     (void)reg_h;
 
+    assert(!frm || frm->w == 0 ||
+           (frm->x >= 0 && frm->y >= 0 && frm->x + g->crop_w <= frm->w &&
+            frm->y + g->crop_h <= frm->h));
+
     axis ax, ay;
     axis_init(&ax, g->x0, g->x1, g->out_w, g->crop_x, g->crop_w, src_w);
     axis_init(&ay, g->y0, g->y1, g->out_h, g->crop_y, g->crop_h, src_h);
     int nx = ax.b - ax.a, ny = ay.b - ay.a;
+    int planar = layout == RF__LAYOUT_NCHW;
+    const frame fr = frame_of(g, frm, planar);
+    dst += fr.at; /* from here on dst is the window's first pixel */
 
     /* Padding (window outside the resampled picture) is zero. */
     if (nx < g->crop_w || ny < g->crop_h)
-        memset(dst, 0, (size_t)g->crop_w * (size_t)g->crop_h * 3);
+        zero_window(g, &fr, planar, dst);
     if (nx == 0 || ny == 0)
         return 0;
 
@@ -395,8 +445,7 @@ int rf__resample(rf_resampler *r, const rf_geom *g, int src_w, int src_h, const 
     assert(by0 >= reg_y0 && by1 <= reg_y0 + reg_h);
 
     rf_kernels kn = rf__resample_kernels(r->simd);
-    int planar = layout == RF__LAYOUT_NCHW;
-    size_t cw = (size_t)g->crop_w, plane = cw * (size_t)g->crop_h;
+    size_t cw = (size_t)g->crop_w, stride = fr.stride, plane = fr.plane;
     size_t len = (size_t)nx * 3; /* bytes of one kept row */
     int wx0 = ax.a - g->crop_x;  /* first kept column within the window */
     /* First destination column of the kept run (mirrored when flipping). */
@@ -430,7 +479,7 @@ int rf__resample(rf_resampler *r, const rf_geom *g, int src_w, int src_h, const 
             return -1;
         for (int i = 0; i < ny; i++) {
             int wy = ay.a + i - g->crop_y;
-            uint8_t *out = direct ? dst + ((size_t)wy * cw + dx0) * 3 : row;
+            uint8_t *out = direct ? dst + ((size_t)wy * stride + dx0) * 3 : row;
             const uint8_t *in = out;
             if (ay.skip) {
                 in = ibase + (size_t)(ay.c0 + ay.a + i - by0) * src_stride;
@@ -441,7 +490,7 @@ int rf__resample(rf_resampler *r, const rf_geom *g, int src_w, int src_h, const 
                         ykl + (size_t)i * KY, ykh + (size_t)i * KY, len, out);
             }
             if (!direct)
-                store_row(in, nx, g, layout, wy, wx0, dst);
+                store_row(in, nx, g, &fr, layout, wy, wx0, dst);
         }
         return 0;
     }
@@ -487,8 +536,8 @@ int rf__resample(rf_resampler *r, const rf_geom *g, int src_w, int src_h, const 
         const uint16_t *kl = ay.skip ? NULL : ykl + (size_t)i * KY;
         const uint16_t *kh = ay.skip ? NULL : ykh + (size_t)i * KY;
         for (int c = 0; c < (planar ? 3 : 1); c++) {
-            uint8_t *out = planar ? dst + (size_t)c * plane + (size_t)wy * cw + dx0
-                                  : dst + ((size_t)wy * cw + dx0) * 3;
+            uint8_t *out = planar ? dst + (size_t)c * plane + (size_t)wy * stride + dx0
+                                  : dst + ((size_t)wy * stride + dx0) * 3;
             size_t n = planar ? (size_t)nx : len;
             if (ay.skip)
                 memcpy(out, in + (size_t)c * il.seg, n);

@@ -38,6 +38,14 @@ typedef struct rf_geom {
     int flip; /* 1: mirror the kept window horizontally */
 } rf_geom;
 
+/* The frame a window is written into: w x h pixels with the window's
+ * top-left corner at (x, y) (letterbox, native sizes: letterbox.c). The
+ * frame outside the window is not written (the caller fills it); a flip
+ * mirrors the window within its place. w = 0: the frame is the window. */
+typedef struct rf_frame {
+    int w, h, x, y;
+} rf_frame;
+
 /* Source rectangle [*x0, *x1) x [*y0, *y1) that the kept window reads, for a
  * decoded picture of src_w x src_h pixels (clamped to it): the union of the
  * filter taps of the kept columns and rows, by the same rule as the
@@ -74,5 +82,12 @@ int rf__resampler_simd(rf_resampler *r, int level);
 int rf__resample(rf_resampler *r, const rf_geom *g, int src_w, int src_h, const uint8_t *src,
                  size_t src_stride, int reg_x0, int reg_y0, int reg_w, int reg_h, uint8_t *dst,
                  int layout);
+
+/* rf__resample into a frame (NULL: none): dst is the frame's, rows of
+ * fr->w * 3 bytes or planes of fr->w * fr->h, the window at (fr->x,
+ * fr->y), which must lie inside it. */
+int rf__resample_into(rf_resampler *r, const rf_geom *g, const rf_frame *fr, int src_w, int src_h,
+                      const uint8_t *src, size_t src_stride, int reg_x0, int reg_y0, int reg_w,
+                      int reg_h, uint8_t *dst, int layout);
 
 #endif /* RF_RESAMPLE_H */

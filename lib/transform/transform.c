@@ -17,7 +17,7 @@
 
 /* Python's round() on a double: nearest, ties to even. Independent of the
  * floating-point rounding mode on purpose. */
-static double round_half_even(double x)
+double rf__round_half_even(double x)
 {
     double f = floor(x);
     double d = x - f;
@@ -33,35 +33,55 @@ static int center_offset(int n, int size)
 {
     if (size > n)
         return -((size - n) / 2);
-    return (int)round_half_even((double)(n - size) / 2.0);
+    return (int)rf__round_half_even((double)(n - size) / 2.0);
 }
 
-void rf__geom_center(int w, int h, int size, rf_geom *g)
+rf_resize_to rf__resize_default(int out_h, int out_w)
 {
-    assert(w > 0 && h > 0 && size > 0 && g);
-    /* Resize(R): the short side becomes R, the long side int(R * long / short)
-     * (a correctly rounded double division, then truncation, as in Python). */
-    int r = (int)round_half_even((double)size / 0.875);
-    int out_w, out_h;
-    if (w <= h) {
-        out_w = r;
-        out_h = (int)((double)r * (double)h / (double)w);
+    int m = out_h > out_w ? out_h : out_w;
+    rf_resize_to to = {(int)rf__round_half_even((double)m / 0.875), 0, 0};
+    return to;
+}
+
+void rf__geom_center_to(int w, int h, int out_h, int out_w, const rf_resize_to *to, rf_geom *g)
+{
+    assert(w > 0 && h > 0 && out_h > 0 && out_w > 0 && to && g);
+    int rw, rh;
+    if (to->side > 0) {
+        /* Resize(R): the short side becomes R, the long side int(R * long /
+         * short) (a correctly rounded double division, then truncation, as
+         * in Python). */
+        int r = to->side;
+        if (w <= h) {
+            rw = r;
+            rh = (int)((double)r * (double)h / (double)w);
+        } else {
+            rh = r;
+            rw = (int)((double)r * (double)w / (double)h);
+        }
     } else {
-        out_h = r;
-        out_w = (int)((double)r * (double)w / (double)h);
+        assert(to->h > 0 && to->w > 0);
+        rh = to->h;
+        rw = to->w;
     }
     memset(g, 0, sizeof *g);
     g->x0 = 0.0;
     g->y0 = 0.0;
     g->x1 = (double)w;
     g->y1 = (double)h;
-    g->out_w = out_w;
-    g->out_h = out_h;
-    g->crop_x = center_offset(out_w, size);
-    g->crop_y = center_offset(out_h, size);
-    g->crop_w = size;
-    g->crop_h = size;
+    g->out_w = rw > 0 ? rw : 1;
+    g->out_h = rh > 0 ? rh : 1;
+    g->crop_x = center_offset(g->out_w, out_w);
+    g->crop_y = center_offset(g->out_h, out_h);
+    g->crop_w = out_w;
+    g->crop_h = out_h;
     g->flip = 0;
+}
+
+void rf__geom_center(int w, int h, int size, rf_geom *g)
+{
+    rf_resize_to to = rf__resize_default(size, size);
+    rf__geom_center_to(w, h, size, size, &to, g);
 }
 
 /* The literals torchvision's signature has, so that the defaults draw the
@@ -75,7 +95,13 @@ void rf__geom_rrc(int w, int h, int size, rf_rng *rng, rf_geom *g)
 
 void rf__geom_rrc_range(int w, int h, int size, const rf_rrc_range *rr, rf_rng *rng, rf_geom *g)
 {
-    assert(w > 0 && h > 0 && size > 0 && rr && rng && g);
+    rf__geom_rrc_to(w, h, size, size, rr, rng, g);
+}
+
+void rf__geom_rrc_to(int w, int h, int out_h, int out_w, const rf_rrc_range *rr, rf_rng *rng,
+                     rf_geom *g)
+{
+    assert(w > 0 && h > 0 && out_h > 0 && out_w > 0 && rr && rng && g);
     assert(rr->scale_lo > 0 && rr->scale_lo <= rr->scale_hi);
     assert(rr->ratio_lo > 0 && rr->ratio_lo <= rr->ratio_hi);
     const double scale_lo = rr->scale_lo, scale_hi = rr->scale_hi;
@@ -87,8 +113,8 @@ void rf__geom_rrc_range(int w, int h, int size, const rf_rrc_range *rr, rf_rng *
     for (int attempt = 0; attempt < 10 && !found; attempt++) {
         double target_area = area * rf__rng_range(rng, scale_lo, scale_hi);
         double aspect = exp(rf__rng_range(rng, log_lo, log_hi));
-        int tw = (int)round_half_even(sqrt(target_area * aspect));
-        int th = (int)round_half_even(sqrt(target_area / aspect));
+        int tw = (int)rf__round_half_even(sqrt(target_area * aspect));
+        int th = (int)rf__round_half_even(sqrt(target_area / aspect));
         if (0 < tw && tw <= w && 0 < th && th <= h) {
             /* torchvision draws the top (i) before the left (j). */
             top = (int)rf__rng_below(rng, (uint64_t)(h - th + 1));
@@ -103,10 +129,10 @@ void rf__geom_rrc_range(int w, int h, int size, const rf_rrc_range *rr, rf_rng *
         double in_ratio = (double)w / (double)h;
         if (in_ratio < ratio_lo) {
             cw = w;
-            ch = (int)round_half_even((double)w / ratio_lo);
+            ch = (int)rf__round_half_even((double)w / ratio_lo);
         } else if (in_ratio > ratio_hi) {
             ch = h;
-            cw = (int)round_half_even((double)h * ratio_hi);
+            cw = (int)rf__round_half_even((double)h * ratio_hi);
         } else {
             cw = w;
             ch = h;
@@ -121,12 +147,12 @@ void rf__geom_rrc_range(int w, int h, int size, const rf_rrc_range *rr, rf_rng *
     g->y0 = (double)top;
     g->x1 = (double)(left + cw);
     g->y1 = (double)(top + ch);
-    g->out_w = size;
-    g->out_h = size;
+    g->out_w = out_w;
+    g->out_h = out_h;
     g->crop_x = 0;
     g->crop_y = 0;
-    g->crop_w = size;
-    g->crop_h = size;
+    g->crop_w = out_w;
+    g->crop_h = out_h;
     g->flip = 0;
 }
 

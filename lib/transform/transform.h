@@ -20,6 +20,24 @@
 #include "resample.h"
 #include "rng.h"
 
+/* What "center" resizes to before its crop, torchvision's Resize argument:
+ * the shorter side to `side` (an int), or exactly h x w (a pair, side 0). */
+typedef struct rf_resize_to {
+    int side;
+    int h, w;
+} rf_resize_to;
+
+/* torchvision Resize(to) + CenterCrop((out_h, out_w)) on a w x h picture:
+ * an int Resize makes the short side to->side and the long side
+ * int(side * long / short); crop offsets int(round((out - crop) / 2.0)),
+ * padded as CenterCrop pads where the crop is larger (zeros,
+ * (crop - out) // 2 before: crop_x/crop_y are then negative). */
+void rf__geom_center_to(int w, int h, int out_h, int out_w, const rf_resize_to *to, rf_geom *g);
+
+/* The default of "center"'s Resize for an out_h x out_w output:
+ * round(max(out_h, out_w) / 0.875) (Python's round), the short side. */
+rf_resize_to rf__resize_default(int out_h, int out_w);
+
 /* torchvision Resize(round(size / 0.875)) + CenterCrop(size) on a w x h
  * picture: short side to R = round(size/0.875), long side int(R * long / short),
  * crop offsets int(round((out - size) / 2.0)) with Python's round-half-even
@@ -47,6 +65,12 @@ extern const rf_rrc_range rf__rrc_default;
  * range). */
 void rf__geom_rrc_range(int w, int h, int size, const rf_rrc_range *rr, rf_rng *rng, rf_geom *g);
 
+/* RandomResizedCrop((out_h, out_w), scale, ratio): as rf__geom_rrc_range,
+ * the box resized to out_w x out_h (the same draws: the size plays no part
+ * in them). */
+void rf__geom_rrc_to(int w, int h, int out_h, int out_w, const rf_rrc_range *rr, rf_rng *rng,
+                     rf_geom *g);
+
 /* rf__geom_rrc_range with torchvision's default ranges. */
 void rf__geom_rrc(int w, int h, int size, rf_rng *rng, rf_geom *g);
 
@@ -54,6 +78,9 @@ void rf__geom_rrc(int w, int h, int size, rf_rng *rng, rf_geom *g);
  * resampling passes are skipped). A picture of any other size would be
  * stretched to size x size, so the output size always holds. */
 void rf__geom_none(int w, int h, int size, rf_geom *g);
+
+/* Python's round() on a double: nearest, ties to even. */
+double rf__round_half_even(double x);
 
 /* Largest DCT scaling denominator d in {1, 2, 4, 8} (libjpeg-turbo scales by
  * 1/d) such that the box shrunk by d still has at least out_w x out_h pixels,

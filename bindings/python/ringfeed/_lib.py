@@ -80,6 +80,18 @@ RF_P_CACHE_LIMIT = 37
 RF_P_FETCH_RETRIES = 40
 RF_P_FETCH_TIMEOUT_MS = 41
 RF_P_FETCH_PARALLEL = 42
+# Shapes (0.5): rectangles, center's Resize, letterbox, native sizes, buckets.
+RF_P_IMAGE_HEIGHT = 43
+RF_P_IMAGE_WIDTH = 44
+RF_P_RESIZE_SIZE = 45
+RF_P_RESIZE_HEIGHT = 46
+RF_P_RESIZE_WIDTH = 47
+RF_P_ALIGN = 48
+RF_P_FILL = 49
+RF_P_MAX_SIDE = 50
+RF_P_BUCKETS = 51
+RF_P_BUCKET_SHARED = 52
+RF_P_BUCKET_MULTIPLE = 53
 
 PARAM_NAMES = {
     RF_P_BATCH_SIZE: "batch_size",
@@ -121,9 +133,21 @@ PARAM_NAMES = {
     RF_P_FETCH_RETRIES: "fetch_retries",
     RF_P_FETCH_TIMEOUT_MS: "fetch_timeout_ms",
     RF_P_FETCH_PARALLEL: "fetch_parallel",
+    RF_P_IMAGE_HEIGHT: "image_size[0] (height)",
+    RF_P_IMAGE_WIDTH: "image_size[1] (width)",
+    RF_P_RESIZE_SIZE: "resize_size",
+    RF_P_RESIZE_HEIGHT: "resize_size[0] (height)",
+    RF_P_RESIZE_WIDTH: "resize_size[1] (width)",
+    RF_P_ALIGN: "align",
+    RF_P_FILL: "fill (0xRRGGBB)",
+    RF_P_MAX_SIDE: "max_side",
+    RF_P_BUCKETS: "buckets",
+    RF_P_BUCKET_SHARED: "bucket_shared",
+    RF_P_BUCKET_MULTIPLE: "bucket_multiple",
 }
 
-TRANSFORMS = {"none": 0, "center": 1, "random_resized_crop": 2}
+TRANSFORMS = {"none": 0, "center": 1, "random_resized_crop": 2, "resize": 3, "letterbox": 4}
+ALIGNS = {"center": 0, "top_left": 1}  # enum rf_align
 LAYOUTS = {"NHWC": 0, "NCHW": 1}
 ON_ERROR = {"raise": 0, "skip": 1}
 IO_BACKENDS = {"auto": 0, "io_uring": 1, "pread": 2}
@@ -214,6 +238,19 @@ _SIGNATURES_0_5 = [
     ("rf_augment_draws", _i64,
      [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_uint64, _i64, _i64,
       ctypes.POINTER(ctypes.c_double), _i64, ctypes.c_char_p, ctypes.c_size_t]),
+    # shapes: buckets, a batch's shape, letterbox and native sizes
+    ("rf_loader_set_buckets", ctypes.c_int,
+     [_c_loader_p, ctypes.POINTER(ctypes.c_int32), ctypes.c_int]),
+    ("rf_loader_buckets", ctypes.c_int, [_c_loader_p, ctypes.POINTER(ctypes.c_int32),
+                                         ctypes.c_int]),
+    ("rf_loader_sample_bucket", ctypes.c_int, [_c_loader_p, _i64]),
+    ("rf_batch_shape", ctypes.c_int,
+     [_c_batch_p, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int)]),
+    ("rf_batch_sizes", ctypes.POINTER(ctypes.c_int32), [_c_batch_p]),
+    ("rf_batch_scales", ctypes.POINTER(ctypes.c_float), [_c_batch_p]),
+    ("rf_batch_bucket", ctypes.c_int, [_c_batch_p]),
+    ("rf_loader_rest_unit", _i64, [_c_loader_p]),
+    ("rf_loader_seek_rest_unit", ctypes.c_int, [_c_loader_p, _i64, _i64, _i64, _i64]),
 ]
 
 # int (*)(void *user, uint8_t *pixels, int h, int w, int c, ptrdiff_t stride,

@@ -12,6 +12,7 @@ Parameters that newer libraries added are sent only when they differ from
 their default, so the binding still runs on a library that predates them.
 """
 
+import ctypes
 import os
 import re
 
@@ -140,6 +141,52 @@ def _source_spec(source):
                         % (source,)) from None
 
 
+def _pair(name, value, lo=1):
+    """(height, width) of an int (both sides) or a pair of ints."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != 2:
+            raise ValueError("ringfeed: %s must be an int or a (height, width) pair, not %r"
+                             % (name, value))
+        h, w = (_int(name, v) for v in value)
+    else:
+        h = w = _int(name, value)
+    if h < lo or w < lo:
+        raise ValueError("ringfeed: %s=%r: sides must be >= %d" % (name, value, lo))
+    return h, w
+
+
+def _fill_value(fill):
+    """RF_P_FILL's 0xRRGGBB of a fill given as one value or three (0..255)."""
+    vals = tuple(fill) if isinstance(fill, (list, tuple)) else (fill,) * 3
+    if len(vals) != 3:
+        raise ValueError("ringfeed: fill must be one value or three (r, g, b), not %r" % (fill,))
+    out = 0
+    for v in vals:
+        v = _int("fill", v)
+        if not 0 <= v <= 255:
+            raise ValueError("ringfeed: fill=%r: values are 0..255" % (fill,))
+        out = out << 8 | v
+    return out
+
+
+def _bucket_list(buckets):
+    """(count, None) for buckets=N, (0, [(h, w), ...]) for a list, (0, None)
+    for None."""
+    if buckets is None:
+        return 0, None
+    if isinstance(buckets, (list, tuple)):
+        pairs = [_pair("buckets", b) for b in buckets]
+        if not pairs:
+            raise ValueError("ringfeed: buckets is an empty list")
+        if len(set(pairs)) != len(pairs):
+            raise ValueError("ringfeed: buckets name a shape twice: %r" % (buckets,))
+        return 0, pairs
+    n = _int("buckets", buckets)
+    if n < 1:
+        raise ValueError("ringfeed: buckets=%d: a count must be >= 1" % n)
+    return n, None
+
+
 def _dtype_value(dtype):
     """enum rf_dtype of a dtype given as a string or a numpy dtype."""
     try:
@@ -256,7 +303,7 @@ class Options:
         # of the batches' elements (the ring's: uint8 where a CUDA device normalises)
         self.dtype = dtype if self.records else np.dtype(self.recipe.np_dtype)
         if transform is None:
-            transform = "none" if self.records else "random_resized_crop"
+            transform = "none" if self.records or extra.get("max_side") else "random_resized_crop"
         self.output = extra.pop("output", "auto")
         self.copy_mode = extra.pop("copy_mode", "ring")
         io_backend = extra.pop("io_backend", "auto")
@@ -281,6 +328,18 @@ class Options:
         if cache_dir is not None:
             self.strings.append(("rf_loader_set_cache_dir", os.fsencode(cache_dir)))
         cache_limit = extra.pop("cache_limit", None)
+        # shapes: center's Resize, letterbox, native sizes, buckets
+        resize_size = extra.pop("resize_size", None)
+        fill = _fill_value(extra.pop("fill", 0))
+        align = extra.pop("align", "center")
+        self.max_side = _int("max_side", extra.pop("max_side", 0))
+        self.pad = bool(extra.pop("pad", False))
+        if self.pad and not self.max_side:
+            raise ValueError("ringfeed: pad=True pads native sizes: it needs max_side")
+        nbuckets, bucket_list = _bucket_list(extra.pop("buckets", None))
+        self.bucketed = bool(nbuckets or bucket_list)
+        bucket_shared = bool(extra.pop("bucket_shared", True))
+        bucket_multiple = _int("bucket_multiple", extra.pop("bucket_multiple", 8))
         exact = extra.pop("exact", False)
         scale = extra.pop("scale", SCALE)
         ratio = extra.pop("ratio", RATIO)
@@ -291,6 +350,11 @@ class Options:
                             % ", ".join(sorted(extra)))
 
         transform_v = _choice("transform", transform, _lib.TRANSFORMS)
+        self.transform = transform_v
+        align_v = _choice("align", align, _lib.ALIGNS)
+        self.image_hw = _pair("image_size", image_size)
+        # letterbox and native sizes: batches carry each picture's size and scale
+        self.framed = transform_v == _lib.TRANSFORMS["letterbox"] or self.max_side > 0
         if flip is None:
             flip = transform_v == _lib.TRANSFORMS["random_resized_crop"]
         layout_v = _choice("layout", layout, _lib.LAYOUTS, fold=str.upper)
@@ -312,7 +376,6 @@ class Options:
         P = _lib
         self.params = [
             (P.RF_P_BATCH_SIZE, _int("batch_size", batch_size)),
-            (P.RF_P_IMAGE_SIZE, _int("image_size", image_size)),
             (P.RF_P_TRANSFORM, transform_v),
             (P.RF_P_FLIP, 1 if flip else 0),
             (P.RF_P_LAYOUT, layout_v),
@@ -330,6 +393,35 @@ class Options:
         ]
         if self.device_index is not None:
             self.params.append((P.RF_P_DEVICE, self.device_index))
+        # A square as before; a rectangle by its sides (libraries from 0.5 on).
+        hh, ww = self.image_hw
+        if hh == ww:
+            self.params.insert(1, (P.RF_P_IMAGE_SIZE, hh))
+        else:
+            self.params[1:1] = [(P.RF_P_IMAGE_HEIGHT, hh), (P.RF_P_IMAGE_WIDTH, ww)]
+        if resize_size is not None:
+            if isinstance(resize_size, (list, tuple)):
+                rh, rw = _pair("resize_size", resize_size)
+                self.params += [(P.RF_P_RESIZE_HEIGHT, rh), (P.RF_P_RESIZE_WIDTH, rw)]
+            else:
+                self.params.append((P.RF_P_RESIZE_SIZE, _int("resize_size", resize_size)))
+        if align_v:
+            self.params.append((P.RF_P_ALIGN, align_v))
+        if fill:
+            self.params.append((P.RF_P_FILL, fill))
+        if self.max_side:
+            self.params.append((P.RF_P_MAX_SIDE, self.max_side))
+        if nbuckets:
+            self.params.append((P.RF_P_BUCKETS, nbuckets))
+        self.bucket_list = bucket_list  # rf_loader_set_buckets (_handle)
+        if bucket_list:
+            flat = [v for hw in bucket_list for v in hw]
+            self.strings.append(("rf_loader_set_buckets",
+                                 ((ctypes.c_int32 * len(flat))(*flat), len(bucket_list))))
+        if not bucket_shared:
+            self.params.append((P.RF_P_BUCKET_SHARED, 0))
+        if bucket_multiple != 8:
+            self.params.append((P.RF_P_BUCKET_MULTIPLE, bucket_multiple))
         # Defaults not sent: libraries before 0.2 lack RF_P_VERIFY, and older
         # ones RF_P_MAX_FILE_BYTES.
         if verify_v != _lib.VERIFY["once"]:

@@ -86,6 +86,16 @@ class BatchForm:
     # (mean, std, dtype name, layout): uint8 batches normalised on their
     # device after the copy (_normalize.py); None: as they are
     normalize: tuple = None
+    # shaped: each batch has a shape of its own (aspect-ratio buckets:
+    # rf_batch_shape); framed: letterbox or native sizes, whose batches carry
+    # each picture's size and scale; native: pictures at their own size in
+    # max_side frames, handed out as a list (or, pad, one tensor cut to the
+    # batch's largest)
+    shaped: bool = False
+    framed: bool = False
+    native: bool = False
+    pad: bool = False
+    layout: str = "NHWC"
 
     def __post_init__(self):
         self.labeled = self.labeled and not self.records  # records carry no labels
@@ -107,11 +117,26 @@ class _Output:
         indices = _int64s(lib.rf_batch_samples(b), count) if with_indices else None
         # before _arrays, which may release the lease
         extras = _fields(lib, b, count, form.extras) if form.extras else None
-        out = self._arrays(h, lease, count, (count,) + form.sample_shape, labels, form)
+        shape = form.sample_shape
+        if form.shaped:  # this batch's bucket
+            hh, ww = ctypes.c_int(), ctypes.c_int()
+            lib.rf_batch_shape(b, ctypes.byref(hh), ctypes.byref(ww))
+            shape = (3, hh.value, ww.value) if form.layout == "NCHW" else (hh.value, ww.value, 3)
+        sizes = scales = None
+        if form.framed:
+            sizes = np.ctypeslib.as_array(lib.rf_batch_sizes(b), shape=(count, 2)).copy() \
+                if count else np.empty((0, 2), np.int32)
+            scales = np.ctypeslib.as_array(lib.rf_batch_scales(b), shape=(count,)).copy() \
+                if count else np.empty(0, np.float32)
+        out = self._arrays(h, lease, count, (count,) + shape, labels, form)
+        if form.native:
+            out = (self._native(out[0], sizes, form),) + out[1:]
         if not form.labeled:  # records, unlabeled shards: the images (data) alone
             out = out[:1]
         if extras is not None:
             out += (extras,)
+        if form.framed:
+            out += (self._small(sizes), self._small(scales))
         if with_indices:
             out += (self.torch.from_numpy(indices) if self.torch is not None else indices,)
         return out[0] if len(out) == 1 else out
@@ -120,6 +145,27 @@ class _Output:
         """(images, labels) of the batch; releases the lease or hands it to
         the arrays."""
         raise NotImplementedError
+
+    def _small(self, arr):
+        """A small per-sample array (sizes, scales) as the batch's other
+        arrays are: numpy, a tensor, or a tensor on the batch's device."""
+        if self.torch is None:
+            return arr
+        t = self.torch.from_numpy(arr)
+        device = getattr(self, "device", None)
+        return t.to(device) if device is not None else t
+
+    @staticmethod
+    def _native(images, sizes, form):
+        """Native sizes: the batch's frames as one tensor cut to the largest
+        picture (pad) or as a list of each picture's own view."""
+        nchw = form.layout == "NCHW"
+        if form.pad:
+            mh = int(sizes[:, 0].max()) if len(sizes) else 0
+            mw = int(sizes[:, 1].max()) if len(sizes) else 0
+            return images[:, :, :mh, :mw] if nchw else images[:, :mh, :mw]
+        return [images[i, :, :hh, :ww] if nchw else images[i, :hh, :ww]
+                for i, (hh, ww) in enumerate(sizes.tolist())]
 
 
 class _CpuOutput(_Output):
@@ -142,7 +188,7 @@ class _CpuOutput(_Output):
     def _arrays(self, h, lease, count, shape, labels, form):
         lib = h.lib
         b = lease.batch
-        nbytes = count * form.sample_bytes
+        nbytes = int(np.prod(shape)) * form.dtype.itemsize
         # Copy when a zero-copy view could starve the ring (the caller holds
         # prefetch - 1 batches besides this one), and for the epoch's last
         # batch, which the loop variable still holds when the next epoch is
@@ -256,7 +302,8 @@ class _CudaOutput(_Output):
 
     def _arrays(self, h, lease, count, shape, labels, form):
         torch = self.torch
-        images = torch.empty((count * form.sample_bytes,), dtype=torch.uint8, device=self.device)
+        nbytes = int(np.prod(shape)) * form.dtype.itemsize  # this batch's (buckets: its own)
+        images = torch.empty((nbytes,), dtype=torch.uint8, device=self.device)
         dlabels = None if not form.labeled else torch.empty((count,), dtype=torch.int64,
                                                             device=self.device)
         rc = RF_OK

@@ -16,6 +16,11 @@ The dict holds plain ints, bools and strings (JSON-serialisable):
                 resumed on another world size, split from this entry on
   sampler_drop_last   only when True
   shuffle_block       only when not 0
+  buckets, unit       only with aspect-ratio buckets: the buckets ([height,
+                width] pairs) and the unit of the position's split (the
+                runs' size of the sequence it splits, rf_loader_rest_unit;
+                0: a whole epoch's own), which a resume on any world size
+                or batch size passes on (rf_loader_seek_rest_unit)
 
 The global order is a function of (seed, epoch, shuffle, shuffle_block) and
 the index, so those must agree for any resume. On the same world size the
@@ -53,7 +58,12 @@ class Identity:
     shuffle_block: int
     sampler_drop_last: bool
     read_fingerprint: Callable[[], int]
+    # aspect-ratio buckets: a list of [height, width] (None: without)
+    buckets: Optional[list] = None
     _fp: Optional[str] = dataclasses.field(default=None, init=False, repr=False)
+
+    def __post_init__(self):
+        self.buckets = [list(b) for b in self.buckets] if self.buckets else None
 
     @property
     def fingerprint(self):
@@ -62,8 +72,9 @@ class Identity:
         return self._fp
 
 
-def make(ident, epoch, batch, start, consumed):
-    """The state dict of position (epoch, start, batch)."""
+def make(ident, epoch, batch, start, consumed, unit=0):
+    """The state dict of position (epoch, start, batch) (with buckets, in
+    the sequence of runs of `unit` samples)."""
     state = {
         "version": _VERSION_REST if start else _VERSION,
         "seed": ident.seed,
@@ -84,6 +95,9 @@ def make(ident, epoch, batch, start, consumed):
         state["sampler_drop_last"] = True
     if ident.shuffle_block:  # absent means 0, as in dicts from before it
         state["shuffle_block"] = ident.shuffle_block
+    if ident.buckets:
+        state["buckets"] = ident.buckets
+        state["unit"] = unit
     return state
 
 
@@ -128,11 +142,19 @@ def _check(ident, state):
         if v != mine:
             raise ValueError("ringfeed: state dict has %s=%r but this loader has %s=%r"
                              % (k, v, k, mine))
+    # Buckets make another order: both or neither, the same ones.
+    theirs_b = state.get("buckets")
+    if (theirs_b or None) != ident.buckets:
+        raise ValueError("ringfeed: state dict has buckets=%r but this loader has buckets=%r"
+                         % (theirs_b, ident.buckets))
+    if ident.buckets:
+        _int(state, "unit")
 
 
 def resume_position(ident, state):
-    """(epoch, start, batch) to seek to (rf_loader_seek_rest) for a state
-    dict, or a list of every rank's, of one run.
+    """(epoch, start, batch, unit) to seek to (rf_loader_seek_rest_unit;
+    unit 0 without buckets) for a state dict, or a list of every rank's, of
+    one run.
 
     A list resumes from its slowest rank (the smallest position): ranks that
     were ahead of it see the samples of their extra batches again."""
@@ -153,6 +175,7 @@ def resume_position(ident, state):
     slowest = min(states, key=where)
     epoch, consumed, batch = where(slowest)
     start = _int(slowest, "start", 0)
+    unit = _int(slowest, "unit", 0)
     if epoch < 0:
         raise ValueError("ringfeed: state dict position epoch=%d is out of range" % epoch)
     if world == ident.world_size:
@@ -160,9 +183,9 @@ def resume_position(ident, state):
             raise ValueError("ringfeed: state dict has batch_size=%r but this loader has "
                              "batch_size=%r (on the same world size a resume is exact, batch "
                              "for batch)" % (slowest["batch_size"], ident.batch_size))
-        return epoch, start, batch
+        return epoch, start, batch, unit
     if consumed < 0:
         raise ValueError("ringfeed: this state dict (world_size=%d) predates resuming on another "
                          "world size (it lacks 'consumed'): it loads only with world_size=%d"
                          % (world, world))
-    return epoch, consumed, 0
+    return epoch, consumed, 0, unit

@@ -146,6 +146,32 @@ class Loader:
     callable f(pixels, seed, info) that runs under the GIL, on each sample
     after the augmentations. explain(i) says what sample i got.
 
+    Shapes (docs/shapes.md): image_size is an int (a square) or (height,
+    width), torchvision's order. transform="center" is Resize(R) +
+    CenterCrop((H, W)) with R = resize_size (default round(max(H, W) /
+    0.875); an int is the shorter side, (h, w) an exact size);
+    "random_resized_crop" is RandomResizedCrop((H, W), scale, ratio);
+    "resize" is Resize((H, W)); "letterbox" fits each picture inside H x W
+    keeping its aspect ratio, placed by align ("center" or "top_left") in a
+    frame padded with fill (one value or (r, g, b)); batches then gain
+    sizes (int32 [B, 2]: each picture's height and width in the frame) and
+    scale (float32 [B]: the factor it was resized by), after labels (and
+    extras). transform="none" with max_side=M gives each picture at its own
+    size, shrunk to M at most: images is a list of [h, w, 3] arrays, or
+    with pad=True one array cut to the batch's largest picture (the rest
+    fill), then labels, sizes and scale. flip works with all of them (a
+    letterboxed picture is mirrored within its place). buckets=[(H, W),
+    ...] or buckets=N (N buckets from the dataset's aspect ratios, each
+    about image_size pixels, sides multiples of bucket_multiple=8) puts
+    each sample in the bucket nearest its aspect ratio and makes every
+    batch one bucket's, images of its shape (loader.buckets,
+    loader.sample_bucket(i)); bucket_shared=True (the default) gives every
+    rank the same bucket at each step (equal shapes across ranks), False
+    lets each rank's batch have its own. The pictures' sizes come from the
+    packer's manifest.json, or a header scan at the first start, kept in
+    cache_dir for the next (stats()["shapes"]["sizes"]); state_dict()
+    resumes on any world size and batch size.
+
     device="cuda" / "cuda:N" yields CUDA tensors (images and labels) ready on
     torch.cuda.current_stream(); "cuda" is torch's current device
     (torch.cuda.current_device(), what a DDP rank chose with
@@ -199,7 +225,8 @@ class Loader:
         # What the library resolved, not what was asked.
         P = _lib
         self._batch_size = h.get(P.RF_P_BATCH_SIZE)
-        self._image_size = h.get(P.RF_P_IMAGE_SIZE)
+        hh, ww = opts.image_hw
+        self._image_size = hh if hh == ww else (hh, ww)
         self._layout = "NCHW" if h.get(P.RF_P_LAYOUT) == _lib.LAYOUTS["NCHW"] else "NHWC"
         self._seed = h.get(P.RF_P_SEED)
         self._rank = h.get(P.RF_P_RANK)
@@ -209,13 +236,15 @@ class Loader:
         self._ident = Identity(self._seed, self._world_size, self._rank, self._num_samples,
                                self._batch_size, bool(h.get(P.RF_P_DROP_LAST)), opts.shuffle,
                                opts.shuffle_block, opts.sampler_drop_last,
-                               lambda: self._lib.rf_loader_fingerprint(self._live().ptr))
-        s = self._image_size
+                               lambda: self._lib.rf_loader_fingerprint(self._live().ptr),
+                               self.buckets if opts.bucketed else None)
         if self._records:
             shape, nbytes = (opts.record_size // opts.dtype.itemsize,), opts.record_size
         else:
-            shape = (3, s, s) if self._layout == "NCHW" else (s, s, 3)
-            nbytes = 3 * s * s * opts.dtype.itemsize
+            if opts.max_side:
+                hh = ww = opts.max_side
+            shape = (3, hh, ww) if self._layout == "NCHW" else (hh, ww, 3)
+            nbytes = 3 * hh * ww * opts.dtype.itemsize
         rec = opts.recipe
         self._keep = rec.keep  # a sample_fn's callable lives as long as the loader
         self._form = BatchForm(opts.dtype, shape, nbytes, self._records,
@@ -223,7 +252,10 @@ class Loader:
                                labeled=opts.labeled, extras=opts.extras,
                                torch_dtype=rec.torch_dtype,
                                normalize=(rec.mean, rec.std, rec.dtype, self._layout)
-                               if rec.device_normalize else None)
+                               if rec.device_normalize else None,
+                               shaped=not self._records and opts.bucketed,
+                               framed=opts.framed, native=bool(opts.max_side), pad=opts.pad,
+                               layout=self._layout)
 
         # _positioned: the next iteration starts where the loader stands
         # (just started, set_epoch, load_state_dict); otherwise it starts at
@@ -253,14 +285,15 @@ class Loader:
             raise RingfeedError("ringfeed: the loader is closed", RF_E_STOPPED)
         return h
 
-    def _reposition(self, epoch, batch, start=0):
+    def _reposition(self, epoch, batch, start=0, unit=0):
         h = self._live()
         # The seek moves the native loader while batches are lent: they stay
         # valid until released (rf_loader_set_epoch's contract), so the
         # caller's views stay intact. It fails only on a position outside the
         # epoch (RF_E_INVALID), and then moves nothing: neither does this
         # object. _live() already refused a forked child.
-        rc = self._lib.rf_loader_seek_rest(h.ptr, epoch, start, batch)
+        rc = (self._lib.rf_loader_seek_rest_unit(h.ptr, epoch, start, unit, batch) if unit
+              else self._lib.rf_loader_seek_rest(h.ptr, epoch, start, batch))
         if rc < 0:
             raise h.error(rc, "seek to epoch %d batch %d" % (epoch, batch))
         self._generation += 1
@@ -359,7 +392,29 @@ class Loader:
 
     num_samples = _readonly("_num_samples", "Samples in the source's index (all ranks).")
     batch_size = _readonly("_batch_size", "Samples per batch (the last may have fewer).")
-    image_size = _readonly("_image_size", "Side of the output images in pixels.")
+    image_size = _readonly("_image_size", "Side of the output images in pixels, or their "
+                           "(height, width) when they are not square (with buckets: the pixel "
+                           "budget's; each batch has its bucket's shape).")
+
+    @property
+    def buckets(self):
+        """The aspect-ratio buckets as a list of (height, width), [] without."""
+        h = self._live()
+        n = self._lib.rf_loader_buckets(h.ptr, None, 0)
+        if n <= 0:
+            return []
+        arr = (ctypes.c_int32 * (2 * n))()
+        self._lib.rf_loader_buckets(h.ptr, arr, n)
+        return [(arr[2 * k], arr[2 * k + 1]) for k in range(n)]
+
+    def sample_bucket(self, index):
+        """The bucket (an index into buckets) of the sample with global index
+        `index`, or -1 without buckets."""
+        h = self._live()
+        index = _int("index", index)
+        if not 0 <= index < self._num_samples:
+            raise IndexError("ringfeed: no sample %d" % index)
+        return int(self._lib.rf_loader_sample_bucket(h.ptr, index))
     dtype = _readonly("_form.dtype", "Element type of the batches' host arrays: numpy uint8 "
                       "for images (float32, float16, or uint16 holding bfloat16, under dtype=), "
                       "the records' dtype.")
@@ -444,12 +499,13 @@ class Loader:
         h = self._live()
         epoch, batch = h.tell()
         start, consumed = h.tell_rest()
+        unit = int(self._lib.rf_loader_rest_unit(h.ptr)) if self._ident.buckets else 0
         if not self._positioned and batch >= self._lib.rf_loader_epoch_batches(h.ptr):
             # An iteration delivered the epoch's last batch: what follows is
             # the next epoch. A loader *placed* at the end (a dict from before
             # this rule) keeps its meaning: one empty iteration, then the next.
-            epoch, batch, start, consumed = epoch + 1, 0, 0, 0
-        return _make_state(self._ident, epoch, batch, start, consumed)
+            epoch, batch, start, consumed, unit = epoch + 1, 0, 0, 0, 0
+        return _make_state(self._ident, epoch, batch, start, consumed, unit)
 
     def load_state_dict(self, state):
         """Resumes where state_dict() was taken: the next iteration starts at
@@ -472,9 +528,9 @@ class Loader:
         on another world size batch_size and drop_last may differ. A dict of
         another dataset, order or version raises ValueError."""
         self._live()
-        epoch, start, batch = resume_position(self._ident, state)
+        epoch, start, batch, unit = resume_position(self._ident, state)
         try:
-            self._reposition(epoch, batch, start)
+            self._reposition(epoch, batch, start, unit)
         except RingfeedError as e:
             raise ValueError("ringfeed: state dict position epoch=%d batch=%d is out of range: %s"
                              % (epoch, batch, e)) from None
@@ -527,6 +583,6 @@ class Loader:
         raise TypeError(_NO_COPY)
 
     def __repr__(self):
-        return ("ringfeed.Loader(%r, batch_size=%d, image_size=%d, layout=%r, device=%r%s)"
+        return ("ringfeed.Loader(%r, batch_size=%d, image_size=%r, layout=%r, device=%r%s)"
                 % (self._source_str, self._batch_size, self._image_size, self._layout,
                    self._device, ", closed" if self.closed else ""))

@@ -91,7 +91,8 @@ void rf__remote_set_wake(rf_remote *r, void (*fn)(void *), void *ctx);
 void rf__remote_warm(rf_remote *r);
 /* The position moved to batch `batch`: planned uses are dropped. */
 void rf__remote_seek(rf_remote *r, int64_t batch);
-/* Plans the samples ahead (see above). */
+/* Plans the samples ahead (see above); src may be a mixture, whose samples
+ * of other sources are passed over. */
 void rf__remote_lookahead(rf_remote *r, const struct rf_source *src, const rf_sampler *smp);
 /* Takes sample for a read when its shard is pinned: 1 (the pin is held
  * until rf__remote_done), -1 when the shard failed (*why: the fetch error,

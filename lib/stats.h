@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "latency.h"
+
 #define RF_STATS_MAX_ERRORS 1000 /* entries kept; the count goes on */
 #define RF_STATS_MAX_DECISIONS 256
 
@@ -30,6 +32,14 @@ typedef struct rf_stats {
     int64_t samples_decoded;
     int64_t stall_ns;               /* consumer waiting in next */
     int64_t t_first_ns, t_last_ns;  /* first next() call, last lend */
+    /* The consumer's wait for each batch lent (over the calls that asked for
+     * it: rf_loader_next_wait may return RF_AGAIN first), how many of those
+     * batches were not ready when first asked for (the ring had not made
+     * them yet), and when rf_loader_start was called and the first batch
+     * lent (time to first batch: index, set-up, the first reads). */
+    rf_latency wait;
+    int64_t ring_empty;
+    int64_t t_start_ns, t_first_batch_ns;
     int64_t read_ns, header_ns, decode_ns, resize_ns; /* summed over samples */
     int64_t dct_scaled;             /* samples decoded with DCT scaling */
     int64_t verified;               /* files decoded to their end without fault (RF_VERIFY_ONCE) */
@@ -88,6 +98,9 @@ typedef struct rf_stats_snapshot {
     const char *cuda_last_error;
     const char *worker_budget;
     struct rf_remote *remote; /* remote shards: the "remote" object; NULL: none */
+    /* more fields (no braces) written at the end, or NULL (a mixture's sources) */
+    void (*more)(void *ctx, struct rf_json *j);
+    void *more_ctx;
 } rf_stats_snapshot;
 
 /* The whole stats object ({...}) into j. */

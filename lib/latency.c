@@ -56,6 +56,10 @@ int64_t rf__latency_quantile(const rf_latency *h, double q)
         return h->max_ns;
     double r = ceil(q * (double)h->n);
     int64_t rank = r < 1 ? 1 : (int64_t)r;
+    if (rank >= h->n)
+        return h->max_ns; /* the largest value: known exactly */
+    if (rank == 1)
+        return h->min_ns;
     int64_t seen = 0;
     for (int b = 0; b < RF_LAT_BUCKETS; b++) {
         seen += h->count[b];

@@ -28,8 +28,9 @@ void rf__latency_add(rf_latency *h, int64_t ns);
 
 /* The q-quantile (0 < q <= 1) by nearest rank: the smallest recorded value
  * v such that at least ceil(q * n) values are <= v, given to its bucket's
- * precision (the bucket's midpoint, kept within [min, max]); q = 1 is the
- * maximum exactly. 0 when nothing was recorded. */
+ * precision (the bucket's midpoint, kept within [min, max]); the first and
+ * the last rank are the minimum and the maximum exactly. 0 when nothing was
+ * recorded. */
 int64_t rf__latency_quantile(const rf_latency *h, double q);
 
 /* The bucket of a duration, and the range [lo, hi] of values it holds

@@ -167,7 +167,11 @@ int rf__source_open_mix(rf_source *s, int n, const char *const *specs,
         rc = rf__source_open_ex(&m->parts[c], specs[c], o, perr, sizeof perr);
         m->n = c + 1; /* closed on failure too: open_ex leaves a failed one empty */
         if (rc < 0) {
-            snprintf(err, errcap, "mixture: source %d (%s): %s", c, specs[c], perr);
+            snprintf(err, errcap, "mixture: source %d (%s): %s%s", c, specs[c], perr,
+                     o && o->record_size > 0
+                         ? "; with record_size set every source is record files: records and "
+                           "images cannot be mixed in one loader"
+                         : "");
             break;
         }
         m->label_offset[c] = label_offset ? label_offset[c] : 0;

@@ -13,6 +13,7 @@ the native loader is destroyed only after its last batch died (_handle).
 
 The package, a module per concern:
   loader.py    Loader: iteration, position (set_epoch, state_dict), stats
+  _mix.py      Mix, Source: several sources in one Loader, each with its share
   _options.py  keyword arguments -> RF_P_* parameters, environment defaults
   _handle.py   the native rf_loader and its batch leases; fork safety
   _outputs.py  a lent batch -> numpy arrays, torch tensors, CUDA tensors
@@ -26,6 +27,8 @@ build/ folder, then the system.
 
 from ._errors import RingfeedError
 from ._lib import __version__, library_path, library_version  # noqa: F401 (public API)
+from ._mix import Mix, Source
 from .loader import Loader
 
-__all__ = ["Loader", "RingfeedError", "library_path", "library_version", "__version__"]
+__all__ = ["Loader", "Mix", "RingfeedError", "Source", "library_path", "library_version",
+           "__version__"]

@@ -17,6 +17,7 @@ import os
 import numpy as np
 
 from . import _lib
+from ._mix import Mix
 
 # RF_P_MAX_FILE_BYTES's default in the library: larger sample files are errors.
 MAX_FILE_BYTES = 512 << 20
@@ -186,7 +187,7 @@ def _parse_device(device):
 
 
 class Options:
-    """Loader's arguments, checked: the source, the output's kind,
+    """Loader's arguments, checked: the source (or `mix`, a Mix), the output's kind,
     `params`, the (RF_P_*, value) pairs to set before rf_loader_start, and
     `strings`, the (setter, bytes or None) calls for the tar member names
     (rf_loader_set_label, rf_loader_set_extras; only what differs from the
@@ -196,8 +197,13 @@ class Options:
     def __init__(self, source, batch_size, image_size, transform, flip, layout, shuffle, seed,
                  drop_last, num_workers, device, pin_memory, prefetch, on_error, rank,
                  world_size, local_world_size, max_file_bytes, extra):
-        self.source = _source_spec(source)
-        self.source_str = os.fsdecode(self.source).replace("\n", ", ")
+        self.mix = source if isinstance(source, Mix) else None
+        if self.mix is not None:
+            self.source = None
+            self.source_str = repr(self.mix)
+        else:
+            self.source = _source_spec(source)
+            self.source_str = os.fsdecode(self.source).replace("\n", ", ")
 
         extra = dict(extra)
         record_size = _int("record_size", extra.pop("record_size", 0))
@@ -208,6 +214,7 @@ class Options:
         self.dtype = dtype if self.records else np.dtype(np.uint8)  # of the batches' elements
         if transform is None:
             transform = "none" if self.records else "random_resized_crop"
+        self.return_source = bool(extra.pop("return_source", False))
         self.output = extra.pop("output", "auto")
         self.copy_mode = extra.pop("copy_mode", "ring")
         io_backend = extra.pop("io_backend", "auto")

@@ -48,6 +48,15 @@ def _int64s(ptr, count):
     return np.ctypeslib.as_array(ptr, shape=(count,)).copy() if count else np.empty(0, np.int64)
 
 
+def _sources(lib, b, count):
+    """Each sample's source number (int64 [count]): rf_batch_sources, 0
+    for a loader of one source (which has no such array)."""
+    p = lib.rf_batch_sources(b)
+    if not p or not count:
+        return np.zeros(count, np.int64)
+    return np.ctypeslib.as_array(p, shape=(count,)).astype(np.int64)
+
+
 def _fields(lib, b, count, names):
     """The extra members of each of the batch's count samples: a list of
     dicts {ext: bytes} (copies; a member the sample lacks is absent)."""
@@ -71,10 +80,10 @@ class BatchForm:
     (prefetch, batches per epoch)."""
 
     __slots__ = ("dtype", "sample_shape", "sample_bytes", "records", "prefetch", "num_batches",
-                 "labeled", "extras")
+                 "labeled", "extras", "sources")
 
     def __init__(self, dtype, sample_shape, sample_bytes, records, prefetch, num_batches,
-                 labeled=True, extras=()):
+                 labeled=True, extras=(), sources=False):
         self.dtype = dtype
         self.sample_shape = sample_shape
         self.sample_bytes = sample_bytes
@@ -83,6 +92,7 @@ class BatchForm:
         self.num_batches = num_batches
         self.labeled = labeled and not records
         self.extras = tuple(extras)
+        self.sources = sources  # return_source: each sample's source (int64 [B]) after labels
 
 
 class _Output:
@@ -90,7 +100,8 @@ class _Output:
 
     def batch(self, h, lease, form, with_indices):
         """The lent batch as (images, labels), images alone (unlabeled tar
-        shards) or, for records, data alone; extras add the list of each
+        shards) or, for records, data alone; form.sources adds each
+        sample's source (int64 [B]) after them, extras the list of each
         sample's {ext: bytes}, with_indices the sample indices (int64 [B])
         at the end."""
         lib = h.lib
@@ -98,11 +109,14 @@ class _Output:
         count = int(lib.rf_batch_count(b))
         labels = _int64s(lib.rf_batch_labels(b), count) if form.labeled else None
         indices = _int64s(lib.rf_batch_samples(b), count) if with_indices else None
+        sources = _sources(lib, b, count) if form.sources else None
         # before _arrays, which may release the lease
         extras = _fields(lib, b, count, form.extras) if form.extras else None
         out = self._arrays(h, lease, count, (count,) + form.sample_shape, labels, form)
         if not form.labeled:  # records, unlabeled shards: the images (data) alone
             out = out[:1]
+        if sources is not None:
+            out += (self.torch.from_numpy(sources) if self.torch is not None else sources,)
         if extras is not None:
             out += (extras,)
         if with_indices:

@@ -16,6 +16,11 @@ The dict holds plain ints, bools and strings (JSON-serialisable):
                 resumed on another world size, split from this entry on
   sampler_drop_last   only when True
   shuffle_block       only when not 0
+  mixture       only for a Mix: {"epoch_size", "sources": [{"samples",
+                "epoch_samples", "label_offset", "shuffle_block"}, ...]}, the
+                sources as the library resolved them; a Loader over another
+                mixture (or over one source) refuses the dict, and a Loader
+                over a Mix refuses a dict without one
 
 The global order is a function of (seed, epoch, shuffle, shuffle_block) and
 the index, so those must agree for any resume. On the same world size the
@@ -39,7 +44,7 @@ class Identity:
     asked once, when first needed (it reads the whole index)."""
 
     def __init__(self, seed, world_size, rank, num_samples, batch_size, drop_last, shuffle,
-                 shuffle_block, sampler_drop_last, fingerprint):
+                 shuffle_block, sampler_drop_last, fingerprint, mixture=None):
         self.seed = seed
         self.world_size = world_size
         self.rank = rank
@@ -51,6 +56,7 @@ class Identity:
         self.sampler_drop_last = sampler_drop_last
         self._fingerprint = fingerprint
         self._fp = None
+        self.mixture = mixture
 
     @property
     def fingerprint(self):
@@ -81,7 +87,42 @@ def make(ident, epoch, batch, start, consumed):
         state["sampler_drop_last"] = True
     if ident.shuffle_block:  # absent means 0, as in dicts from before it
         state["shuffle_block"] = ident.shuffle_block
+    if ident.mixture is not None:
+        state["mixture"] = ident.mixture
     return state
+
+
+def _check_mixture(ident, state):
+    """Refuses a dict of another mixture, with what differs."""
+    theirs, mine = state.get("mixture"), ident.mixture
+    if theirs is None and mine is None:
+        return
+    if theirs is None or mine is None:
+        raise ValueError("ringfeed: this state dict was saved by a loader of %s, but this loader "
+                         "reads %s: a position is only valid in the same mixture"
+                         % ("one source" if theirs is None else
+                            "a mixture of %d sources" % len(theirs.get("sources", ())),
+                            "one source" if mine is None else
+                            "a mixture of %d sources" % len(mine["sources"])))
+    try:
+        srcs = list(theirs["sources"])
+        items = [(i, k, s[k]) for i, s in enumerate(srcs) for k in mine["sources"][0]]
+        size = theirs["epoch_size"]
+    except (TypeError, KeyError, IndexError):
+        raise ValueError("ringfeed: state dict has a malformed 'mixture': %r" % (theirs,)) from None
+    if len(srcs) != len(mine["sources"]):
+        raise ValueError("ringfeed: this state dict's mixture has %d sources, this loader's %d: "
+                         "a position is only valid in the same mixture"
+                         % (len(srcs), len(mine["sources"])))
+    for i, k, v in items:
+        if v != mine["sources"][i][k]:
+            raise ValueError("ringfeed: this state dict's mixture differs from this loader's: "
+                             "source %d has %s=%r there, %r here (the sources, their sizes, "
+                             "shares, label offsets and shuffle blocks must be the same)"
+                             % (i, k, v, mine["sources"][i][k]))
+    if size != mine["epoch_size"]:
+        raise ValueError("ringfeed: this state dict's mixture has epoch_size=%r, this loader's %r"
+                         % (size, mine["epoch_size"]))
 
 
 def _int(state, key, default=None):
@@ -107,6 +148,7 @@ def _check(ident, state):
         raise ValueError("ringfeed: state dict version 2 lacks 'start'")
     for k in ("seed", "world_size", "num_samples", "batch_size", "epoch", "batch"):
         _int(state, k)
+    _check_mixture(ident, state)
     if state["num_samples"] != ident.num_samples or (
             "fingerprint" in state and state["fingerprint"] != ident.fingerprint):
         raise ValueError(

@@ -710,7 +710,16 @@ RF_API int64_t rf_loader_errmsg_copy(const rf_loader *l, char *buf, size_t cap);
  * | "pageable", note}, device ("cpu" | "cuda:N"), cuda {built, available,
  * reason, copies, ...}, errors [{path, reason, sample}], stage seconds (read,
  * decode, transform) (errors lists at most 16 bad samples per batch and
- * 1,000 in all; errors_count counts every one); remote shards add remote
+ * 1,000 in all; errors_count counts every one), latency {batches,
+ * wait_p50_ms, wait_p90_ms, wait_p99_ms, wait_max_ms, wait_mean_ms (the
+ * consumer's wait for each batch lent, over the rf_loader_next* calls that
+ * asked for it; percentiles by nearest rank, to 1.6 %, the first and last
+ * exact), ring_empty (batches not ready when first asked for),
+ * first_batch_seconds (from rf_loader_start's call to the first batch
+ * lent; null before)}; a mixture adds epoch_size and sources [{source,
+ * samples, epoch_samples (its share), delivered (samples lent so far),
+ * errors (bad samples of it the decode workers met), label_offset,
+ * shuffle_block}] (remote: the first remote source's); remote shards add remote
  * {cache_dir, cache_limit, cache_hits, cache_misses, bytes_fetched,
  * requests, retries, evictions, releases, refetches, foreign_bytes (files
  * in the cache folder it did not make, at the last count), loaders (live

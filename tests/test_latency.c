@@ -122,6 +122,7 @@ static void test_waits_match_the_tests_clock(void **state)
     int64_t t_start = now_ns();
     tu_start(l);
     int64_t waits[NB], first_batch = 0;
+    int most_agains = 0;
     for (int k = 0; k < NB; k++) {
         if (k == SLEEP_AFTER)
             usleep(600000); /* the ring fills meanwhile */
@@ -132,6 +133,7 @@ static void test_waits_match_the_tests_clock(void **state)
             agains++;
         waits[k] = now_ns() - t0;
         assert_int_equal(rc, RF_OK);
+        most_agains = agains > most_agains ? agains : most_agains;
         if (k == 0)
             first_batch = now_ns() - t_start;
         rf_batch_release(b);
@@ -153,9 +155,10 @@ static void test_waits_match_the_tests_clock(void **state)
     near("p99", tu_stats_double(lat, "wait_p99_ms"), nearest_rank(sorted, NB, 0.99));
     near("max", tu_stats_double(lat, "wait_max_ms"), nearest_rank(sorted, NB, 1.0));
     near("mean", tu_stats_double(lat, "wait_mean_ms"), sum / NB);
-    /* waits of milliseconds: a library that kept only the last RF_AGAIN
-     * call's share of a batch's wait would fail the checks above */
-    assert_true(nearest_rank(sorted, NB, 0.5) > 4000000);
+    /* a batch waited over several RF_AGAIN returns (the first, at least:
+     * the reads and decodes of 4 pictures): a library that kept only the
+     * last call's share of a batch's wait would fail the max above */
+    assert_true(most_agains >= 3);
     near("first", tu_stats_double(lat, "first_batch_seconds") * 1e3, first_batch);
     free(js);
     rf_loader_destroy(l);

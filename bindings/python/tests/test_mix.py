@@ -14,7 +14,6 @@ transfers a proxy holds a known time.
 """
 
 import collections
-import io
 import os
 import tarfile
 import time
@@ -31,28 +30,21 @@ NSHARDS, PER_SHARD, FOLDER_N = 4, 6, 24
 OPTS = dict(batch_size=5, image_size=16, transform="center", seed=3)
 
 
-def _shard(path, s, tmp):
-    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tf:
-        for i in range(PER_SHARD):
-            jp = os.path.join(tmp, "x.jpg")
-            rfhelpers.write_jpeg(jp, 36 + (i % 3) * 4, 30, seed=s * 100 + i + 1)
-            tf.add(jp, arcname="k%02d%02d.jpg" % (s, i))
-            label = b"%d" % ((s + i) % 4)
-            info = tarfile.TarInfo("k%02d%02d.cls" % (s, i))
-            info.size = len(label)
-            tf.addfile(info, io.BytesIO(label))
-    os.remove(os.path.join(tmp, "x.jpg"))
-
-
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
+    """An image folder of 24 (3 classes) and 4 tar shards of 6 (labels 0..3)."""
     d = tmp_path_factory.mktemp("mix")
     folder = rfhelpers.tiny_jpeg_folder(str(d / "folder"), FOLDER_N, 3, seed=5)
+    pics = rfhelpers.tiny_jpeg_folder(str(d / "pics"), NSHARDS * PER_SHARD, 1, seed=40)
+    files = sorted(os.path.join(pics, "c0", f) for f in os.listdir(os.path.join(pics, "c0")))
     shards = []
     for s in range(NSHARDS):
-        p = str(d / ("t-%02d.tar" % s))
-        _shard(p, s, str(d))
-        shards.append(p)
+        shards.append(str(d / ("t-%02d.tar" % s)))
+        with tarfile.open(shards[-1], "w", format=tarfile.USTAR_FORMAT) as tf:
+            for i, f in enumerate(files[s * PER_SHARD:(s + 1) * PER_SHARD]):
+                with open(f, "rb") as pic:
+                    rfhelpers.tar_add(tf, "k%02d%02d.jpg" % (s, i), pic.read())
+                rfhelpers.tar_add(tf, "k%02d%02d.cls" % (s, i), b"%d" % ((s + i) % 4))
     return folder, str(d / "t-{00..03}.tar"), shards
 
 
@@ -167,16 +159,15 @@ needs_moto = pytest.mark.skipif(not rfservers.have_moto(),
 
 @pytest.fixture(scope="module")
 def s3(data):
+    """A moto server holding the shards under s3://data/mix/."""
     with rfservers.moto_s3(buckets=("data",)) as srv:
         srv.upload("data", "mix/", data[2])
         yield srv
 
 
-@pytest.fixture
-def aws_env(s3, monkeypatch):
-    for k, v in s3.env().items():
+def _use(monkeypatch, env):
+    for k, v in env.items():
         monkeypatch.setenv(k, v)
-    return s3
 
 
 def _counts(mix, world, ranks, take=None, states=None, cache=None):
@@ -201,7 +192,8 @@ def _counts(mix, world, ranks, take=None, states=None, cache=None):
 
 
 @needs_moto
-def test_resume_with_an_s3_source_on_2_and_3_ranks(data, aws_env, tmp_path):
+def test_resume_with_an_s3_source_on_2_and_3_ranks(data, s3, tmp_path, monkeypatch):
+    _use(monkeypatch, s3.env())
     folder = data[0]
     mix = _mix(folder, "s3://data/mix/t-{00..03}.tar")
     cache = str(tmp_path / "cache")
@@ -234,8 +226,7 @@ def test_latency_against_the_tests_clock(s3, tmp_path, monkeypatch):
     hold = 0.15
     with rfservers.fault_proxy(s3.endpoint, tmp_path / "log", hold_s=hold,
                                hold_match=r"^GET \S*shard-\S*\.tar") as px:
-        for k, v in s3.env(endpoint=px.url).items():
-            monkeypatch.setenv(k, v)
+        _use(monkeypatch, s3.env(endpoint=px.url))
         t0 = time.monotonic()
         waits, first = [], None
         with ringfeed.Loader("s3://data/lat/shard-*.tar", batch_size=4, image_size=16,

@@ -41,10 +41,12 @@ static const char *size_name(int size)
 }
 
 /* floor(x) for a share computed in floating point: a value a rounding
- * error below an integer (100000 * 0.3) is taken as that integer. */
+ * error below an integer (100000 * 0.3) is taken as that integer. Past the
+ * largest epoch it is one more than that (refused after). */
 static int64_t share_floor(double x)
 {
-    return (int64_t)floor(x + x * 1e-12);
+    double f = floor(x + x * 1e-12);
+    return f > (double)RF_MIX_MAX_EPOCH ? RF_MIX_MAX_EPOCH + 1 : (int64_t)f;
 }
 
 int rf__mix_check(int c, int size, double a, char *err, size_t errcap)
@@ -78,6 +80,9 @@ static int relative(int n, const double *w, int64_t total, uint64_t seed, int64_
     double sum = 0;
     for (int c = 0; c < n; c++)
         sum += w[c];
+    memset(take, 0, (size_t)n * sizeof *take);
+    if (!(sum > 0))
+        return 0; /* no weight (empty sources): an empty epoch, refused after */
     int64_t got = 0;
     for (int c = 0; c < n; c++) {
         take[c] = share_floor((double)total * (w[c] / sum));
@@ -147,13 +152,10 @@ int rf__mix_plan(int n, const int *size, const double *amount, const int64_t *sa
             return RF_E_NOMEM;
         for (int c = 0; c < n; c++)
             w[c] = nprop ? amount[c] : (double)samples[c];
-        int64_t total = epoch_size ? epoch_size : all;
-        rc = all > 0 || epoch_size > 0 ? relative(n, w, total, seed, take) : 0;
+        rc = relative(n, w, epoch_size ? epoch_size : all, seed, take);
         free(w);
         if (rc < 0)
             return rc;
-        if (all == 0)
-            memset(take, 0, (size_t)n * sizeof *take);
     } else {
         if (epoch_size > 0) {
             snprintf(err, errcap,

@@ -295,6 +295,11 @@ static void test_refusals(void **state)
     plan_fails(&f, "no samples");
     mix g = {.n = 1, .size = {RF__MIX_REPEAT}, .amount = {1e6}, .samples = {10000}};
     plan_fails(&g, "more than");
+    mix h = {.n = 1, .size = {RF__MIX_REPEAT}, .amount = {4e9}, .samples = {4000000000}};
+    plan_fails(&h, "more than"); /* past int64 as a double product: no overflow */
+    mix i = {.n = 2, .size = {RF__MIX_WHOLE, RF__MIX_WHOLE}, .samples = {0, 0},
+             .epoch_size = 100};
+    plan_fails(&i, "empty"); /* no weight to share 100 by */
 }
 
 /* The sampler over a mixture's order: batches [0, k) of an epoch on

@@ -57,79 +57,21 @@ static pid_t g_server = -1;
 static int g_port;
 static uint64_t g_shard_bytes;
 
-/* A port that was free a moment ago (the server binds it next). */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    int port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
-
-static int port_answers(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
-    if (fd >= 0)
-        close(fd);
-    return ok;
-}
+static tu_http g_http = {-1, 0}; /* the server (testutil_http.c) */
 
 static void stop_server(void)
 {
-    if (g_server > 0) {
-        kill(g_server, SIGTERM);
-        waitpid(g_server, NULL, 0);
-        g_server = -1;
-    }
+    tu_http_stop(&g_http);
+    g_server = g_http.pid;
 }
 
 /* http.server over g_dir; 0, or -1 when it does not answer within 20 s. */
 static int start_server(void)
 {
-    g_port = free_port();
-    if (g_port < 0)
-        return -1;
-    char port[16];
-    snprintf(port, sizeof port, "%d", g_port);
-    pid_t parent = getpid();
-    g_server = fork();
-    if (g_server < 0)
-        return -1;
-    if (g_server == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGTERM); /* never outlives the test */
-        if (getppid() != parent)
-            _exit(1);
-        int null = open("/dev/null", O_WRONLY);
-        if (null >= 0) {
-            dup2(null, 1);
-            dup2(null, 2);
-        }
-        execlp("python3", "python3", "-m", "http.server", "--bind", "127.0.0.1", "--directory",
-               g_dir, port, (char *)NULL);
-        _exit(127);
-    }
-    for (int i = 0; i < 400; i++) {
-        if (port_answers(g_port))
-            return 0;
-        if (waitpid(g_server, NULL, WNOHANG) == g_server) {
-            g_server = -1;
-            return -1;
-        }
-        struct timespec t = {0, 50 * 1000 * 1000};
-        nanosleep(&t, NULL);
-    }
-    stop_server();
-    return -1;
+    int rc = tu_http_start(&g_http, g_dir);
+    g_server = g_http.pid;
+    g_port = g_http.port;
+    return rc;
 }
 
 static void write_shards(void)

@@ -72,6 +72,17 @@ char *tu_tempdir(const char *tag);
 void tu_rmtree(const char *path);
 /* tu_rmtree(*dir), free(*dir), *dir = NULL; nothing when *dir is NULL. */
 void tu_tempdir_remove(char **dir);
+/* http.server over a folder (testutil_http.c): tu_http_start starts it on
+ * 127.0.0.1:s->port and waits until it answers (0, or -1 after 20 s or
+ * when it exits); tu_http_stop stops it (nothing when s->pid <= 0). The
+ * server dies with the test process too. */
+typedef struct tu_http {
+    int pid; /* the server's process, -1: none */
+    int port;
+} tu_http;
+int tu_http_start(tu_http *s, const char *dir);
+void tu_http_stop(tu_http *s);
+
 /* mkdir -p: 0 when path is a folder afterwards. */
 int tu_mkdir_p(const char *path);
 

@@ -104,7 +104,9 @@ class Loader:
     shuffle_block=K > 0 (tar shards or record files) shuffles shard-aware,
     for shards that do not all fit a cache: the shards in a seeded order,
     K at a time, each block's samples shuffled together; about K shards are
-    read at once, the same on every rank (README, RF_P_SHUFFLE_BLOCK).
+    read at once, the same on every rank (README, RF_P_SHUFFLE_BLOCK); in a
+    Mix it applies to each source of shards, and Source(shuffle_block=)
+    sets it per source.
     Extra keyword options:
     exact (False by default; True decodes every picture at full resolution,
     so that transform="center" gives torchvision's Resize + CenterCrop +

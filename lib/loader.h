@@ -44,7 +44,6 @@
 
 struct rf_loader {
     char *spec;
-    rf_loader_mix *mix; /* rf_loader_create_mix (loader_mix.c); NULL: one source, spec */
     char *cache_dir; /* rf_loader_set_cache_dir; NULL: the default */
     rf_options opts; /* as set; read back by rf_loader_get_param */
     rf_config cfg;   /* resolved by rf_loader_start; read-only afterwards */
@@ -59,6 +58,9 @@ struct rf_loader {
     char errmsg_out[1024]; /* the consumer's copy */
 
     rf_source src;
+    /* rf_loader_create_mix's sources, and what a start made of them
+     * (loader_mix.c); NULL: one source, spec */
+    rf_loader_mix *mix;
     rf_sampler sampler;
     rf_ring ring;
     rf_copier *copier; /* NULL: no CUDA device (cuda_note says why) */

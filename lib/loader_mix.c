@@ -54,13 +54,17 @@ static int mix_settable(rf_loader *l, const char *call)
     if (!l)
         return RF_E_INVALID;
     if (!l->mix) {
-        rf__loader_err(l, "loader: %s: this loader reads one source (rf_loader_create); "
-                          "make a mixture with rf_loader_create_mix", call);
+        rf__loader_err(l,
+                       "loader: %s: this loader reads one source (rf_loader_create); "
+                       "make a mixture with rf_loader_create_mix",
+                       call);
         return RF_E_INVALID;
     }
     if (l->started) {
-        rf__loader_err(l, "loader: %s: the sources of a mixture cannot change after "
-                          "rf_loader_start", call);
+        rf__loader_err(l,
+                       "loader: %s: the sources of a mixture cannot change after "
+                       "rf_loader_start",
+                       call);
         return RF_E_STATE;
     }
     return 0;
@@ -96,8 +100,8 @@ int rf_loader_add_source(rf_loader *l, const char *source, int size, double amou
     char *spec = strdup(source);
     if (!spec)
         return RF_E_NOMEM;
-    m->e[m->n] = (rf_mix_entry){.spec = spec, .size = size, .amount = amount,
-                                .label_offset = 0, .shuffle_block = -1};
+    m->e[m->n] = (rf_mix_entry){
+        .spec = spec, .size = size, .amount = amount, .label_offset = 0, .shuffle_block = -1};
     return m->n++;
 }
 
@@ -176,8 +180,12 @@ static int plan_streams(rf_loader *l, rf_mix_stream *st)
         }
         if (block < 0)
             block = nshards > 0 ? l->cfg.shuffle_block : 0;
-        st[c] = (rf_mix_stream){.first = sm->first[c], .n = p->n, .take = m->take[c],
-                                .block = block, .nshards = nshards, .shard_of = part_shard,
+        st[c] = (rf_mix_stream){.first = sm->first[c],
+                                .n = p->n,
+                                .take = m->take[c],
+                                .block = block,
+                                .nshards = nshards,
+                                .shard_of = part_shard,
                                 .ctx = p};
     }
     return 0;
@@ -195,8 +203,8 @@ int rf__loader_mix_sampler(rf_loader *l)
     m->take = calloc((size_t)n, sizeof *m->take);
     m->delivered = calloc((size_t)n, sizeof *m->delivered);
     m->batch_size = c->batch_size;
-    m->ids = calloc((size_t)(c->prefetch + RF_RING_MAX_GROW) * (size_t)c->batch_size,
-                    sizeof *m->ids);
+    m->ids =
+        calloc((size_t)(c->prefetch + RF_RING_MAX_GROW) * (size_t)c->batch_size, sizeof *m->ids);
     int rc = 0;
     char err[600];
     if (!size || !amount || !samples || !st || !m->take || !m->delivered || !m->ids) {
@@ -208,17 +216,16 @@ int rf__loader_mix_sampler(rf_loader *l)
         amount[k] = m->e[k].amount;
         samples[k] = l->src.mix->parts[k].n;
     }
-    if (rc == 0 && (rc = rf__mix_plan(n, size, amount, samples, m->epoch_size, c->seed,
-                                      m->take, err, sizeof err)) < 0)
+    if (rc == 0 && (rc = rf__mix_plan(n, size, amount, samples, m->epoch_size, c->seed, m->take,
+                                      err, sizeof err)) < 0)
         rf__loader_err(l, "%s", err);
     if (rc == 0)
         rc = plan_streams(l, st);
     if (rc == 0 && (rc = rf__mix_order_init(&m->order, st, n)) < 0)
         rf__loader_err(l, "mixture: cannot order an epoch of the %d sources", n);
     if (rc == 0 &&
-        (rc = rf__sampler_init(&l->sampler, m->order.size, c->batch_size, c->shuffle,
-                               c->drop_last, c->sampler_drop_last, c->seed, c->rank,
-                               c->world_size)) < 0)
+        (rc = rf__sampler_init(&l->sampler, m->order.size, c->batch_size, c->shuffle, c->drop_last,
+                               c->sampler_drop_last, c->seed, c->rank, c->world_size)) < 0)
         rf__loader_err(l, "sampler: cannot order an epoch of %lld samples",
                        (long long)m->order.size);
     if (rc == 0)
@@ -289,8 +296,7 @@ int rf_loader_num_sources(const rf_loader *l)
     return !l ? 0 : l->mix ? l->mix->n : 1;
 }
 
-int rf_loader_source_counts(const rf_loader *l, int source, int64_t *samples,
-                            int64_t *per_epoch)
+int rf_loader_source_counts(const rf_loader *l, int source, int64_t *samples, int64_t *per_epoch)
 {
     if (!l || !l->started)
         return l ? RF_E_NOT_STARTED : RF_E_INVALID;

@@ -23,7 +23,7 @@ struct rf_json;
 /* One source as rf_loader_add_source and rf_loader_set_source_param gave it. */
 typedef struct rf_mix_entry {
     char *spec;
-    int size;              /* enum rf_mix_size */
+    int size; /* enum rf_mix_size */
     double amount;
     int64_t label_offset;  /* RF_SP_LABEL_OFFSET */
     int64_t shuffle_block; /* RF_SP_SHUFFLE_BLOCK; -1: the loader's RF_P_SHUFFLE_BLOCK */
@@ -34,10 +34,10 @@ typedef struct rf_loader_mix {
     int n, cap;
     rf_mix_entry *e;
     /* made by a start (freed by rf__loader_mix_stop) */
-    int64_t *take;       /* n: entries per epoch */
-    rf_mix_order order;  /* the sampler's fill */
-    int64_t *delivered;  /* (mu) n: samples lent per source */
-    int32_t *ids;        /* ring slots x batch_size: each lent batch's sources, by slot id */
+    int64_t *take;      /* n: entries per epoch */
+    rf_mix_order order; /* the sampler's fill */
+    int64_t *delivered; /* (mu) n: samples lent per source */
+    int32_t *ids;       /* ring slots x batch_size: each lent batch's sources, by slot id */
     int64_t batch_size;
 } rf_loader_mix;
 

@@ -33,7 +33,7 @@ int rf_loader_seek_rest(rf_loader *l, int64_t epoch, int64_t start, int64_t batc
     }
     pthread_mutex_lock(&l->mu);
     rf__dispatch_seek(&l->disp, epoch, start, batch);
-    l->last_return_ns = 0; /* time between epochs is not a training step */
+    l->last_return_ns = 0;         /* time between epochs is not a training step */
     l->wait_ns = l->wait_open = 0; /* the wait of a batch no longer asked for */
     pthread_mutex_unlock(&l->mu);
     return RF_OK;

@@ -122,8 +122,8 @@ int rf__sampler_set_shards(rf_sampler *s, int64_t block, int64_t nshards,
     s->shard_perm = malloc((size_t)nshards * sizeof *s->shard_perm);
     if (!s->members || !s->shard_first || !s->shard_perm)
         return RF_E_NOMEM; /* rf__sampler_free frees what was allocated */
-    int rc = rf__shards_group(s->n, nshards, shard_of, ctx, s->members, s->shard_first,
-                              s->shard_perm);
+    int rc =
+        rf__shards_group(s->n, nshards, shard_of, ctx, s->members, s->shard_first, s->shard_perm);
     if (rc < 0)
         return rc;
     s->block = block;
@@ -173,9 +173,9 @@ int64_t rf__shards_blocks(uint32_t *out, const uint32_t *members, const int64_t 
  * shuffled with a stream of their own, keyed on (seed, epoch, block). */
 static void block_order(rf_sampler *s, int64_t epoch)
 {
-    int64_t pos = rf__shards_blocks(s->perm, s->members, s->shard_first, s->nshards, s->block,
-                                    s->shard_perm, s->shuffle, s->seed, epoch, TAG_SHARDS,
-                                    TAG_BLOCK);
+    int64_t pos =
+        rf__shards_blocks(s->perm, s->members, s->shard_first, s->nshards, s->block, s->shard_perm,
+                          s->shuffle, s->seed, epoch, TAG_SHARDS, TAG_BLOCK);
     assert(pos == s->n);
     (void)pos;
 }

@@ -25,11 +25,11 @@
 #include "rng.h"
 #include "sampler.h"
 
-#define TAG_PASS 0x4d58505353ULL  /* "MXPSS": a pass's permutation */
-#define TAG_PICK 0x4d585049434bULL /* "MXPICK": the partial pass's subset */
-#define TAG_SHARDS 0x4d585348ULL  /* "MXSH": a blocked pass's shard order */
-#define TAG_BLOCK 0x4d58424cULL   /* "MXBL": ... and its blocks' shuffles */
-#define TAG_MERGE 0x4d584d47ULL   /* "MXMG": the interleaving */
+#define TAG_PASS 0x4d58505353ULL    /* "MXPSS": a pass's permutation */
+#define TAG_PICK 0x4d585049434bULL  /* "MXPICK": the partial pass's subset */
+#define TAG_SHARDS 0x4d585348ULL    /* "MXSH": a blocked pass's shard order */
+#define TAG_BLOCK 0x4d58424cULL     /* "MXBL": ... and its blocks' shuffles */
+#define TAG_MERGE 0x4d584d47ULL     /* "MXMG": the interleaving */
 #define TAG_SHORT 0x4d5853484f52ULL /* "MXSHOR": the proportions' shortfall */
 
 static const char *size_name(int size)
@@ -226,8 +226,8 @@ int rf__mix_order_init(rf_mix_order *o, const rf_mix_stream *s, int n)
         p->take = s[c].take;
         p->block = s[c].block > 0 && s[c].nshards > 0 ? s[c].block : 0;
         o->size += p->take;
-        if (p->n < 0 || p->take < 0 || (p->take > 0 && p->n == 0) ||
-            o->size > RF_MIX_MAX_EPOCH || p->n > UINT32_MAX) {
+        if (p->n < 0 || p->take < 0 || (p->take > 0 && p->n == 0) || o->size > RF_MIX_MAX_EPOCH ||
+            p->n > UINT32_MAX) {
             rc = RF_E_INVALID;
             break;
         }

@@ -81,10 +81,10 @@ typedef struct rf_mix_part {
 typedef struct rf_mix_order {
     int nparts;
     rf_mix_part *p;
-    int64_t size;          /* entries per epoch: the sum of take */
-    uint32_t *shard_perm;  /* scratch: the largest nshards */
-    uint64_t *chosen;      /* scratch: a bitmap of the largest n */
-    int64_t *heap;         /* scratch: nparts, the unshuffled merge */
+    int64_t size;         /* entries per epoch: the sum of take */
+    uint32_t *shard_perm; /* scratch: the largest nshards */
+    uint64_t *chosen;     /* scratch: a bitmap of the largest n */
+    int64_t *heap;        /* scratch: nparts, the unshuffled merge */
 } rf_mix_order;
 
 /* Builds the order's memory (4 bytes per index entry, 4 more per sample of

@@ -118,8 +118,7 @@ size_t rf__source_mix_bytes(const rf_source *s)
 
 /* What every source of the mixture must share: records or pictures, and
  * (tar) the extras per sample. */
-static int check_family(const rf_source_mix *m, const char *const *specs, char *err,
-                        size_t errcap)
+static int check_family(const rf_source_mix *m, const char *const *specs, char *err, size_t errcap)
 {
     for (int c = 1; c < m->n; c++) {
         const rf_source *a = &m->parts[0], *b = &m->parts[c];
@@ -139,9 +138,8 @@ static int check_family(const rf_source_mix *m, const char *const *specs, char *
     return 0;
 }
 
-int rf__source_open_mix(rf_source *s, int n, const char *const *specs,
-                        const int64_t *label_offset, const rf_source_opts *o, char *err,
-                        size_t errcap)
+int rf__source_open_mix(rf_source *s, int n, const char *const *specs, const int64_t *label_offset,
+                        const rf_source_opts *o, char *err, size_t errcap)
 {
     memset(s, 0, sizeof *s);
     s->kind = RF_SOURCE_MIX;
@@ -177,7 +175,8 @@ int rf__source_open_mix(rf_source *s, int n, const char *const *specs,
         m->label_offset[c] = label_offset ? label_offset[c] : 0;
         m->first[c + 1] = m->first[c] + m->parts[c].n;
         if (m->first[c + 1] > UINT32_MAX) {
-            snprintf(err, errcap, "mixture: more than %lu samples in all", (unsigned long)UINT32_MAX);
+            snprintf(err, errcap, "mixture: more than %lu samples in all",
+                     (unsigned long)UINT32_MAX);
             rc = RF_E_INVALID;
         }
     }

@@ -26,20 +26,19 @@
 struct rf_remote;
 
 typedef struct rf_source_mix {
-    int n;                    /* sources */
-    rf_source *parts;         /* n indexes */
-    int64_t *first;           /* n + 1: source c's samples are [first[c], first[c + 1]) */
-    int64_t *label_offset;    /* n: added to each label >= 0 of source c */
-    _Atomic int64_t *errors;  /* n: bad samples met by the decode workers (relaxed) */
+    int n;                   /* sources */
+    rf_source *parts;        /* n indexes */
+    int64_t *first;          /* n + 1: source c's samples are [first[c], first[c + 1]) */
+    int64_t *label_offset;   /* n: added to each label >= 0 of source c */
+    _Atomic int64_t *errors; /* n: bad samples met by the decode workers (relaxed) */
 } rf_source_mix;
 
 /* Indexes the n sources specs[c] with the options o (each as
  * rf__source_open_ex would), into s, of kind RF_SOURCE_MIX. On error
  * returns a negative RF_E_* with the reason in err ("mixture: source c
  * (spec): ..."); s is then empty. */
-int rf__source_open_mix(rf_source *s, int n, const char *const *specs,
-                        const int64_t *label_offset, const rf_source_opts *o, char *err,
-                        size_t errcap);
+int rf__source_open_mix(rf_source *s, int n, const char *const *specs, const int64_t *label_offset,
+                        const rf_source_opts *o, char *err, size_t errcap);
 void rf__source_mix_close(rf_source *s);
 
 /* The source of a mixture holding global sample i (0 <= i < s->n). */

@@ -179,10 +179,10 @@ static int process_sample(rf_work *k, rf_worker_state *w, const rf_read *rd, int
     }
     if (rd->err == EFBIG && !strcmp(rd->what, "size")) {
         snprintf(reason, cap, "%s is %llu bytes, more than max_file_bytes=%llu",
-                 rf__source_records(k->src)        ? "record"
-                 : k->src->nextras > 0             ? "the span of its picture and extras"
-                 : rd->ranged                      ? "member"
-                                                   : "file",
+                 rf__source_records(k->src) ? "record"
+                 : k->src->nextras > 0      ? "the span of its picture and extras"
+                 : rd->ranged               ? "member"
+                                            : "file",
                  (unsigned long long)rd->size, (unsigned long long)cfg->max_file_bytes);
         return RF_E_LIMIT;
     }

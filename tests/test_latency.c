@@ -85,7 +85,7 @@ static void test_histogram(void **state)
     rf_latency one = {0};
     rf__latency_add(&one, 12345);
     assert_int_equal(rf__latency_quantile(&one, 0.5), 12345); /* within [min, max] */
-    rf__latency_add(&one, -5); /* counts as 0 */
+    rf__latency_add(&one, -5);                                /* counts as 0 */
     assert_int_equal(one.min_ns, 0);
 }
 

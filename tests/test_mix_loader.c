@@ -115,9 +115,12 @@ static rf_loader *mix_loader(int64_t epoch_size, int workers)
 {
     rf_loader *l = rf_loader_create_mix(epoch_size);
     assert_non_null(l);
-    const tu_param p[] = {{RF_P_BATCH_SIZE, BATCH},      {RF_P_IMAGE_SIZE, 16},
-                          {RF_P_TRANSFORM, RF_TRANSFORM_CENTER}, {RF_P_SEED, 3},
-                          {RF_P_NUM_WORKERS, workers},   {RF_P_PREFETCH, 3}};
+    const tu_param p[] = {{RF_P_BATCH_SIZE, BATCH},
+                          {RF_P_IMAGE_SIZE, 16},
+                          {RF_P_TRANSFORM, RF_TRANSFORM_CENTER},
+                          {RF_P_SEED, 3},
+                          {RF_P_NUM_WORKERS, workers},
+                          {RF_P_PREFETCH, 3}};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         assert_int_equal(rf_loader_set_param(l, p[i].param, p[i].value), 0);
     return l;

@@ -54,8 +54,8 @@ static uint32_t shard_of(const void *ctx, int64_t i)
 static void plan(mix *m, uint64_t seed)
 {
     char err[300] = "";
-    int rc = rf__mix_plan(m->n, m->size, m->amount, m->samples, m->epoch_size, seed, m->take,
-                          err, sizeof err);
+    int rc = rf__mix_plan(m->n, m->size, m->amount, m->samples, m->epoch_size, seed, m->take, err,
+                          sizeof err);
     if (rc != 0)
         fail_msg("rf__mix_plan: %d %s", rc, err);
 }
@@ -65,7 +65,9 @@ static void order_init(mix *m)
     rf_mix_stream st[MAXP];
     int64_t first = 0;
     for (int c = 0; c < m->n; c++) {
-        st[c] = (rf_mix_stream){.first = first, .n = m->samples[c], .take = m->take[c],
+        st[c] = (rf_mix_stream){.first = first,
+                                .n = m->samples[c],
+                                .take = m->take[c],
                                 .block = m->block[c],
                                 .nshards = m->block[c] ? (m->samples[c] + SHARD - 1) / SHARD : 0,
                                 .shard_of = shard_of};
@@ -102,7 +104,7 @@ static void check_epoch(mix *m, uint64_t seed, int64_t epoch, int shuffle)
         total += m->samples[c];
     uint32_t *hits = calloc((size_t)total, sizeof *hits);
     int64_t got[MAXP] = {0}, in_pass[MAXP] = {0};
-    uint8_t *seen = calloc((size_t)total, 1); /* this pass */
+    uint8_t *seen = calloc((size_t)total, 1);                          /* this pass */
     int64_t *pass_shards = calloc((size_t)total, sizeof *pass_shards); /* blocked: shard order */
     int64_t npass_shards[MAXP] = {0};
     int64_t offset[MAXP];
@@ -197,7 +199,9 @@ static void test_proportions_of_100000(void **state)
     assert_int_equal(w.take[0] + w.take[1] + w.take[2], 100000);
     run(&w, 3);
     /* no epoch_size: the sources' sizes summed */
-    mix d = {.n = 2, .size = {RF__MIX_PROPORTION, RF__MIX_PROPORTION}, .amount = {3, 1},
+    mix d = {.n = 2,
+             .size = {RF__MIX_PROPORTION, RF__MIX_PROPORTION},
+             .amount = {3, 1},
              .samples = {100, 300}};
     plan(&d, 1);
     assert_int_equal(d.take[0], 300);
@@ -218,14 +222,16 @@ static void test_repeat_choose_whole(void **state)
     assert_int_equal(m.take[0] + m.take[1] + m.take[2], 100000);
     run(&m, 11);
     /* choose beyond the source: full passes, then a subset */
-    mix up = {.n = 2, .size = {RF__MIX_CHOOSE, RF__MIX_REPEAT}, .amount = {2345, 0.25},
+    mix up = {.n = 2,
+              .size = {RF__MIX_CHOOSE, RF__MIX_REPEAT},
+              .amount = {2345, 0.25},
               .samples = {1000, 1000}};
     run(&up, 5);
     assert_int_equal(up.take[0], 2345);
     assert_int_equal(up.take[1], 250);
     /* no source sized, with epoch_size: in proportion to their sizes */
-    mix none = {.n = 2, .size = {RF__MIX_WHOLE, RF__MIX_WHOLE}, .samples = {100, 300},
-                .epoch_size = 1000};
+    mix none = {
+        .n = 2, .size = {RF__MIX_WHOLE, RF__MIX_WHOLE}, .samples = {100, 300}, .epoch_size = 1000};
     plan(&none, 1);
     assert_int_equal(none.take[0], 250);
     assert_int_equal(none.take[1], 750);
@@ -236,8 +242,11 @@ static void test_blocks_keep_shards_together(void **state)
     (void)state;
     /* source 0: 40 shards of 10 in blocks of 4, read 1.5 times; source 1
      * shuffled whole */
-    mix m = {.n = 2, .size = {RF__MIX_REPEAT, RF__MIX_WHOLE}, .amount = {1.5, 0},
-             .samples = {400, 250}, .block = {4, 0}};
+    mix m = {.n = 2,
+             .size = {RF__MIX_REPEAT, RF__MIX_WHOLE},
+             .amount = {1.5, 0},
+             .samples = {400, 250},
+             .block = {4, 0}};
     run(&m, 9);
 }
 
@@ -277,28 +286,31 @@ static void plan_fails(mix *m, const char *words)
 static void test_refusals(void **state)
 {
     (void)state;
-    mix a = {.n = 2, .size = {RF__MIX_PROPORTION, RF__MIX_REPEAT}, .amount = {0.5, 2},
+    mix a = {.n = 2,
+             .size = {RF__MIX_PROPORTION, RF__MIX_REPEAT},
+             .amount = {0.5, 2},
              .samples = {10, 10}};
     plan_fails(&a, "cannot be mixed");
-    mix b = {.n = 2, .size = {RF__MIX_REPEAT, RF__MIX_CHOOSE}, .amount = {1, 5},
-             .samples = {10, 10}, .epoch_size = 100};
+    mix b = {.n = 2,
+             .size = {RF__MIX_REPEAT, RF__MIX_CHOOSE},
+             .amount = {1, 5},
+             .samples = {10, 10},
+             .epoch_size = 100};
     plan_fails(&b, "epoch_size");
     mix c = {.n = 1, .size = {RF__MIX_CHOOSE}, .amount = {2.5}, .samples = {10}};
     plan_fails(&c, "choose=2.5");
     mix d = {.n = 1, .size = {RF__MIX_PROPORTION}, .amount = {-1}, .samples = {10}};
     plan_fails(&d, "proportion=-1");
-    mix e = {.n = 2, .size = {RF__MIX_CHOOSE, RF__MIX_CHOOSE}, .amount = {0, 0},
-             .samples = {10, 10}};
+    mix e = {
+        .n = 2, .size = {RF__MIX_CHOOSE, RF__MIX_CHOOSE}, .amount = {0, 0}, .samples = {10, 10}};
     plan_fails(&e, "empty");
-    mix f = {.n = 2, .size = {RF__MIX_CHOOSE, RF__MIX_WHOLE}, .amount = {5, 0},
-             .samples = {0, 10}};
+    mix f = {.n = 2, .size = {RF__MIX_CHOOSE, RF__MIX_WHOLE}, .amount = {5, 0}, .samples = {0, 10}};
     plan_fails(&f, "no samples");
     mix g = {.n = 1, .size = {RF__MIX_REPEAT}, .amount = {1e6}, .samples = {10000}};
     plan_fails(&g, "more than");
     mix h = {.n = 1, .size = {RF__MIX_REPEAT}, .amount = {4e9}, .samples = {4000000000}};
     plan_fails(&h, "more than"); /* past int64 as a double product: no overflow */
-    mix i = {.n = 2, .size = {RF__MIX_WHOLE, RF__MIX_WHOLE}, .samples = {0, 0},
-             .epoch_size = 100};
+    mix i = {.n = 2, .size = {RF__MIX_WHOLE, RF__MIX_WHOLE}, .samples = {0, 0}, .epoch_size = 100};
     plan_fails(&i, "empty"); /* no weight to share 100 by */
 }
 

@@ -76,8 +76,8 @@ int tu_http_start(tu_http *s, const char *dir)
             dup2(null, 1);
             dup2(null, 2);
         }
-        execlp("python3", "python3", "-m", "http.server", "--bind", "127.0.0.1", "--directory",
-               dir, port, (char *)NULL);
+        execlp("python3", "python3", "-m", "http.server", "--bind", "127.0.0.1", "--directory", dir,
+               port, (char *)NULL);
         _exit(127);
     }
     for (int i = 0; i < 400; i++) {

@@ -208,6 +208,20 @@ static void test_proportions_of_100000(void **state)
     assert_int_equal(d.take[1], 100);
 }
 
+/* The samples of source 1 (first = samples[0]) that an epoch's order
+ * takes, as a bitmap. */
+static void taken(mix *m, int64_t epoch, uint8_t *bits)
+{
+    uint32_t *perm = malloc((size_t)m->o.size * sizeof *perm);
+    assert_non_null(perm);
+    rf__mix_order_fill(&m->o, 11, epoch, 1, perm);
+    memset(bits, 0, (size_t)m->samples[1]);
+    for (int64_t p = 0; p < m->o.size; p++)
+        if (perm[p] >= m->samples[0] && perm[p] < m->samples[0] + m->samples[1])
+            bits[perm[p] - m->samples[0]] = 1;
+    free(perm);
+}
+
 static void test_repeat_choose_whole(void **state)
 {
     (void)state;
@@ -221,6 +235,18 @@ static void test_repeat_choose_whole(void **state)
         assert_true(llabs(m.take[c] - want[c]) <= 1);
     assert_int_equal(m.take[0] + m.take[1] + m.take[2], 100000);
     run(&m, 11);
+    /* a down-sampled source takes another subset in every epoch */
+    order_init(&m);
+    uint8_t *e0 = malloc(5000), *e1 = malloc(5000);
+    taken(&m, 0, e0);
+    taken(&m, 1, e1);
+    int64_t same = 0;
+    for (int i = 0; i < 5000; i++)
+        same += e0[i] && e1[i];
+    assert_true(same < 500); /* 1000 of 5000 twice: about 200 in common */
+    free(e0);
+    free(e1);
+    rf__mix_order_free(&m.o);
     /* choose beyond the source: full passes, then a subset */
     mix up = {.n = 2,
               .size = {RF__MIX_CHOOSE, RF__MIX_REPEAT},

@@ -30,7 +30,6 @@
 #include <cmocka.h>
 
 #include "ringfeed.h"
-#include "tarwrite.h"
 #include "testcheck.h"
 #include "testutil.h"
 
@@ -42,24 +41,11 @@ static char g_folder[4200], g_shards[4200], g_bad[4200], g_rec[2][4200];
 static void write_shards(void)
 {
     for (int s = 0; s < NSHARDS; s++) {
-        char path[4300];
+        char path[4300], prefix[16];
         snprintf(path, sizeof path, "%s/t-%02d.tar", g_dir, s);
-        tw t;
-        assert_int_equal(tw_open(&t, path, TW_USTAR), 0);
-        for (int i = 0; i < PER_SHARD; i++) {
-            tu_jpeg_opts o = {36, 30, 85, 0, 0, 0, 0, (uint32_t)(s * 100 + i + 7), 0, 0};
-            uint8_t *jpg;
-            size_t len;
-            assert_int_equal(tu_make_jpeg(&o, &jpg, &len), 0);
-            char name[64], cls[8];
-            snprintf(name, sizeof name, "k%02d%02d.jpg", s, i);
-            assert_int_equal(tw_file(&t, name, jpg, len), 0);
-            free(jpg);
-            snprintf(name, sizeof name, "k%02d%02d.cls", s, i);
-            snprintf(cls, sizeof cls, "%d", (s + i) % 4);
-            assert_int_equal(tw_file(&t, name, cls, strlen(cls)), 0);
-        }
-        assert_int_equal(tw_close(&t), 0);
+        snprintf(prefix, sizeof prefix, "k%02d", s);
+        tu_shard_opts o = {prefix, PER_SHARD, 36, 30, (uint32_t)(s * 100 + 7), s, 4};
+        assert_int_equal(tu_write_jpeg_shard(path, &o, NULL), 0);
     }
     snprintf(g_shards, sizeof g_shards, "%s/t-{00..%02d}.tar", g_dir, NSHARDS - 1);
 }

@@ -21,13 +21,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "ringfeed.h"
-#include "tarwrite.h"
 #include "testcheck.h"
 #include "testutil.h"
 
@@ -41,27 +39,13 @@ static uint64_t g_shard_bytes;
 static void write_shards(void)
 {
     for (int s = 0; s < NSHARDS; s++) {
-        char path[4300];
+        char path[4300], prefix[16];
         snprintf(path, sizeof path, "%s/m-%02d.tar", g_dir, s);
-        tw t;
-        assert_int_equal(tw_open(&t, path, TW_USTAR), 0);
-        for (int i = 0; i < PER_SHARD; i++) {
-            tu_jpeg_opts o = {32, 28, 85, 0, 0, 0, 0, (uint32_t)(s * 50 + i + 3), 0, 0};
-            uint8_t *jpg;
-            size_t len;
-            assert_int_equal(tu_make_jpeg(&o, &jpg, &len), 0);
-            char name[64], cls[8];
-            snprintf(name, sizeof name, "m%02d%02d.jpg", s, i);
-            assert_int_equal(tw_file(&t, name, jpg, len), 0);
-            free(jpg);
-            snprintf(name, sizeof name, "m%02d%02d.cls", s, i);
-            snprintf(cls, sizeof cls, "%d", (s * 3 + i) % 5);
-            assert_int_equal(tw_file(&t, name, cls, strlen(cls)), 0);
-        }
-        assert_int_equal(tw_close(&t), 0);
-        struct stat st;
-        assert_int_equal(stat(path, &st), 0);
-        g_shard_bytes = (uint64_t)st.st_size > g_shard_bytes ? (uint64_t)st.st_size : g_shard_bytes;
+        snprintf(prefix, sizeof prefix, "m%02d", s);
+        tu_shard_opts o = {prefix, PER_SHARD, 32, 28, (uint32_t)(s * 50 + 3), s * 3, 5};
+        uint64_t bytes;
+        assert_int_equal(tu_write_jpeg_shard(path, &o, &bytes), 0);
+        g_shard_bytes = bytes > g_shard_bytes ? bytes : g_shard_bytes;
     }
 }
 

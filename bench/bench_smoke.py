@@ -7,8 +7,8 @@ Generates a tiny image folder (2 classes x 12 JPEGs of about 160x120), runs
 ringfeed-bench on it for one epoch with --compare-torch, a step and auto
 workers, and checks what comes out: the report (sizing table, pinned vs
 pageable verdict, recommendation), the JSON lines (every line parses; runs of
-ringfeed and, when torch and torchvision import, of the DataLoader; a summary
-with the machine, the parameters, the git revision and a recommendation) and
+ringfeed and, when torch and torchvision import, of the DataLoader, each with
+its wait per batch at p50 / p99 / max; a summary with the machine, the parameters, the git revision and a recommendation) and
 the PNG (signature, header, a plausible size). Performance is not asserted.
 Exits 0 on success, 1 with the reasons otherwise, 77 (skipped) when numpy or
 matplotlib cannot be imported and $CI is not set.
@@ -67,7 +67,7 @@ def main(argv):
         problems.append("exit status %d" % r.returncode)
 
     for needle in ("workers", "img/s", "stall", "first", "peak RSS", "knee", "Recommendation:",
-                   "pinned vs pageable"):
+                   "pinned vs pageable", "consumer wait per batch", "p99", "ring empty"):
         if needle not in r.stdout:
             problems.append("report lacks %r" % needle)
 
@@ -109,12 +109,15 @@ def main(argv):
         problems.append("torch imports but there are no DataLoader runs")
     for x in runs:
         for k in ("images_per_sec", "first_batch_seconds", "rss_peak_mb", "stall_pct",
-                  "cpu_cores", "workers", "pass"):
+                  "cpu_cores", "workers", "pass", "wait_p50_ms", "wait_p99_ms", "wait_max_ms"):
             if x.get(k) is None:
                 problems.append("run %s/%s/%s lacks %r" % (x.get("system"), x.get("workers"),
                                                           x.get("pass"), k))
         if x.get("images", 0) <= 0:
             problems.append("run %s/%s read no images" % (x.get("system"), x.get("workers")))
+    if any(x.get("system") == "ringfeed" and not isinstance(x.get("ring_empty"), int)
+           for x in runs):
+        problems.append("a ringfeed run lacks the library's ring_empty count")
     auto = [x for x in runs if x.get("workers") == "auto"]
     if not auto or not all(isinstance(x.get("num_workers"), int) and x.get("tuner") is not None
                            for x in auto):

@@ -532,7 +532,7 @@ RF_API int rf_loader_tell(const rf_loader *l, int64_t *epoch, int64_t *batch);
  * in samples). rf_loader_fingerprint tells whether the source is the same. */
 
 /* Positions the loader in `epoch` on the rest of the epoch's global order
- * from position `start` on (0 <= start <= rf_loader_num_samples), split
+ * from position `start` on (0 <= start <= rf_loader_epoch_size), split
  * across this loader's ranks as a whole epoch's order is, at batch `batch`
  * of this rank's part (0 <= batch <= rf_loader_epoch_batches after the
  * call). start = 0 is rf_loader_seek. Later epochs (rf_loader_set_epoch) are
@@ -547,7 +547,7 @@ RF_API int rf_loader_seek_rest(rf_loader *l, int64_t epoch, int64_t start, int64
  * the current split begins (0 but after rf_loader_seek_rest), and
  * *consumed, the positions all ranks have taken when every rank stands
  * where this one does (lockstep): start + world_size * batch * batch_size,
- * or rf_loader_num_samples once this split's last batch was taken (its
+ * or rf_loader_epoch_size once this split's last batch was taken (its
  * padding, trimmed tail and dropped short batch then count as consumed).
  * Either pointer may be NULL.
  * Thread-safety: the consumer thread. */
@@ -563,10 +563,113 @@ RF_API int64_t rf_loader_epoch_batches(const rf_loader *l);
  * this dataset: the sample count and, for each sample in index order, its
  * file's base name (directories left out, so that moving the dataset keeps
  * it), its tar member name or record offset, its byte length where the
- * index holds one (tar members, records) and its label. 0 before
- * rf_loader_start. O(samples).
+ * index holds one (tar members, records) and its label; of a mixture,
+ * each source's, its share of an epoch, its shuffle blocks and its label
+ * offset. 0 before rf_loader_start. O(samples).
  * Thread-safety: any thread after rf_loader_start. */
 RF_API uint64_t rf_loader_fingerprint(const rf_loader *l);
+
+/* ---- mixtures of sources -------------------------------------------------
+ * One loader over several sources (any kinds the loader reads: folders,
+ * list files, local or remote tar shards; or record files alone: records
+ * and images are not mixed in one loader), each with its share of an
+ * epoch, sized MosaicML streaming's three ways: a proportion of the epoch
+ * (all sources then have one; they are normalised, of epoch_size or by
+ * default of the sources' sizes summed; each source gets floor(epoch_size *
+ * p), the rounding shortfall going one sample each to distinct sources
+ * drawn from the seed), a repeat (times over the source, fractional
+ * allowed: floor(repeat * samples)) or a choose (a sample count); a
+ * source given none (RF_MIX_WHOLE) is read once, or with epoch_size and
+ * no source sized, all are taken in proportion to their sizes. Proportions
+ * and repeat / choose / whole cannot be mixed (rf_loader_start says so).
+ *
+ *     rf_loader *l = rf_loader_create_mix(0);
+ *     rf_loader_add_source(l, "a/", RF_MIX_PROPORTION, 0.7);
+ *     int b = rf_loader_add_source(l, "s3://b/t-{00..99}.tar", RF_MIX_PROPORTION, 0.3);
+ *     rf_loader_set_source_param(l, b, RF_SP_LABEL_OFFSET, 1000);
+ *
+ * Within a source an epoch draws without replacement while it can: a
+ * share of q * samples + r entries is q full passes over the source (each
+ * its own shuffle) and then r distinct samples, drawn from (seed, epoch,
+ * source); no sample repeats before a full pass. The sources' entries are
+ * interleaved at random (with RF_P_SHUFFLE) or evenly (without), and that
+ * order of the epoch's rf_loader_epoch_size entries takes the place of a
+ * single source's permutation: it is split across ranks, batched, resumed
+ * (rf_loader_seek, rf_loader_seek_rest, also on another world size) and is
+ * byte-identical for any worker count, exactly as a single source's. The
+ * sample indexes of rf_batch_samples and rf_loader_sample_* are global:
+ * source 0's samples first, then source 1's, ... The shares, each
+ * source's shuffle blocks and its label offset are fixed at
+ * rf_loader_start; rf_loader_fingerprint covers the sources, their shares
+ * and offsets, so a position saved on one mixture is not taken for
+ * another's. docs/mixing.md says more. */
+
+/* How a source's share of an epoch is sized (rf_loader_add_source). */
+enum rf_mix_size {
+    RF_MIX_WHOLE = 0,      /* the source once (amount ignored) */
+    RF_MIX_PROPORTION = 1, /* amount > 0: relative weight of the epoch */
+    RF_MIX_REPEAT = 2,     /* amount > 0: times over the source (2.5: twice, then half) */
+    RF_MIX_CHOOSE = 3,     /* amount: a whole number >= 0 of samples */
+};
+
+/* Options of one source of a mixture (rf_loader_set_source_param). */
+enum rf_source_param {
+    RF_SP_LABEL_OFFSET = 1,  /* added to the source's labels (those >= 0), so that sources can
+                                have disjoint class ranges; 0 to 999999999999999999; default 0 */
+    RF_SP_SHUFFLE_BLOCK = 2, /* RF_P_SHUFFLE_BLOCK for this source alone: 0 shuffles it whole,
+                                K > 0 by blocks of K of its shards (tar shards, local or remote,
+                                or record files; other sources refuse K > 0 at start); -1, the
+                                default: the loader's RF_P_SHUFFLE_BLOCK for a source of shards,
+                                0 for a folder or a list file */
+};
+
+/* New loader over a mixture of sources, added next with
+ * rf_loader_add_source. epoch_size: the entries of an epoch when the
+ * sources have proportions (0: the sum of the sources' sizes; with
+ * repeat / choose / whole it must be 0, the epoch being their sum; at most
+ * 4294967295). Options are set as for rf_loader_create's loaders and apply
+ * to every source. Returns NULL only when memory is exhausted.
+ * Thread-safety: any thread. */
+RF_API rf_loader *rf_loader_create_mix(int64_t epoch_size);
+
+/* Adds a source to a mixture (before rf_loader_start): `source` as
+ * rf_loader_create takes it (copied), its share sized by `size` (enum
+ * rf_mix_size) and `amount`. Returns the source's number (0, 1, ...: the
+ * order added), or RF_E_INVALID (not a mixture, an empty source, a bad
+ * amount, more than 4096 sources), RF_E_STATE after rf_loader_start,
+ * RF_E_NOMEM. Nothing is read until rf_loader_start.
+ * Thread-safety: one thread at a time per loader. */
+RF_API int rf_loader_add_source(rf_loader *l, const char *source, int size, double amount);
+
+/* Sets an option (enum rf_source_param) of source `source` of a mixture,
+ * before rf_loader_start. RF_OK, RF_E_INVALID (no such source or option, a
+ * value out of range, not a mixture) or RF_E_STATE after rf_loader_start.
+ * Thread-safety: one thread at a time per loader. */
+RF_API int rf_loader_set_source_param(rf_loader *l, int source, int param, int64_t value);
+
+/* Sources of the loader: those added to a mixture, 1 for any other loader.
+ * Thread-safety: any thread. */
+RF_API int rf_loader_num_sources(const rf_loader *l);
+
+/* Source `source`'s samples (*samples: the size of its index) and its
+ * entries per epoch (*per_epoch: its share); for a loader of one source,
+ * source 0: both rf_loader_num_samples. Either pointer may be NULL.
+ * RF_OK, RF_E_NOT_STARTED, RF_E_INVALID (no such source).
+ * Thread-safety: any thread after rf_loader_start. */
+RF_API int rf_loader_source_counts(const rf_loader *l, int source, int64_t *samples,
+                                   int64_t *per_epoch);
+
+/* Entries of an epoch's global order: the sum of a mixture's shares,
+ * rf_loader_num_samples for any other loader (what rf_loader_seek_rest's
+ * start and rf_loader_tell_rest's consumed count). 0 before
+ * rf_loader_start.
+ * Thread-safety: any thread after rf_loader_start. */
+RF_API int64_t rf_loader_epoch_size(const rf_loader *l);
+
+/* The source (0, 1, ...) of the sample with global index `sample`; 0 for
+ * a loader of one source; -1 for no such sample or before rf_loader_start.
+ * Thread-safety: any thread after rf_loader_start. */
+RF_API int rf_loader_sample_source(const rf_loader *l, int64_t sample);
 
 /* Lends the next batch of the epoch, in order, waiting until it is ready.
  * Returns RF_OK with *out set, RF_END_OF_EPOCH after the last batch, or an
@@ -649,6 +752,11 @@ RF_API int64_t rf_batch_epoch(const rf_batch *b);
  * rf_batch_release.
  * Thread-safety: any thread holding the batch. */
 RF_API const int64_t *rf_batch_samples(const rf_batch *b);
+/* The source of each sample of the batch (count values: 0, 1, ... in the
+ * order rf_loader_add_source added them), or NULL when the loader is not a
+ * mixture. Valid until rf_batch_release.
+ * Thread-safety: any thread holding the batch. */
+RF_API const int32_t *rf_batch_sources(const rf_batch *b);
 /* Bytes of the image data of this batch (count * per-sample bytes: count x
  * H x W x 3 elements, H x W its rf_batch_shape): what a copy of the batch
  * copies (rf_batch_copy_to, rf_loader_next_device).
@@ -774,7 +882,16 @@ RF_API int64_t rf_loader_errmsg_copy(const rf_loader *l, char *buf, size_t cap);
  * stage_seconds and per_image_ms (wall time summed over workers: read,
  * header, decode, resize, augment, sample_fn, convert), per_image_cpu_ms (the
  * workers' CPU time per image: decode (header + decode + resize), augment,
- * sample_fn, convert); remote shards add remote {cache_dir, cache_limit,
+ * sample_fn, convert), latency {batches, wait_p50_ms, wait_p90_ms,
+ * wait_p99_ms, wait_max_ms, wait_mean_ms (the consumer's wait for each batch
+ * lent, over the rf_loader_next* calls that asked for it; percentiles by
+ * nearest rank, to 1.6 %, the first and last exact), ring_empty (batches not
+ * ready when first asked for), first_batch_seconds (from rf_loader_start's
+ * call to the first batch lent; null before)}; a mixture adds epoch_size and
+ * sources [{source, samples, epoch_samples (its share), delivered (samples
+ * lent so far), errors (bad samples of it the decode workers met),
+ * label_offset, shuffle_block}] (remote: the first remote source's); remote
+ * shards add remote {cache_dir, cache_limit,
  * cache_hits, cache_misses, bytes_fetched, requests, retries, evictions,
  * releases, refetches, foreign_bytes (files in the cache folder it did not
  * make, at the last count), loaders (live loaders on the folder), warning

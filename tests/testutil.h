@@ -73,6 +73,18 @@ char *tu_tempdir(const char *tag);
 void tu_rmtree(const char *path);
 /* tu_rmtree(*dir), free(*dir), *dir = NULL; nothing when *dir is NULL. */
 void tu_tempdir_remove(char **dir);
+/* A WebDataset shard (testutil_shard.c): n JPEGs of width x height
+ * (content seed + i), keys "<prefix><i, 2 digits>", each with its .cls
+ * label (label + i) % labels. *bytes (may be NULL) gets the shard's size.
+ * 0, or -1. */
+typedef struct tu_shard_opts {
+    const char *prefix;
+    int n, width, height;
+    uint32_t seed;
+    int label, labels;
+} tu_shard_opts;
+int tu_write_jpeg_shard(const char *path, const tu_shard_opts *o, uint64_t *bytes);
+
 /* mkdir -p: 0 when path is a folder afterwards. */
 int tu_mkdir_p(const char *path);
 

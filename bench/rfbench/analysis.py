@@ -23,7 +23,8 @@ def aggregate(runs):
     if not runs:
         return None
     keys = ("images_per_sec", "steady_images_per_sec", "first_batch_seconds", "stall_pct",
-            "cpu_cores", "rss_added_mb")
+            "cpu_cores", "rss_added_mb", "wait_p50_ms", "wait_p90_ms", "wait_p99_ms",
+            "wait_max_ms", "ring_empty")
     agg = {k: median([r.get(k) for r in runs]) for k in keys}
     agg["rss_peak_mb"] = max(r["rss_peak_mb"] for r in runs)
     agg["rss_added_mb_max"] = max(r["rss_added_mb"] for r in runs)

@@ -93,6 +93,45 @@ class JsonOut:
             self.f = None
 
 
+def _table(P, table):
+    """Rows of cells, the first two left-aligned, a rule under the header."""
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    for i, r in enumerate(table):
+        cells = [r[0].rjust(widths[0]), r[1].ljust(widths[1])] + \
+            [c.rjust(widths[j + 2]) for j, c in enumerate(r[2:])]
+        P("  " + "  ".join(cells))
+        if i == 0:
+            P("  " + "-" * (sum(widths) + 2 * (len(widths) - 1)))
+
+
+def latency_table(P, a, ctx, rows):
+    """The consumer's wait per batch, per worker count: its tail (a loader is
+    picked by it, not by its mean), the batches that found ringfeed's ring
+    empty, and the time to the first batch."""
+    step = a.step_ms > 0
+    npass = "step" if step else "max"
+    table = [["workers", "system", "wait p50", "p90", "p99", "max", "ring empty", "1st batch"]]
+    systems = ["ringfeed"] + (["dataloader"] if ctx["torch_ok"] else [])
+    for w in a.worker_list:
+        for s in systems:
+            e = (rows.get("%s/%s" % (s, w)) or {}).get(npass)
+            if not e:
+                continue
+            table.append([str(w) if s == "ringfeed" or w == "auto" else "",
+                          "ringfeed" if s == "ringfeed" else "DataLoader"] +
+                         [fmt_num(e.get(k), "%.1f ms") for k in ("wait_p50_ms", "wait_p90_ms",
+                                                                 "wait_p99_ms", "wait_max_ms")] +
+                         [fmt_num(e.get("ring_empty"), "%.0f") if s == "ringfeed" else "-",
+                          fmt_num(e.get("first_batch_seconds"), "%.2f s")])
+    if len(table) == 1:
+        return
+    P("consumer wait per batch%s (medians over runs; the first batch apart):"
+      % (" with the %g ms step" % a.step_ms if step else ""))
+    _table(P, table)
+    P("  (ring empty: batches not ready when asked for, from ringfeed's stats()[\"latency\"])")
+    P("")
+
+
 def print_report(b, ctx, rows, per_system, rec_lines):
     a = b.a
     out = []
@@ -150,19 +189,14 @@ def print_report(b, ctx, rows, per_system, rec_lines):
                 "%s (+%s)" % (fmt_num(mx["rss_peak_mb"]), fmt_num(mx["rss_added_mb_max"])),
                 fmt_num(st.get("stall_pct") if step else mx["stall_pct"], "%.1f %%"),
                 fmt_time(e.get("epoch_seconds_estimate"))])
-    widths = [max(len(r[i]) for r in table) for i in range(len(hdr))]
-    for i, r in enumerate(table):
-        cells = [r[0].rjust(widths[0]), r[1].ljust(widths[1])] + \
-            [c.rjust(widths[j + 2]) for j, c in enumerate(r[2:])]
-        P("  " + "  ".join(cells))
-        if i == 0:
-            P("  " + "-" * (sum(widths) + 2 * (len(widths) - 1)))
+    _table(P, table)
     if "auto" in a.worker_list:
         P("  (auto->N: the workers the tuner had at the end of the run without%s)"
           % (" / with the step" if step else " a step"))
     if not step:
         P("  (stall without --step-ms: the loop does nothing but wait, so this is near 100 %)")
     P("")
+    latency_table(P, a, ctx, rows)
     rf = per_system["ringfeed"]
     kn = ["%s %s (best %.0f img/s at %d)" % ("ringfeed" if s == "ringfeed" else "DataLoader",
                                             plural(v["knee_workers"], "worker"),

@@ -3,7 +3,8 @@
 RingfeedRunner and TorchRunner share one shape (start() gives the iterator,
 count(), to_device(), finish() gives the run's extra figures, abort()), so
 that timed_run() measures both the same way: from constructing the loader to
-the last batch in hand, the time the loop waited for data, CPU time of the
+the last batch in hand, the time the loop waited for data (and its tail:
+the wait per batch at p50 / p90 / p99 / max), CPU time of the
 process and all its children, and peak RSS sampled from /proc. h2d_gbps()
 measures plain host-to-device copies for the pinned vs pageable section.
 """
@@ -139,7 +140,11 @@ class RingfeedRunner:
         self.it = None
         self.loader.close()
         self.loader = None
+        lat = st.get("latency") or {}
         return {"num_workers": st.get("num_workers"), "auto_workers": st.get("auto_workers"),
+                "ring_empty": lat.get("ring_empty"),
+                "library_wait_p99_ms": lat.get("wait_p99_ms"),
+                "library_first_batch_seconds": lat.get("first_batch_seconds"),
                 "tuner": st.get("tuner"), "io_backend": st.get("io_backend"),
                 "memory_mode": (st.get("memory") or {}).get("mode"),
                 "ring_bytes": (st.get("memory") or {}).get("ring_bytes"),
@@ -228,6 +233,14 @@ class TorchRunner:
 # One measured run
 # --------------------------------------------------------------------------
 
+def wait_ms(waits, q):
+    """The q-quantile of waits (seconds) in ms by nearest rank, or None."""
+    if not waits:
+        return None
+    s = sorted(waits)
+    return round(s[max(1, math.ceil(q * len(s))) - 1] * 1e3, 3)
+
+
 def timed_run(runner, max_batches, step, sync, progress, label):
     """Builds the loader, reads up to max_batches batches (0: the epoch), and
     returns the figures of the run."""
@@ -241,6 +254,7 @@ def timed_run(runner, max_batches, step, sync, progress, label):
     stall = 0.0
     t_first = None
     first_n = 0
+    waits = []  # each batch's wait after the first (the first is first_batch_seconds)
     try:
         it = runner.start()
         while not max_batches or batches < max_batches:
@@ -254,6 +268,7 @@ def timed_run(runner, max_batches, step, sync, progress, label):
                 t_first = tb
             else:
                 stall += tb - ta
+                waits.append(tb - ta)
             batch = runner.to_device(batch)
             n = runner.count(batch)
             if t_first == tb:
@@ -288,6 +303,9 @@ def timed_run(runner, max_batches, step, sync, progress, label):
          if after_first > 0 and images > first_n else None,
          "first_batch_seconds": round(t_first - t0, 4) if t_first is not None else None,
          "stall_seconds": round(stall, 4),
+         # the tail of the consumer's wait per batch (this clock, nearest rank)
+         "wait_p50_ms": wait_ms(waits, 0.50), "wait_p90_ms": wait_ms(waits, 0.90),
+         "wait_p99_ms": wait_ms(waits, 0.99), "wait_max_ms": wait_ms(waits, 1.0),
          "stall_pct": round(100.0 * stall / after_first, 2) if after_first > 0 else None,
          "cpu_seconds": round(cpu_self + cpu_children, 3),
          "cpu_seconds_children": round(cpu_children, 3),

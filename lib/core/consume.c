@@ -115,6 +115,7 @@ int rf_loader_next_wait(rf_loader *l, rf_batch **out, int64_t timeout_ms)
             rc = RF_E_RING_FULL;
             break;
         }
+        l->wait_open = 1; /* the batch was not ready when asked for: the ring was empty */
         int w;
         if (timeout_ms >= 0) {
             w = pthread_cond_timedwait(&l->cv_cons, &l->mu, &deadline);
@@ -129,7 +130,10 @@ int rf_loader_next_wait(rf_loader *l, rf_batch **out, int64_t timeout_ms)
     int64_t t1 = rf__now_ns();
     l->stats.stall_ns += t1 - t0;
     l->win_stall_ns += t1 - t0;
+    l->wait_ns += t1 - t0; /* this batch's wait, over the calls that asked for it */
     if (rc != RF_OK) {
+        if (rc == RF_END_OF_EPOCH)
+            l->wait_ns = l->wait_open = 0;
         pthread_mutex_unlock(&l->mu);
         return rc;
     }
@@ -145,12 +149,20 @@ int rf_loader_next_wait(rf_loader *l, rf_batch **out, int64_t timeout_ms)
     if (!s->errcode)
         l->stats.skipped += atomic_load(&s->nskipped);
     if (s->errcode) {
+        l->wait_ns = l->wait_open = 0; /* consumed: the next batch's wait starts */
         rc = deliver_error(l, s);
         pthread_mutex_unlock(&l->mu);
         return rc;
     }
     if (l->stats.batches == 0)
         RF_TRACE("first batch ready");
+    rf__latency_add(&l->stats.wait, l->wait_ns);
+    l->stats.ring_empty += l->wait_open;
+    l->wait_ns = l->wait_open = 0;
+    if (!l->stats.t_first_batch_ns)
+        l->stats.t_first_batch_ns = t1;
+    if (l->mix)
+        rf__loader_mix_lend(l, s);
     rf_batch *b = rf__ring_lend(s);
     b->loader = l;
     l->stats.images += s->count;

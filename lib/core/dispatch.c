@@ -27,6 +27,7 @@
 #include "bucket.h"
 #include "clock.h"
 #include "remote.h"
+#include "mix.h"
 #include "trace.h"
 
 /* The fetch thread: a remote shard became ready or failed. */
@@ -63,8 +64,9 @@ int rf__dispatch_init(rf_dispatch *d, const rf_source *src, rf_sampler *sampler,
     for (int i = 0; i < njobs; i++)
         rf__pool_put(pool, &d->jobs[i].link);
     pthread_cond_init(&d->cv_disp, NULL);
-    if (src->remote)
-        rf__remote_set_wake(src->remote, remote_wake, d);
+    rf_remote *rem;
+    for (int k = 0; (rem = rf__source_remote_at(src, k)) != NULL; k++)
+        rf__remote_set_wake(rem, remote_wake, d);
     d->target_k = ring->k;
     rf__sampler_set_epoch(sampler, 0);
     atomic_store(&d->gen, 1);
@@ -77,8 +79,9 @@ void rf__dispatch_free(rf_dispatch *d, int forked)
     if (!d->inited)
         return;
     assert(forked || !d->running);
-    if (!forked && d->src->remote) /* the fetch thread outlives us: no more wakes */
-        rf__remote_set_wake(d->src->remote, NULL, NULL);
+    rf_remote *rem;
+    for (int k = 0; !forked && (rem = rf__source_remote_at(d->src, k)) != NULL; k++)
+        rf__remote_set_wake(rem, NULL, NULL); /* the fetch thread outlives us: no more wakes */
     for (int i = 0; i < d->njobs; i++)
         free(d->jobs[i].rd.buf);
     free(d->jobs);
@@ -109,8 +112,9 @@ void rf__dispatch_seek(rf_dispatch *d, int64_t epoch, int64_t start, int64_t bat
     rf__sampler_set_rest(d->sampler, epoch, start);
     d->next_batch = d->sched_batch = batch;
     d->nfill = 0;
-    if (d->src->remote)
-        rf__remote_seek(d->src->remote, batch);
+    rf_remote *rem;
+    for (int k = 0; (rem = rf__source_remote_at(d->src, k)) != NULL; k++)
+        rf__remote_seek(rem, batch);
     rf__ring_invalidate(d->ring, gen);
     pthread_cond_broadcast(&d->cv_disp);
 }
@@ -143,18 +147,20 @@ void rf__dispatch_job_done(void *ctx, rf_pool_job *pj)
     if (rf__trace_on() && !atomic_load_explicit(&d->traced_done, memory_order_relaxed) &&
         !atomic_exchange_explicit(&d->traced_done, 1, memory_order_relaxed))
         rf__trace("first job done (decoded)");
-    if (d->src->remote) /* decoded (or dropped): its shard may be unpinned */
-        rf__remote_done(d->src->remote, d->src, j->rd.sample);
+    int64_t i = j->rd.sample;
+    const rf_source *src = rf__source_at(d->src, &i); /* a mixture's source */
+    if (src->remote) /* decoded (or dropped): its shard may be unpinned */
+        rf__remote_done(src->remote, src, i);
     int last = rf__ring_sample_release(s);
     rf__pool_put(d->pool, pj);
     if (last) {
         pthread_mutex_lock(d->mu);
         if (rf__ring_complete(s, atomic_load(&d->gen))) {
             pthread_cond_broadcast(d->cv_cons);
-            if (d->src->remote && !d->warm) {
-                d->warm = 1;
-                rf__remote_warm(d->src->remote); /* order: the loader's mutex, then r->mu */
-            }
+            rf_remote *rem;
+            for (int k = 0; !d->warm && (rem = rf__source_remote_at(d->src, k)) != NULL; k++)
+                rf__remote_warm(rem); /* order: the loader's mutex, then r->mu */
+            d->warm = 1;
         }
         pthread_cond_signal(&d->cv_disp);
         pthread_mutex_unlock(d->mu);
@@ -228,22 +234,24 @@ static void schedule(rf_dispatch *d)
 /* Hands the filling slots' samples to the reader, in order, while it has
  * room and jobs are free. A sample of a remote shard waits until the shard
  * is pinned in the cache (d->remote_wait: the fetch thread wakes us); one
- * whose shard failed goes to the pool as a failed read. */
+ * whose shard failed goes to the pool as a failed read. Of a mixture, the
+ * remote calls get the sample's source and its index there. */
 static void submit(rf_dispatch *d, unsigned depth)
 {
-    rf_remote *rem = d->src->remote;
     rf_pool_job *pj;
     d->remote_wait = 0;
     while (d->nfill > 0 && rf__reader_inflight(d->reader) < depth) {
         rf_slot *s = d->fill[0];
-        int64_t sample = s->view.samples[s->submitted];
+        int64_t sample = s->view.samples[s->submitted], i = sample;
+        const rf_source *src = rf__source_at(d->src, &i);
+        rf_remote *rem = src->remote;
         if ((pj = rf__pool_take(d->pool)) == NULL)
             break;
         /* a remote sample is taken (its shard's pin held for the read) in
          * the same step that finds the shard pinned, so no release comes
          * between the check and the read */
         const char *why = NULL;
-        int ready = rem ? rf__remote_take(rem, d->src, sample, &why) : 1;
+        int ready = rem ? rf__remote_take(rem, src, i, &why) : 1;
         if (ready == 0) {
             rf__pool_unget(d->pool, pj);
             d->remote_wait = 1;
@@ -257,7 +265,7 @@ static void submit(rf_dispatch *d, unsigned depth)
         j->rd.path = rf__source_read_path(d->src, sample);
         /* a remote shard: through its pin, which lasts until the job is done */
         j->rd.use_fd = rem && ready > 0;
-        j->rd.fd = j->rd.use_fd ? rf__remote_pin_fd(rem, d->src, sample) : -1;
+        j->rd.fd = j->rd.use_fd ? rf__remote_pin_fd(rem, src, i) : -1;
         rf__source_extent(d->src, sample, &j->rd.ranged, &j->rd.offset, &j->rd.length);
         j->rd.sample = sample;
         if (ready < 0) {
@@ -268,7 +276,7 @@ static void submit(rf_dispatch *d, unsigned depth)
             rf__pool_push(d->pool, pj);
         } else if (rf__reader_submit(d->reader, &j->rd) != 0) {
             if (rem)
-                rf__remote_untake(rem, d->src, sample);
+                rf__remote_untake(rem, src, i);
             rf__pool_unget(d->pool, pj); /* file slots busy closing: later */
             break;
         }
@@ -302,9 +310,9 @@ static void *dispatch_main(void *arg)
         read_ns = 0;
         grow(d);
         schedule(d);
-        if (d->src->remote)
-            rf__remote_lookahead(d->src->remote, d->src, d->sampler->num_batches, sampler_batch,
-                                 d->sampler);
+        rf_remote *rem;
+        for (int k = 0; (rem = rf__source_remote_at(d->src, k)) != NULL; k++)
+            rf__remote_lookahead(rem, d->src, d->sampler->num_batches, sampler_batch, d->sampler);
         submit(d, depth);
         if (rf__reader_inflight(d->reader) == 0) {
             /* Nothing in flight: wait for a freed slot, a freed job, a new

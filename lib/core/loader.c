@@ -23,6 +23,7 @@
 
 #include "clock.h"
 #include "redact.h"
+#include "mix.h"
 #include "remote.h"
 #include "source_remote.h"
 #include "trace.h"
@@ -281,6 +282,7 @@ static void teardown(rf_loader *l)
     rf__sampler_free(&l->sampler);
     rf__buckets_free(&l->buckets);
     memset(&l->buckets, 0, sizeof l->buckets);
+    rf__loader_mix_stop(l->mix); /* after the sampler: its order is the sampler's fill */
     rf__source_close(&l->src);
     rf__stats_free(&l->stats);
 }
@@ -316,6 +318,8 @@ static uint32_t sample_shard(const void *src, int64_t i)
 /* The sampler, shard-aware under RF_P_SHUFFLE_BLOCK; 0 or an error, recorded. */
 static int open_sampler(rf_loader *l)
 {
+    if (l->mix)
+        return rf__loader_mix_sampler(l);
     const rf_config *c = &l->cfg;
     int rc = rf__sampler_init(&l->sampler, l->src.n, c->batch_size, c->shuffle, c->drop_last,
                               c->sampler_drop_last, c->seed, c->rank, c->world_size);
@@ -445,6 +449,7 @@ int rf_loader_start(rf_loader *l)
     if ((rc = cancelled(l)) != 0)
         return rc;
     RF_TRACE("loader start");
+    int64_t t_start = rf__now_ns();
     char err[600];
     rc = rf__options_resolve(&l->opts, &l->cfg, err, sizeof err);
     if (rc < 0) {
@@ -466,13 +471,13 @@ int rf_loader_start(rf_loader *l)
                          .remote = &rf__source_remote};
     for (int e = 0; e < c->names.nextras; e++)
         so.extras[e] = c->names.extras[e];
-    rc = rf__source_open_ex(&l->src, l->spec, &so, err, sizeof err);
-    if (rc < 0) {
-        if (atomic_load(&l->cancelled))
-            return cancelled(l); /* whatever the cancel interrupted */
+    if (l->mix)
+        rc = rf__loader_mix_open(l, &so); /* says its own errors */
+    else if ((rc = rf__source_open_ex(&l->src, l->spec, &so, err, sizeof err)) < 0 &&
+             !atomic_load(&l->cancelled))
         rf__loader_err(l, "%s", err);
-        return rc;
-    }
+    if (rc < 0) /* a cancel: whatever it interrupted */
+        return atomic_load(&l->cancelled) ? cancelled(l) : rc;
     if ((rc = cancelled(l)) != 0) /* a local index is not interrupted: it ends first */
         return start_failed(l, rc);
     RF_TRACE("index ready: %lld samples", (long long)l->src.n);
@@ -487,6 +492,7 @@ int rf_loader_start(rf_loader *l)
     rf__loader_wire_shapes(l);
 
     l->started = 1;
+    l->stats.t_start_ns = t_start;
     int e = 0;
     if (rf__dispatch_start(&l->disp, &e) < 0) {
         rf__loader_err(l, "loader: cannot start the reader thread: %s", strerror(e));
@@ -557,6 +563,7 @@ void rf_loader_destroy(rf_loader *l)
         pthread_mutex_destroy(&l->cancel_mu);
         pthread_cond_destroy(&l->cv_cons);
     }
+    rf__loader_mix_free(l->mix);
     free(l->spec);
     free(l->cache_dir);
     free(l);
@@ -574,7 +581,10 @@ int64_t rf_loader_num_batches(const rf_loader *l)
 
 uint64_t rf_loader_fingerprint(const rf_loader *l)
 {
-    return l && l->started ? rf__source_fingerprint(&l->src) : 0;
+    if (!l || !l->started)
+        return 0;
+    uint64_t h = rf__source_fingerprint(&l->src);
+    return l->mix ? h ^ rf__mix_order_hash(&l->mix->order) : h;
 }
 
 const char *rf_loader_sample_path(const rf_loader *l, int64_t sample)
@@ -608,6 +618,12 @@ static void remote_section(void *remote, rf_json *j)
     rf__remote_stats(remote, j);
 }
 
+/* A mixture's epoch size and sources: fields of the stats' own object. */
+static void mix_stats(void *ctx, rf_json *j)
+{
+    rf__loader_mix_stats(ctx, j);
+}
+
 int64_t rf_loader_stats_json(rf_loader *l, char *buf, size_t cap)
 {
     if (!l)
@@ -628,9 +644,9 @@ int64_t rf_loader_stats_json(rf_loader *l, char *buf, size_t cap)
         .epoch = l->disp.epoch,
         .num_samples = l->src.n,
         .num_batches = l->sampler.epoch_batches,
-        .shards = l->src.kind == RF_SOURCE_TAR ? l->src.nfiles : 0,
-        .shards_from_manifest = l->src.nfiles_manifest,
-        .shards_mismatched = l->src.nfiles_mismatched,
+        .shards = rf__source_tar_counts(&l->src, 0),
+        .shards_from_manifest = rf__source_tar_counts(&l->src, 1),
+        .shards_mismatched = rf__source_tar_counts(&l->src, 2),
         .batch_size = l->opts.v[RF_P_BATCH_SIZE],
         .io_backend = !l->reader                                    ? "none"
                       : rf__reader_backend(l->reader) == RF__IO_URING ? "io_uring"
@@ -658,9 +674,12 @@ int64_t rf_loader_stats_json(rf_loader *l, char *buf, size_t cap)
         .cuda_errors = cs.errors,
         .cuda_last_error = cs.last_error,
         .worker_budget = l->budget_why,
+        .more = l->mix && l->started ? mix_stats : NULL,
+        .more_ctx = l,
     };
-    if (l->src.remote)
-        v.sections[v.nsections++] = (rf_stats_section){"remote", remote_section, l->src.remote};
+    rf_remote *rem = rf__source_remote_at(&l->src, 0); /* a mixture's first remote source */
+    if (rem)
+        v.sections[v.nsections++] = (rf_stats_section){"remote", remote_section, rem};
     if (l->started && !l->cfg.is_records)
         v.sections[v.nsections++] = (rf_stats_section){"shapes", rf__loader_shapes_stats, l};
     rf__stats_render(&v, &j);

@@ -1,8 +1,8 @@
 /*
  * loader.h - the loader object, shared by loader.c (lifecycle, options,
  * position, stats) and consume.c (the consumer's side: lending and taking
- * back batches, the tuner's windows). Internal: the public face is
- * include/ringfeed.h.
+ * back batches, the tuner's windows); loader_mix.c adds mixtures of
+ * sources. Internal: the public face is include/ringfeed.h.
  *
  * Threads: the dispatcher (dispatch.c) claims slots and feeds the reader,
  * the decode pool (pool.c) runs work.c on each read sample, and the consumer
@@ -34,6 +34,7 @@
 #include "bucket.h"
 #include "copier.h"
 #include "dispatch.h"
+#include "loader_mix.h"
 #include "options.h"
 #include "pool.h"
 #include "reader.h"
@@ -69,6 +70,9 @@ struct rf_loader {
     rf_source src;
     rf_buckets buckets;   /* aspect-ratio buckets (n 0: none); read-only after start */
     rf_sizes_stats sizes; /* how the pictures' sizes were learned (buckets) */
+    /* rf_loader_create_mix's sources, and what a start made of them
+     * (loader_mix.c); NULL: one source, spec */
+    rf_loader_mix *mix;
     rf_sampler sampler;
     rf_ring ring;
     rf_copier *copier; /* NULL: no CUDA device (cuda_note says why) */
@@ -90,6 +94,11 @@ struct rf_loader {
     rf_tuner tuner;
     int64_t win_t0, win_batches, win_samples, win_stall_ns, win_step_ns;
     int64_t last_return_ns; /* when next() last handed out a batch: the step starts */
+    /* The consumer's wait for the next batch so far, over calls that
+     * returned RF_AGAIN (rf_loader_next_wait); wait_open: a call waited for
+     * it already (its ring-empty verdict is given). */
+    int64_t wait_ns;
+    int wait_open;
     /* producer totals when the window opened */
     int64_t win_cpu_base, win_busy_base, win_blocked_base, win_read_base;
     rf_stats stats; /* (mu) */

@@ -19,14 +19,14 @@ int rf_loader_seek_rest(rf_loader *l, int64_t epoch, int64_t start, int64_t batc
     if (l->buckets.n) /* aspect-ratio buckets: shapes_api.c */
         return rf__loader_seek_buckets(l, epoch, start, 0, batch);
     int64_t ns, nb = -1;
-    if (start >= 0 && start <= l->src.n)
+    if (start >= 0 && start <= l->sampler.n) /* the epoch's entries (a mixture's: its shares) */
         rf__sampler_rest_counts(&l->sampler, start, &ns, &nb);
     if (epoch < 0 || batch < 0 || batch > nb) {
         if (nb < 0)
             rf__loader_err(l,
                            "loader: cannot seek to position %lld of epoch %lld's order (%lld "
-                           "samples)",
-                           (long long)start, (long long)epoch, (long long)l->src.n);
+                           "entries)",
+                           (long long)start, (long long)epoch, (long long)l->sampler.n);
         else
             rf__loader_err(l, "loader: cannot seek to epoch %lld batch %lld (%lld batches %s)",
                            (long long)epoch, (long long)batch, (long long)nb,
@@ -35,7 +35,8 @@ int rf_loader_seek_rest(rf_loader *l, int64_t epoch, int64_t start, int64_t batc
     }
     pthread_mutex_lock(&l->mu);
     rf__dispatch_seek(&l->disp, epoch, start, batch);
-    l->last_return_ns = 0; /* time between epochs is not a training step */
+    l->last_return_ns = 0;         /* time between epochs is not a training step */
+    l->wait_ns = l->wait_open = 0; /* the wait of a batch no longer asked for */
     pthread_mutex_unlock(&l->mu);
     return RF_OK;
 }

@@ -69,6 +69,16 @@ int rf__sampler_init(rf_sampler *s, int64_t n, int64_t batch_size, int shuffle, 
     return 0;
 }
 
+void rf__sampler_set_fill(rf_sampler *s,
+                          void (*fill)(void *ctx, uint64_t seed, int64_t epoch, int shuffle,
+                                       uint32_t *perm),
+                          void *ctx)
+{
+    s->fill = fill;
+    s->fill_ctx = ctx;
+    s->epoch = -1;
+}
+
 void rf__sampler_free(rf_sampler *s)
 {
     free(s->order);
@@ -85,6 +95,25 @@ void rf__sampler_free(rf_sampler *s)
     s->shard_perm = NULL;
 }
 
+int rf__shards_group(int64_t n, int64_t nshards, uint32_t (*shard_of)(const void *ctx, int64_t i),
+                     const void *ctx, uint32_t *members, int64_t *shard_first, uint32_t *cursor)
+{
+    memset(shard_first, 0, ((size_t)nshards + 1) * sizeof *shard_first);
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t sh = shard_of(ctx, i);
+        if (sh >= nshards)
+            return RF_E_INVALID;
+        shard_first[sh + 1]++;
+    }
+    for (int64_t sh = 0; sh < nshards; sh++) {
+        shard_first[sh + 1] += shard_first[sh];
+        cursor[sh] = (uint32_t)shard_first[sh];
+    }
+    for (int64_t i = 0; i < n; i++)
+        members[cursor[shard_of(ctx, i)]++] = (uint32_t)i;
+    return 0;
+}
+
 int rf__sampler_set_shards(rf_sampler *s, int64_t block, int64_t nshards,
                            uint32_t (*shard_of)(const void *ctx, int64_t i), const void *ctx)
 {
@@ -95,25 +124,17 @@ int rf__sampler_set_shards(rf_sampler *s, int64_t block, int64_t nshards,
     s->shard_perm = malloc((size_t)nshards * sizeof *s->shard_perm);
     if (!s->members || !s->shard_first || !s->shard_perm)
         return RF_E_NOMEM; /* rf__sampler_free frees what was allocated */
-    for (int64_t i = 0; i < s->n; i++) {
-        uint32_t sh = shard_of(ctx, i);
-        if (sh >= nshards)
-            return RF_E_INVALID;
-        s->shard_first[sh + 1]++;
-    }
-    for (int64_t sh = 0; sh < nshards; sh++) {
-        s->shard_first[sh + 1] += s->shard_first[sh];
-        s->shard_perm[sh] = (uint32_t)s->shard_first[sh]; /* the cursor of the pass below */
-    }
-    for (int64_t i = 0; i < s->n; i++)
-        s->members[s->shard_perm[shard_of(ctx, i)]++] = (uint32_t)i;
+    int rc =
+        rf__shards_group(s->n, nshards, shard_of, ctx, s->members, s->shard_first, s->shard_perm);
+    if (rc < 0)
+        return rc;
     s->block = block;
     s->nshards = nshards;
     s->epoch = -1;
     return 0;
 }
 
-static void fisher_yates(uint32_t *a, int64_t n, rf_rng *rng)
+void rf__shuffle_u32(uint32_t *a, int64_t n, rf_rng *rng)
 {
     for (int64_t i = n - 1; i > 0; i--) {
         int64_t j = (int64_t)rf__rng_below(rng, (uint64_t)i + 1);
@@ -123,32 +144,42 @@ static void fisher_yates(uint32_t *a, int64_t n, rf_rng *rng)
     }
 }
 
+int64_t rf__shards_blocks(uint32_t *out, const uint32_t *members, const int64_t *shard_first,
+                          int64_t nshards, int64_t block, uint32_t *shard_perm, int shuffle,
+                          uint64_t seed, int64_t epoch, uint64_t shards_tag, uint64_t block_tag)
+{
+    uint32_t *sp = shard_perm;
+    for (int64_t j = 0; j < nshards; j++)
+        sp[j] = (uint32_t)j;
+    if (shuffle) {
+        rf_rng rng = rf__rng_make(seed, (uint64_t)epoch, shards_tag);
+        rf__shuffle_u32(sp, nshards, &rng);
+    }
+    int64_t pos = 0;
+    for (int64_t b0 = 0; b0 < nshards; b0 += block) {
+        int64_t begin = pos;
+        for (int64_t j = b0; j < nshards && j < b0 + block; j++) {
+            int64_t first = shard_first[sp[j]], count = shard_first[sp[j] + 1] - first;
+            memcpy(out + pos, members + first, (size_t)count * sizeof *out);
+            pos += count;
+        }
+        if (shuffle) {
+            rf_rng rng = rf__rng_make(seed, (uint64_t)epoch, block_tag + (uint64_t)(b0 / block));
+            rf__shuffle_u32(out + begin, pos - begin, &rng);
+        }
+    }
+    return pos;
+}
+
 /* The shards in a seeded order, block by block; each block's samples
  * shuffled with a stream of their own, keyed on (seed, epoch, block). */
 static void block_order(rf_sampler *s, int64_t epoch)
 {
-    uint32_t *sp = s->shard_perm;
-    for (int64_t j = 0; j < s->nshards; j++)
-        sp[j] = (uint32_t)j;
-    if (s->shuffle) {
-        rf_rng rng = rf__rng_make(s->seed, (uint64_t)epoch, TAG_SHARDS);
-        fisher_yates(sp, s->nshards, &rng);
-    }
-    int64_t pos = 0;
-    for (int64_t b0 = 0; b0 < s->nshards; b0 += s->block) {
-        int64_t begin = pos;
-        for (int64_t j = b0; j < s->nshards && j < b0 + s->block; j++) {
-            int64_t first = s->shard_first[sp[j]], count = s->shard_first[sp[j] + 1] - first;
-            memcpy(s->perm + pos, s->members + first, (size_t)count * sizeof *s->perm);
-            pos += count;
-        }
-        if (s->shuffle) {
-            rf_rng rng =
-                rf__rng_make(s->seed, (uint64_t)epoch, TAG_BLOCK + (uint64_t)(b0 / s->block));
-            fisher_yates(s->perm + begin, pos - begin, &rng);
-        }
-    }
+    int64_t pos =
+        rf__shards_blocks(s->perm, s->members, s->shard_first, s->nshards, s->block, s->shard_perm,
+                          s->shuffle, s->seed, epoch, TAG_SHARDS, TAG_BLOCK);
     assert(pos == s->n);
+    (void)pos;
 }
 
 void rf__sampler_global_order(rf_sampler *s, int64_t epoch)
@@ -157,7 +188,7 @@ void rf__sampler_global_order(rf_sampler *s, int64_t epoch)
         s->perm[i] = (uint32_t)i;
     if (s->shuffle) {
         rf_rng rng = rf__rng_make(s->seed, (uint64_t)epoch, TAG_PERM);
-        fisher_yates(s->perm, s->n, &rng);
+        rf__shuffle_u32(s->perm, s->n, &rng);
     }
 }
 
@@ -175,7 +206,9 @@ void rf__sampler_set_rest(rf_sampler *s, int64_t epoch, int64_t start)
     if (s->epoch == epoch && s->start == start)
         return;
     if (s->epoch != epoch) {
-        if (s->block > 0)
+        if (s->fill)
+            s->fill(s->fill_ctx, s->seed, epoch, s->shuffle, s->perm);
+        else if (s->block > 0)
             block_order(s, epoch);
         else
             rf__sampler_global_order(s, epoch);

@@ -15,6 +15,11 @@
  * earlier run consumed), padded or trimmed and split the same way. start 0 is
  * the whole epoch. The shard of this rank's k-th sample of the epoch is the
  * source's shard of order[k] (what a shard prefetcher needs to look ahead).
+ *
+ * A mixture of sources hands the sampler its own global order instead of
+ * the permutation (rf__sampler_set_fill, sampler_mix.h): n is then the
+ * epoch's entries, not the index's samples, and everything above applies
+ * to that order unchanged.
  */
 #ifndef RF_SAMPLER_H
 #define RF_SAMPLER_H
@@ -25,6 +30,7 @@
 
 /* The order with aspect-ratio buckets (sampler_bucket.c); NULL without. */
 typedef struct rf_bucket_order rf_bucket_order;
+#include "rng.h"
 
 typedef struct rf_sampler {
     int64_t n; /* samples in the dataset */
@@ -48,6 +54,10 @@ typedef struct rf_sampler {
     int64_t *shard_first; /* nshards + 1: shard s's samples are members[shard_first[s]..[s+1]) */
     uint32_t *shard_perm; /* scratch: the epoch's shard order */
     rf_bucket_order *bo;  /* aspect-ratio buckets (rf__sampler_set_buckets), or NULL */
+    /* a global order made elsewhere (a mixture: sampler_mix.h), n entries
+     * into perm per epoch; NULL: the permutation above */
+    void (*fill)(void *ctx, uint64_t seed, int64_t epoch, int shuffle, uint32_t *perm);
+    void *fill_ctx;
 } rf_sampler;
 
 /* 0, or RF_E_INVALID / RF_E_NOMEM. */
@@ -63,6 +73,34 @@ void rf__sampler_free(rf_sampler *s);
  * of range) or RF_E_NOMEM. */
 int rf__sampler_set_shards(rf_sampler *s, int64_t block, int64_t nshards,
                            uint32_t (*shard_of)(const void *ctx, int64_t i), const void *ctx);
+
+/* The epoch's global order comes from fill(ctx, seed, epoch, shuffle, perm),
+ * which writes n global indexes (a mixture's order, sampler_mix.h; they may
+ * repeat and need not cover every sample), instead of a permutation. Before
+ * the first rf__sampler_set_epoch. */
+void rf__sampler_set_fill(rf_sampler *s,
+                          void (*fill)(void *ctx, uint64_t seed, int64_t epoch, int shuffle,
+                                       uint32_t *perm),
+                          void *ctx);
+
+/* Fisher-Yates over a[0..n) with rng (sampler_mix.c shuffles with it too). */
+void rf__shuffle_u32(uint32_t *a, int64_t n, rf_rng *rng);
+
+/* Groups samples 0..n-1 by shard_of (< nshards), a counting sort: shard
+ * s's samples, ascending, are members[shard_first[s] .. shard_first[s+1]).
+ * members holds n entries, shard_first nshards + 1, cursor nshards
+ * (scratch). 0 or RF_E_INVALID (a shard out of range). */
+int rf__shards_group(int64_t n, int64_t nshards, uint32_t (*shard_of)(const void *ctx, int64_t i),
+                     const void *ctx, uint32_t *members, int64_t *shard_first, uint32_t *cursor);
+
+/* The shard-block order of grouped samples into out: the shards in an
+ * order keyed on (seed, epoch, shards_tag) (their own without shuffle), cut
+ * into blocks of `block` shards, block b's samples shuffled with the stream
+ * (seed, epoch, block_tag + b). shard_perm: nshards entries of scratch.
+ * Returns the entries written (every member). */
+int64_t rf__shards_blocks(uint32_t *out, const uint32_t *members, const int64_t *shard_first,
+                          int64_t nshards, int64_t block, uint32_t *shard_perm, int shuffle,
+                          uint64_t seed, int64_t epoch, uint64_t shards_tag, uint64_t block_tag);
 
 /* Computes this rank's order for `epoch` (no-op when already current). */
 void rf__sampler_set_epoch(rf_sampler *s, int64_t epoch);

@@ -52,6 +52,25 @@ void rf__stats_add_decision(rf_stats *s, int64_t batch, int workers, const char 
     snprintf(d->reason, sizeof d->reason, "%s", reason);
 }
 
+/* "latency": the consumer's wait per batch (percentiles, nearest rank, to
+ * 1.6 %), the batches that found the ring empty, the time to first batch. */
+static void latency_json(const rf_stats *s, rf_json *j)
+{
+    const rf_latency *w = &s->wait;
+    rf__json_fmt(j,
+                 "\"latency\": {\"batches\": %lld, \"wait_p50_ms\": %.3f, \"wait_p90_ms\": %.3f, "
+                 "\"wait_p99_ms\": %.3f, \"wait_max_ms\": %.3f, \"wait_mean_ms\": %.3f, ",
+                 (long long)w->n, (double)rf__latency_quantile(w, 0.50) / 1e6,
+                 (double)rf__latency_quantile(w, 0.90) / 1e6,
+                 (double)rf__latency_quantile(w, 0.99) / 1e6, (double)w->max_ns / 1e6,
+                 w->n ? (double)w->sum_ns / (double)w->n / 1e6 : 0.0);
+    rf__json_fmt(j, "\"ring_empty\": %lld, \"first_batch_seconds\": ", (long long)s->ring_empty);
+    if (s->t_first_batch_ns && s->t_start_ns)
+        rf__json_fmt(j, "%.6f}", (double)(s->t_first_batch_ns - s->t_start_ns) / 1e9);
+    else
+        rf__json_raw(j, "null}");
+}
+
 void rf__stats_json(const rf_stats *s, int64_t now_ns, rf_json *j)
 {
     double wall = s->t_first_ns ? (double)((s->t_last_ns ? s->t_last_ns : now_ns) - s->t_first_ns) / 1e9 : 0;
@@ -93,7 +112,9 @@ void rf__stats_json(const rf_stats *s, int64_t now_ns, rf_json *j)
         rf__json_fmt(j, ", \"sample\": %lld, \"epoch\": %lld}", (long long)e->sample,
                      (long long)e->epoch);
     }
-    rf__json_raw(j, "], \"tuner\": [");
+    rf__json_raw(j, "], ");
+    latency_json(s, j);
+    rf__json_raw(j, ", \"tuner\": [");
     for (int i = 0; i < s->ndecisions; i++) {
         const rf_decision *d = &s->decisions[i];
         rf__json_fmt(j, "%s{\"batch\": %lld, \"workers\": %d, \"reason\": ", i ? ", " : "",
@@ -163,6 +184,10 @@ void rf__stats_render(const rf_stats_snapshot *v, rf_json *j)
         rf__json_raw(j, ": {");
         sec->render(sec->ctx, j);
         rf__json_raw(j, "}");
+    }
+    if (v->more) {
+        rf__json_raw(j, ", ");
+        v->more(v->more_ctx, j);
     }
     rf__json_raw(j, "}");
 }

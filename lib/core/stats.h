@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "json.h"
+#include "latency.h"
 
 #define RF_STATS_MAX_ERRORS 1000 /* entries kept; the count goes on */
 #define RF_STATS_MAX_DECISIONS 256
@@ -32,6 +33,14 @@ typedef struct rf_stats {
     int64_t samples_decoded;
     int64_t stall_ns;               /* consumer waiting in next */
     int64_t t_first_ns, t_last_ns;  /* first next() call, last lend */
+    /* The consumer's wait for each batch lent (over the calls that asked for
+     * it: rf_loader_next_wait may return RF_AGAIN first), how many of those
+     * batches were not ready when first asked for (the ring had not made
+     * them yet), and when rf_loader_start was called and the first batch
+     * lent (time to first batch: index, set-up, the first reads). */
+    rf_latency wait;
+    int64_t ring_empty;
+    int64_t t_start_ns, t_first_batch_ns;
     int64_t read_ns, header_ns, decode_ns, resize_ns; /* summed over samples */
     int64_t augment_ns, sample_fn_ns, convert_ns;     /* the stages after the geometry */
     /* the workers' CPU time (not wall time) in the same stages */
@@ -97,6 +106,10 @@ typedef struct rf_stats_snapshot {
     const char *worker_budget;
     rf_stats_section sections[RF_STATS_MAX_SECTIONS]; /* rendered last, in order */
     int nsections;
+    /* more fields (no braces) written at the end, or NULL (a mixture's epoch
+     * size and sources) */
+    void (*more)(void *ctx, rf_json *j);
+    void *more_ctx;
 } rf_stats_snapshot;
 
 /* The whole stats object ({...}) into j. */

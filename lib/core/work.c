@@ -21,6 +21,7 @@
 #include "remote.h"
 #include "ring.h"
 #include "rng.h"
+#include "mix.h"
 
 int rf__work_init(rf_work *k, const rf_config *cfg, const rf_source *src,
                   const _Atomic int64_t *gen, int nworkers, char *err, size_t errcap)
@@ -53,7 +54,7 @@ int rf__work_init(rf_work *k, const rf_config *cfg, const rf_source *src,
                                .scale_max = cfg->scale_max,
                                .ratio_min = cfg->ratio_min,
                                .ratio_max = cfg->ratio_max};
-    if (cfg->verify == RF_VERIFY_ONCE && src->kind != RF_SOURCE_RECORDS) {
+    if (cfg->verify == RF_VERIFY_ONCE && !rf__source_records(src)) {
         k->verified_bytes = ((size_t)src->n / 64 + 1) * sizeof *k->verified;
         k->verified = calloc(1, k->verified_bytes);
         if (!k->verified) {
@@ -116,29 +117,32 @@ static void read_reason(const rf_read *rd, char *out, size_t cap)
 }
 
 /* The substitute for a bad sample, drawn from (seed, epoch, sample): any
- * sample; of a remote shard, a sample of the same shard, the one shard sure
- * to be in the cache (its job's pin lasts until the job ends:
- * rf__dispatch_job_done). A tar source's shards are indexed one after the
- * other, so a shard's samples are one run of indexes. With aspect-ratio
- * buckets, a sample of the batch's bucket (of the shard, when it has one;
- * bucket.h): its picture fits the batch's shape as the bad one's would. */
+ * sample (of a mixture, of the same source); of a remote shard, a sample of
+ * the same shard, the one shard sure to be in the cache (its job's pin
+ * lasts until the job ends: rf__dispatch_job_done). A tar source's shards
+ * are indexed one after the other, so a shard's samples are one run of
+ * indexes. With aspect-ratio buckets, a sample of the batch's bucket (of
+ * the shard, when it has one; bucket.h): its picture fits the batch's shape
+ * as the bad one's would. */
 static int64_t draw_substitute(const rf_work *k, int64_t sample, int bucket, rf_rng *rng)
 {
-    const rf_source *src = k->src;
+    int64_t i = sample;
+    const rf_source *src = rf__source_at(k->src, &i);
+    int64_t base = sample - i; /* a mixture's source's first global index */
     if (!src->remote)
         return k->buckets ? rf__bucket_draw(k->buckets, bucket, rng)
-                          : (int64_t)rf__rng_below(rng, (uint64_t)src->n);
-    int64_t lo = sample, hi = sample + 1;
-    while (lo > 0 && src->shard[lo - 1] == src->shard[sample])
+                          : base + (int64_t)rf__rng_below(rng, (uint64_t)src->n);
+    int64_t lo = i, hi = i + 1;
+    while (lo > 0 && src->shard[lo - 1] == src->shard[i])
         lo--;
-    while (hi < src->n && src->shard[hi] == src->shard[sample])
+    while (hi < src->n && src->shard[hi] == src->shard[i])
         hi++;
     if (k->buckets) {
-        int64_t in = rf__bucket_draw_in(k->buckets, bucket, lo, hi, rng);
+        int64_t in = rf__bucket_draw_in(k->buckets, bucket, base + lo, base + hi, rng);
         if (in >= 0)
             return in;
     }
-    return lo + (int64_t)rf__rng_below(rng, (uint64_t)(hi - lo));
+    return base + lo + (int64_t)rf__rng_below(rng, (uint64_t)(hi - lo));
 }
 
 /* Reads a substitute sample synchronously (rare path: on_error = skip). */
@@ -146,8 +150,10 @@ static int read_sample_sync(const rf_work *k, int64_t sample, rf_read *rd)
 {
     rd->path = rf__source_read_path(k->src, sample);
     /* a remote substitute is of the job's own shard: read through its pin */
-    rd->use_fd = k->src->remote != NULL;
-    rd->fd = rd->use_fd ? rf__remote_pin_fd(k->src->remote, k->src, sample) : -1;
+    int64_t i = sample;
+    const rf_source *src = rf__source_at(k->src, &i);
+    rd->use_fd = src->remote != NULL;
+    rd->fd = rd->use_fd ? rf__remote_pin_fd(src->remote, src, i) : -1;
     rf__source_extent(k->src, sample, &rd->ranged, &rd->offset, &rd->length);
     rd->sample = sample;
     return rf__read_sync(rd, k->cfg->max_file_bytes);
@@ -283,10 +289,10 @@ static int process_sample(rf_work *k, rf_worker_state *w, int worker, const rf_r
     }
     if (rd->err == EFBIG && !strcmp(rd->what, "size")) {
         snprintf(reason, cap, "%s is %llu bytes, more than max_file_bytes=%llu",
-                 k->src->kind == RF_SOURCE_RECORDS ? "record"
-                 : k->src->nextras > 0             ? "the span of its picture and extras"
-                 : rd->ranged                      ? "member"
-                                                   : "file",
+                 rf__source_records(k->src) ? "record"
+                 : k->src->nextras > 0      ? "the span of its picture and extras"
+                 : rd->ranged               ? "member"
+                                            : "file",
                  (unsigned long long)rd->size, (unsigned long long)cfg->max_file_bytes);
         return RF_E_LIMIT;
     }
@@ -294,7 +300,7 @@ static int process_sample(rf_work *k, rf_worker_state *w, int worker, const rf_r
         read_reason(rd, reason, cap);
         return RF_E_IO;
     }
-    if (k->src->kind == RF_SOURCE_RECORDS) {
+    if (rf__source_records(k->src)) {
         /* records: the bytes themselves, no decode (the reader failed short reads) */
         if (rd->len != cfg->sample_bytes) {
             snprintf(reason, cap, "short read: %zu of %zu bytes", rd->len, cfg->sample_bytes);
@@ -421,6 +427,7 @@ void rf__work_sample(void *ctx, int worker, rf_pool_job *pj)
         s->view.scales[j->pos] = rc == 0 ? t.scale : 0.0f;
     }
     if (msg[0]) {
+        rf__source_count_error(k->src, sample);
         int i = atomic_fetch_add(&s->nbad, 1);
         if (i < RF_SLOT_MAX_BAD) {
             s->bad[i].sample = sample;

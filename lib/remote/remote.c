@@ -593,7 +593,14 @@ void rf__remote_lookahead(rf_remote *r, const rf_source *src, int64_t num_batche
             r->cur_pos = 0;
             continue;
         }
-        uint32_t k = src->shard[idx[r->cur_pos]];
+        int64_t i = idx[r->cur_pos];
+        const rf_source *ps = rf__source_at(src, &i);
+        if (ps->remote != r) { /* a sample of another source of a mixture */
+            r->cur_pos++;
+            walked++;
+            continue;
+        }
+        uint32_t k = ps->shard[i];
         rf_shard *s = &r->sh[k];
         if (s->planned + s->inflight == 0 && r->nused >= r->cap_shards)
             break; /* the cache holds no more: wait for a shard to be done with */

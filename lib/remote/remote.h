@@ -108,7 +108,8 @@ void rf__remote_seek(rf_remote *r, int64_t batch);
  * is core's, and this room does not call up). */
 typedef int64_t rf_remote_batch_fn(const void *ctx, int64_t k, const int64_t **idx);
 /* Plans the samples ahead (see above) in the order batch(ctx, 0 ..
- * num_batches - 1) gives. */
+ * num_batches - 1) gives; src may be a mixture, whose samples of other
+ * sources are passed over. */
 void rf__remote_lookahead(rf_remote *r, const struct rf_source *src, int64_t num_batches,
                           rf_remote_batch_fn *batch, const void *ctx);
 /* Takes sample for a read when its shard is pinned: 1 (the pin is held

@@ -29,11 +29,13 @@
 #include "kinds.h"
 #include "redact.h"
 #include "ringfeed.h"
+#include "mix.h"
 
 void rf__source_close(rf_source *s)
 {
     if (!s)
         return;
+    rf__source_mix_close(s);
     free(s->arena);
     free(s->path_off);
     free(s->labels);
@@ -73,6 +75,7 @@ uint32_t rf__source_record_file(const rf_source *s, int64_t i)
 void rf__source_extent(const rf_source *s, int64_t i, int *ranged, uint64_t *offset,
                        uint64_t *length)
 {
+    s = rf__source_at(s, &i);
     if (s->kind == RF_SOURCE_TAR && s->nextras > 0) {
         *ranged = 1; /* the image and the extras in one read */
         *offset = s->span_off[i];
@@ -97,6 +100,7 @@ int rf__source_name(const rf_source *s, int64_t i, char *buf, size_t cap)
 {
     if (i < 0 || i >= s->n)
         return snprintf(buf, cap, "(no sample %lld)", (long long)i);
+    s = rf__source_at(s, &i);
     if (s->kind == RF_SOURCE_TAR)
         return snprintf(buf, cap, "%s:%s", rf__source_path(s, i), s->arena + s->path_off[i]);
     if (s->kind == RF_SOURCE_RECORDS) {
@@ -111,6 +115,8 @@ int rf__source_name(const rf_source *s, int64_t i, char *buf, size_t cap)
 
 int rf__source_key(const rf_source *s, int64_t i, char *buf, size_t cap)
 {
+    if (s->kind == RF_SOURCE_MIX && i >= 0 && i < s->n)
+        s = rf__source_at(s, &i);
     if (s->kind != RF_SOURCE_TAR || i < 0 || i >= s->n)
         return snprintf(buf, cap, "%s", "");
     /* the image member's name up to the first '.' of its base name */
@@ -126,6 +132,7 @@ int rf__source_sample_name(const rf_source *s, int64_t i, char *buf, size_t cap)
 {
     if (i < 0 || i >= s->n)
         return snprintf(buf, cap, "(no sample %lld)", (long long)i);
+    s = rf__source_at(s, &i);
     if (s->kind == RF_SOURCE_TAR) {
         int n = snprintf(buf, cap, "%s:", rf__source_path(s, i));
         size_t at = n >= 0 && (size_t)n < cap ? (size_t)n : cap;
@@ -160,6 +167,8 @@ static uint64_t fnv_u64(uint64_t h, uint64_t v)
 
 uint64_t rf__source_fingerprint(const rf_source *s)
 {
+    if (s->kind == RF_SOURCE_MIX)
+        return rf__source_mix_fingerprint(s);
     uint64_t h = fnv_u64(0xcbf29ce484222325ULL, (uint64_t)s->n);
     for (int64_t i = 0; i < s->n; i++) {
         const char *path = rf__source_path(s, i), *base = strrchr(path, '/');
@@ -182,6 +191,8 @@ uint64_t rf__source_fingerprint(const rf_source *s)
 
 size_t rf__source_bytes(const rf_source *s)
 {
+    if (s->kind == RF_SOURCE_MIX)
+        return rf__source_mix_bytes(s);
     size_t per = 0;
     if (s->path_off)
         per += sizeof *s->path_off;

@@ -17,9 +17,11 @@
  * record files are stat'ed for their sizes.
  *
  * source.c picks the kind and holds the accessors; each kind indexes in a
- * file of its own (folder.c, list.c, tar.c,
- * records.c) behind kinds.h; pattern.c expands shard
- * patterns, arena.c holds the storage the kinds write into.
+ * file of its own (folder.c, list.c, tar.c, records.c) behind kinds.h;
+ * pattern.c expands shard patterns, arena.c holds the storage the kinds
+ * write into. A mixture of sources (mix.c) holds one index per source; the
+ * accessors take its global sample indexes and ask the source that holds
+ * the sample (rf__source_at).
  */
 #ifndef RF_SOURCE_H
 #define RF_SOURCE_H
@@ -32,6 +34,7 @@ enum rf_source_kind {
     RF_SOURCE_LIST = 2,
     RF_SOURCE_TAR = 3,
     RF_SOURCE_RECORDS = 4,
+    RF_SOURCE_MIX = 5, /* a mixture: several sources of the kinds above (source_mix.h) */
 };
 
 #define RF_SOURCE_MAX_EXTRAS 16 /* extra members a tar source may return per sample */
@@ -64,6 +67,7 @@ typedef struct rf_source_opts {
 } rf_source_opts;
 
 struct rf_remote;
+struct rf_source_mix;
 
 typedef struct rf_source {
     int kind;
@@ -112,6 +116,9 @@ typedef struct rf_source {
      * pictures' sizes: 2 per sample (width, height), 0 where not stated;
      * NULL when no shard's manifest did (sizes.h) */
     uint32_t *dims;
+    /* a mixture (RF_SOURCE_MIX): n, nclasses, nextras and, of records,
+     * record_size are the mixture's; its sources hold the rest (owned) */
+    struct rf_source_mix *mix;
 } rf_source;
 
 /* Indexes `spec`:
@@ -143,6 +150,25 @@ size_t rf__source_bytes(const rf_source *s);
 /* File index of record i (binary search over first[]). */
 uint32_t rf__source_record_file(const rf_source *s, int64_t i);
 
+/* The index holding global sample *i of a mixture, *i made that source's
+ * own index (source_mix.c). */
+const rf_source *rf__source_mix_part(const rf_source *s, int64_t *i);
+
+/* The index that holds sample *i: s itself, or for a mixture the source
+ * holding it, *i then made its own index. Every per-sample accessor asks
+ * it first. */
+static inline const rf_source *rf__source_at(const rf_source *s, int64_t *i)
+{
+    return s->kind == RF_SOURCE_MIX ? rf__source_mix_part(s, i) : s;
+}
+
+/* 1 when samples are fixed-size records (bytes passed through): a record
+ * source, or a mixture of them. */
+static inline int rf__source_records(const rf_source *s)
+{
+    return s->kind == RF_SOURCE_RECORDS || (s->kind == RF_SOURCE_MIX && s->record_size > 0);
+}
+
 /* Shards: the files that hold many samples each (tar shards, record
  * files), nfiles of them; 0 for an image folder or a list file, whose
  * samples are files of their own. The shard-aware shuffle groups by them. */
@@ -163,6 +189,7 @@ static inline uint32_t rf__source_shard(const rf_source *s, int64_t i)
  * while the source lives. */
 static inline const char *rf__source_path(const rf_source *s, int64_t i)
 {
+    s = rf__source_at(s, &i);
     if (s->shown_off)
         return s->arena + s->shown_off[s->shard[i]];
     if (rf__source_nshards(s) > 0)
@@ -175,6 +202,7 @@ static inline const char *rf__source_path(const rf_source *s, int64_t i)
  * reader reads a remote shard through its pin, rf__remote_pin_fd). */
 static inline const char *rf__source_read_path(const rf_source *s, int64_t i)
 {
+    s = rf__source_at(s, &i);
     if (s->local_off)
         return s->arena + s->local_off[s->shard[i]];
     return rf__source_path(s, i);
@@ -192,6 +220,7 @@ void rf__source_extent(const rf_source *s, int64_t i, int *ranged, uint64_t *off
 static inline void rf__source_image_in_span(const rf_source *s, int64_t i, uint64_t *rel,
                                             uint64_t *len)
 {
+    s = rf__source_at(s, &i);
     *rel = s->data_off[i] - s->span_off[i];
     *len = s->data_len[i];
 }
@@ -201,6 +230,7 @@ static inline void rf__source_image_in_span(const rf_source *s, int64_t i, uint6
 static inline int rf__source_extra_in_span(const rf_source *s, int64_t i, int e, uint64_t *rel,
                                            uint32_t *len)
 {
+    s = rf__source_at(s, &i);
     size_t at = (size_t)i * (size_t)s->nextras + (size_t)e;
     if (s->ext_len[at] == RF_SOURCE_ABSENT)
         return 0;
@@ -209,9 +239,15 @@ static inline int rf__source_extra_in_span(const rf_source *s, int64_t i, int e,
     return 1;
 }
 
+/* Label of a mixture's sample i: its source's plus its label offset
+ * (source_mix.c). */
+int64_t rf__source_mix_label(const rf_source *s, int64_t i);
+
 /* Label of sample i (0 for records, -1 for unlabeled tar shards). */
 static inline int64_t rf__source_label(const rf_source *s, int64_t i)
 {
+    if (s->kind == RF_SOURCE_MIX)
+        return rf__source_mix_label(s, i);
     return s->labels ? s->labels[i] : 0;
 }
 

@@ -13,6 +13,7 @@ the native loader is destroyed only after its last batch died (_handle).
 
 The package, a module per concern:
   loader.py    Loader: iteration, position (set_epoch, state_dict), stats
+  _mix.py      Mix, Source: several sources in one Loader, each with its share
   _options.py  keyword arguments -> RF_P_* parameters, environment defaults
   _handle.py   the native rf_loader and its batch leases; fork safety
   _outputs.py  a lent batch -> numpy arrays, torch tensors, CUDA tensors
@@ -33,12 +34,13 @@ from . import augment  # noqa: F401 (ringfeed.augment.apply, .draws)
 from ._errors import RingfeedError
 from ._features import BuildWarning, features, warn_missing
 from ._lib import __version__, library_path, library_version  # noqa: F401 (public API)
+from ._mix import Mix, Source
 from .augment import (AutoAugment, ColorJitter, RandAugment, RandomErasing, RandomGrayscale,
                       TrivialAugmentWide)
 from .loader import Loader
 
-__all__ = ["Loader", "RingfeedError", "BuildWarning", "features", "library_path",
-           "library_version", "__version__", "RandAugment", "TrivialAugmentWide", "AutoAugment",
-           "ColorJitter", "RandomGrayscale", "RandomErasing", "augment"]
+__all__ = ["Loader", "Mix", "Source", "RingfeedError", "BuildWarning", "features",
+           "library_path", "library_version", "__version__", "RandAugment", "TrivialAugmentWide",
+           "AutoAugment", "ColorJitter", "RandomGrayscale", "RandomErasing", "augment"]
 
 warn_missing()  # a build without libspng, libwebp or libcurl says so now, not at its first PNG

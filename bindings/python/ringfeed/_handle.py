@@ -96,15 +96,22 @@ class _Handle:
         self.stopped = False          # stop() was called: a failing wait means "closed"
 
     @classmethod
-    def open(cls, lib, source, params, source_str, strings=()):
-        """A started loader on `source` (bytes) with `params`, a list of
+    def open(cls, lib, source, params, source_str, strings=(), mix=None):
+        """A started loader on `source` (bytes), or on the sources of `mix`
+        (a ringfeed.Mix; source is then None), with `params`, a list of
         (RF_P_*, value), and `strings`, a list of (setter name, bytes or None)
         such as ("rf_loader_set_extras", b"txt,json"). An option the library
         refuses raises _OptionError."""
-        ptr = lib.rf_loader_create(source)
+        ptr = lib.rf_loader_create_mix(mix.epoch_size) if mix else lib.rf_loader_create(source)
         if not ptr:
             raise MemoryError("ringfeed: rf_loader_create failed")
         h = cls(lib, ptr)
+        for what, rc in (mix.add_to(lib, ptr) if mix else ()):
+            msg = "ringfeed: %s rejected: %s" % (what, strerror(rc))
+            detail = h.errmsg()
+            if detail:
+                msg += ": " + detail
+            raise (_OptionError if rc == RF_E_INVALID else RingfeedError)(msg, rc)
         for setter, value in strings:
             # a tuple holds several arguments (rf_loader_set_normalize, _set_sample_fn)
             rc = getattr(lib, setter)(ptr, *(value if isinstance(value, tuple) else (value,)))

@@ -146,6 +146,14 @@ PARAM_NAMES = {
     RF_P_BUCKET_MULTIPLE: "bucket_multiple",
 }
 
+# Mixtures (enum rf_mix_size, enum rf_source_param).
+RF_MIX_WHOLE = 0
+RF_MIX_PROPORTION = 1
+RF_MIX_REPEAT = 2
+RF_MIX_CHOOSE = 3
+RF_SP_LABEL_OFFSET = 1
+RF_SP_SHUFFLE_BLOCK = 2
+
 TRANSFORMS = {"none": 0, "center": 1, "random_resized_crop": 2, "resize": 3, "letterbox": 4}
 ALIGNS = {"center": 0, "top_left": 1}  # enum rf_align
 LAYOUTS = {"NHWC": 0, "NCHW": 1}
@@ -210,6 +218,16 @@ _SIGNATURES = [
     ("rf_loader_set_cache_dir", ctypes.c_int, [_c_loader_p, ctypes.c_char_p]),
     ("rf_batch_field", ctypes.c_void_p,
      [_c_batch_p, _i64, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t)]),
+    # Mixtures of sources (0.5).
+    ("rf_loader_create_mix", _c_loader_p, [_i64]),
+    ("rf_loader_add_source", ctypes.c_int,
+     [_c_loader_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_double]),
+    ("rf_loader_set_source_param", ctypes.c_int, [_c_loader_p, ctypes.c_int, ctypes.c_int, _i64]),
+    ("rf_loader_num_sources", ctypes.c_int, [_c_loader_p]),
+    ("rf_loader_source_counts", ctypes.c_int, [_c_loader_p, ctypes.c_int, _i64_p, _i64_p]),
+    ("rf_loader_epoch_size", _i64, [_c_loader_p]),
+    ("rf_loader_sample_source", ctypes.c_int, [_c_loader_p, _i64]),
+    ("rf_batch_sources", ctypes.POINTER(ctypes.c_int32), [_c_batch_p]),
     # CUDA (present in every build; RF_E_NO_DEVICE / 0 without a device). Streams
     # and device pointers travel as integers (cudaStream_t, data_ptr()).
     ("rf_cuda_device_count", ctypes.c_int, []),

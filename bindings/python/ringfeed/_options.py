@@ -14,11 +14,12 @@ their default, so the binding still runs on a library that predates them.
 
 import ctypes
 import os
-import re
 
 import numpy as np
 
 from . import _lib
+from ._mix import Mix
+from ._redact import shown
 from ._recipe import Recipe
 
 # RF_P_MAX_FILE_BYTES's default in the library: larger sample files are errors.
@@ -100,23 +101,7 @@ def _env_int(var, default):
         raise ValueError("ringfeed: environment %s=%r is not an integer" % (var, v)) from None
 
 
-_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)([^/?#]*)(.*)$", re.S)
-
-
-def _shown(path):
-    """A source entry as the library shows it (lib/util/redact.h): a URL's
-    user:password and an http(s) query or fragment become ***."""
-    m = _URL.match(path)
-    if not m:
-        return path
-    scheme, auth, rest = m.groups()
-    if "@" in auth:
-        auth = "***@" + auth.rsplit("@", 1)[1]
-    if scheme.lower() in ("http://", "https://"):
-        cut = min([i for i in (rest.find("?"), rest.find("#")) if i >= 0], default=-1)
-        if cut >= 0:
-            rest = rest[:cut + 1] + "***"
-    return scheme + auth + rest
+_shown = shown  # a source entry as the library shows it (_redact.py)
 
 
 def _source_spec(source):
@@ -274,7 +259,7 @@ def _parse_device(device):
 
 
 class Options:
-    """Loader's arguments, checked: the source, the output's kind,
+    """Loader's arguments, checked: the source (or `mix`, a Mix), the output's kind,
     `params`, the (RF_P_*, value) pairs to set before rf_loader_start, and
     `strings`, the (setter, bytes or None) calls for the tar member names
     (rf_loader_set_label, rf_loader_set_extras; only what differs from the
@@ -284,8 +269,13 @@ class Options:
     def __init__(self, source, batch_size, image_size, transform, flip, layout, shuffle, seed,
                  drop_last, num_workers, device, pin_memory, prefetch, on_error, rank,
                  world_size, local_world_size, max_file_bytes, extra):
-        self.source = _source_spec(source)
-        self.source_str = ", ".join(_shown(p) for p in os.fsdecode(self.source).split("\n"))
+        self.mix = source if isinstance(source, Mix) else None
+        if self.mix is not None:
+            self.source = None
+            self.source_str = repr(self.mix)
+        else:
+            self.source = _source_spec(source)
+            self.source_str = ", ".join(_shown(p) for p in os.fsdecode(self.source).split("\n"))
 
         extra = dict(extra)
         record_size = _int("record_size", extra.pop("record_size", 0))
@@ -304,6 +294,7 @@ class Options:
         self.dtype = dtype if self.records else np.dtype(self.recipe.np_dtype)
         if transform is None:
             transform = "none" if self.records or extra.get("max_side") else "random_resized_crop"
+        self.return_source = bool(extra.pop("return_source", False))
         self.output = extra.pop("output", "auto")
         self.copy_mode = extra.pop("copy_mode", "ring")
         io_backend = extra.pop("io_backend", "auto")

@@ -50,6 +50,15 @@ def _int64s(ptr, count):
     return np.ctypeslib.as_array(ptr, shape=(count,)).copy() if count else np.empty(0, np.int64)
 
 
+def _sources(lib, b, count):
+    """Each sample's source number (int64 [count]): rf_batch_sources, 0
+    for a loader of one source (which has no such array)."""
+    p = lib.rf_batch_sources(b)
+    if not p or not count:
+        return np.zeros(count, np.int64)
+    return np.ctypeslib.as_array(p, shape=(count,)).astype(np.int64)
+
+
 def _fields(lib, b, count, names):
     """The extra members of each of the batch's count samples: a list of
     dicts {ext: bytes} (copies; a member the sample lacks is absent)."""
@@ -96,6 +105,7 @@ class BatchForm:
     native: bool = False
     pad: bool = False
     layout: str = "NHWC"
+    sources: bool = False  # return_source: each sample's source (int64 [B]) after labels
 
     def __post_init__(self):
         self.labeled = self.labeled and not self.records  # records carry no labels
@@ -107,7 +117,8 @@ class _Output:
 
     def batch(self, h, lease, form, with_indices):
         """The lent batch as (images, labels), images alone (unlabeled tar
-        shards) or, for records, data alone; extras add the list of each
+        shards) or, for records, data alone; form.sources adds each
+        sample's source (int64 [B]) after them, extras the list of each
         sample's {ext: bytes}, with_indices the sample indices (int64 [B])
         at the end."""
         lib = h.lib
@@ -115,6 +126,7 @@ class _Output:
         count = int(lib.rf_batch_count(b))
         labels = _int64s(lib.rf_batch_labels(b), count) if form.labeled else None
         indices = _int64s(lib.rf_batch_samples(b), count) if with_indices else None
+        sources = _sources(lib, b, count) if form.sources else None
         # before _arrays, which may release the lease
         extras = _fields(lib, b, count, form.extras) if form.extras else None
         shape = form.sample_shape
@@ -133,6 +145,8 @@ class _Output:
             out = (self._native(out[0], sizes, form),) + out[1:]
         if not form.labeled:  # records, unlabeled shards: the images (data) alone
             out = out[:1]
+        if sources is not None:
+            out += (self.torch.from_numpy(sources) if self.torch is not None else sources,)
         if extras is not None:
             out += (extras,)
         if form.framed:

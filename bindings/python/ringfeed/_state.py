@@ -21,6 +21,11 @@ The dict holds plain ints, bools and strings (JSON-serialisable):
                 runs' size of the sequence it splits, rf_loader_rest_unit;
                 0: a whole epoch's own), which a resume on any world size
                 or batch size passes on (rf_loader_seek_rest_unit)
+  mixture       only for a Mix: {"epoch_size", "sources": [{"samples",
+                "epoch_samples", "label_offset", "shuffle_block"}, ...]}, the
+                sources as the library resolved them; a Loader over another
+                mixture (or over one source) refuses the dict, and a Loader
+                over a Mix refuses a dict without one
 
 The global order is a function of (seed, epoch, shuffle, shuffle_block) and
 the index, so those must agree for any resume. On the same world size the
@@ -60,6 +65,8 @@ class Identity:
     read_fingerprint: Callable[[], int]
     # aspect-ratio buckets: a list of [height, width] (None: without)
     buckets: Optional[list] = None
+    # a Mix: the sources as the library resolved them (None: one source)
+    mixture: Optional[dict] = None
     _fp: Optional[str] = dataclasses.field(default=None, init=False, repr=False)
 
     def __post_init__(self):
@@ -98,7 +105,42 @@ def make(ident, epoch, batch, start, consumed, unit=0):
     if ident.buckets:
         state["buckets"] = ident.buckets
         state["unit"] = unit
+    if ident.mixture is not None:
+        state["mixture"] = ident.mixture
     return state
+
+
+def _check_mixture(ident, state):
+    """Refuses a dict of another mixture, with what differs."""
+    theirs, mine = state.get("mixture"), ident.mixture
+    if theirs is None and mine is None:
+        return
+    if theirs is None or mine is None:
+        raise ValueError("ringfeed: this state dict was saved by a loader of %s, but this loader "
+                         "reads %s: a position is only valid in the same mixture"
+                         % ("one source" if theirs is None else
+                            "a mixture of %d sources" % len(theirs.get("sources", ())),
+                            "one source" if mine is None else
+                            "a mixture of %d sources" % len(mine["sources"])))
+    try:
+        srcs = list(theirs["sources"])
+        items = [(i, k, s[k]) for i, s in enumerate(srcs) for k in mine["sources"][0]]
+        size = theirs["epoch_size"]
+    except (TypeError, KeyError, IndexError):
+        raise ValueError("ringfeed: state dict has a malformed 'mixture': %r" % (theirs,)) from None
+    if len(srcs) != len(mine["sources"]):
+        raise ValueError("ringfeed: this state dict's mixture has %d sources, this loader's %d: "
+                         "a position is only valid in the same mixture"
+                         % (len(srcs), len(mine["sources"])))
+    for i, k, v in items:
+        if v != mine["sources"][i][k]:
+            raise ValueError("ringfeed: this state dict's mixture differs from this loader's: "
+                             "source %d has %s=%r there, %r here (the sources, their sizes, "
+                             "shares, label offsets and shuffle blocks must be the same)"
+                             % (i, k, v, mine["sources"][i][k]))
+    if size != mine["epoch_size"]:
+        raise ValueError("ringfeed: this state dict's mixture has epoch_size=%r, this loader's %r"
+                         % (size, mine["epoch_size"]))
 
 
 def _int(state, key, default=None):
@@ -124,6 +166,7 @@ def _check(ident, state):
         raise ValueError("ringfeed: state dict version 2 lacks 'start'")
     for k in ("seed", "world_size", "num_samples", "batch_size", "epoch", "batch"):
         _int(state, k)
+    _check_mixture(ident, state)
     if state["num_samples"] != ident.num_samples or (
             "fingerprint" in state and state["fingerprint"] != ident.fingerprint):
         raise ValueError(

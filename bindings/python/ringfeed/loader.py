@@ -45,7 +45,11 @@ class Loader:
 
     source: a folder, a list file, a .tar shard, a brace pattern
     ("shards/train-{0000..0099}.tar"), a glob ("shards/*.tar"), or a list of
-    these. A folder holds exactly the samples torchvision's ImageFolder
+    these; or a ringfeed.Mix of several such sources, each with its share of
+    an epoch (ringfeed.Source(..., proportion= | repeat= | choose=,
+    label_offset=); docs/mixing.md). return_source=True adds each sample's
+    source number (int64 [B], 0 for a loader of one source) right after the
+    labels: (images, labels, sources). A folder holds exactly the samples torchvision's ImageFolder
     indexes (.jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp, any case); a
     tar sample is a key's one picture member of those formats. Compressed
     shards (.tar.gz, ...) are refused: they cannot be read at offsets.
@@ -116,7 +120,9 @@ class Loader:
     shuffle_block=K > 0 (tar shards or record files) shuffles shard-aware,
     for shards that do not all fit a cache: the shards in a seeded order,
     K at a time, each block's samples shuffled together; about K shards are
-    read at once, the same on every rank (docs/resume.md, RF_P_SHUFFLE_BLOCK).
+    read at once, the same on every rank (docs/resume.md, RF_P_SHUFFLE_BLOCK); in a
+    Mix it applies to each source of shards, and Source(shuffle_block=)
+    sets it per source.
     Extra keyword options:
     exact (False by default; True decodes every picture at full resolution,
     so that transform="center" gives torchvision's Resize + CenterCrop +
@@ -237,7 +243,8 @@ class Loader:
                                self._batch_size, bool(h.get(P.RF_P_DROP_LAST)), opts.shuffle,
                                opts.shuffle_block, opts.sampler_drop_last,
                                lambda: self._lib.rf_loader_fingerprint(self._live().ptr),
-                               self.buckets if opts.bucketed else None)
+                               self.buckets if opts.bucketed else None,
+                               self._mixture() if opts.mix else None)
         if self._records:
             shape, nbytes = (opts.record_size // opts.dtype.itemsize,), opts.record_size
         else:
@@ -255,7 +262,7 @@ class Loader:
                                if rec.device_normalize else None,
                                shaped=not self._records and opts.bucketed,
                                framed=opts.framed, native=bool(opts.max_side), pad=opts.pad,
-                               layout=self._layout)
+                               layout=self._layout, sources=opts.return_source)
 
         # _positioned: the next iteration starts where the loader stands
         # (just started, set_epoch, load_state_dict); otherwise it starts at
@@ -271,7 +278,16 @@ class Loader:
 
     def _new_handle(self):
         return _Handle.open(self._lib, self._opts.source, self._opts.params, self._source_str,
-                            self._opts.strings)
+                            self._opts.strings, mix=self._opts.mix)
+
+    def _mixture(self):
+        """What a state dict records of a mixture (ringfeed._state): the
+        epoch's size and each source's samples, share, label offset and
+        shuffle block, as the library resolved them."""
+        st = self.stats()
+        return {"epoch_size": st["epoch_size"],
+                "sources": [{k: s[k] for k in ("samples", "epoch_samples", "label_offset",
+                                               "shuffle_block")} for s in st["sources"]]}
 
     def _live(self):
         """The native handle, after checking that this process may use it."""
@@ -327,7 +343,8 @@ class Loader:
     # -- public surface ----------------------------------------------------
 
     def __iter__(self):
-        """Batches of one epoch: (images, labels); for records, data.
+        """Batches of one epoch: (images, labels); for records, data; with
+        return_source=True each sample's source (int64 [B]) follows.
 
         The first iteration starts where the loader stands: epoch 0 after
         construction, batch 0 of the epoch given to set_epoch, or the batch
@@ -390,7 +407,22 @@ class Loader:
             return h.tell()[0]
         return self._last_epoch + 1
 
-    num_samples = _readonly("_num_samples", "Samples in the source's index (all ranks).")
+    num_samples = _readonly("_num_samples", "Samples in the source's index (all ranks; of a "
+                            "Mix, its sources' together).")
+
+    @property
+    def epoch_size(self):
+        """Entries of an epoch's global order (all ranks): num_samples, or
+        for a Mix the sum of its sources' shares."""
+        return int(self._lib.rf_loader_epoch_size(self._live().ptr))
+
+    def sample_source(self, index):
+        """The source (its number in the Mix, 0 for a loader of one source)
+        of the sample with global index `index`."""
+        v = self._lib.rf_loader_sample_source(self._live().ptr, _int("index", index))
+        if v < 0:
+            raise IndexError("ringfeed: no sample %d" % index)
+        return int(v)
     batch_size = _readonly("_batch_size", "Samples per batch (the last may have fewer).")
     image_size = _readonly("_image_size", "Side of the output images in pixels, or their "
                            "(height, width) when they are not square (with buckets: the pixel "
@@ -473,7 +505,14 @@ class Loader:
     def stats(self):
         """The loader's statistics as a dict (see rf_loader_stats_json).
         "errors" lists at most 16 bad samples per batch and 1,000 in all;
-        "errors_count" counts every one."""
+        "errors_count" counts every one. "latency" holds the consumer's wait
+        for each batch: wait_p50_ms, wait_p90_ms, wait_p99_ms, wait_max_ms,
+        wait_mean_ms (a loader is judged by its tail), ring_empty (batches
+        not ready when asked for) and first_batch_seconds (from the start of
+        the native loader, index included, to the first batch). A Mix adds
+        "epoch_size" and "sources": per source, its samples, epoch_samples
+        (its share), delivered (samples lent so far), errors (bad samples
+        its decode met), label_offset and shuffle_block."""
         h = self._live()
         cap = 1 << 16
         while True:
@@ -495,7 +534,9 @@ class Loader:
         batch after the last one delivered; once an epoch's last batch was
         delivered, it is batch 0 of the next epoch. "consumed" says how much
         of the epoch's global order all ranks took, for a resume on another
-        world size; "fingerprint" identifies the dataset."""
+        world size; "fingerprint" identifies the dataset; "mixture" (a Mix
+        only) its sources' sizes and shares, which a Loader of another
+        mixture refuses."""
         h = self._live()
         epoch, batch = h.tell()
         start, consumed = h.tell_rest()
@@ -524,7 +565,9 @@ class Loader:
         batches); `state` may also be the list of every rank's dicts, and
         then the slowest rank's position counts: samples that faster ranks
         took beyond it are seen again. seed, shuffle, shuffle_block,
-        sampler_drop_last and the dataset (its fingerprint) must be the same;
+        sampler_drop_last and the dataset (its fingerprint; of a Mix, its
+        sources and their shares, label offsets and shuffle blocks) must be
+        the same;
         on another world size batch_size and drop_last may differ. A dict of
         another dataset, order or version raises ValueError."""
         self._live()

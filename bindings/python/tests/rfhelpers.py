@@ -221,6 +221,15 @@ def wait_child(pid, timeout=60):
         time.sleep(0.02)
 
 
+def tar_add(tf, name, data):
+    """Adds a member `name` holding the bytes `data` to the open tarfile tf."""
+    import io
+    import tarfile
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    tf.addfile(info, io.BytesIO(data))
+
+
 def tiny_jpeg_folder(root, n, classes, seed):
     """n small JPEGs (40..44 x 36) in `classes` class folders, image i in class
     i % classes: an image folder whose size divides by few world sizes."""

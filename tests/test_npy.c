@@ -104,7 +104,7 @@ static void test_npy_header_spellings(void **state)
         {1, "{\"descr\": \"u1\", \"fortran_order\": False, \"shape\": (2L, 3L, 3L)}"},
         {1, " { 'descr' : '>u1' ,\n'fortran_order':False,'shape':( 2 , 3 , 3 , ) , } "},
     };
-    uint8_t out[2 * 3 * 3];
+    uint8_t out[3 * 3 * 3]; /* a 3x3 output */
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         pic q = {0};
         npy_raw(ok[i].major, ok[i].h, data, 18, &q);
@@ -113,12 +113,12 @@ static void test_npy_header_spellings(void **state)
         char err[256] = "";
         rf_decode_times t;
         pic ref = p;
-        uint8_t want[2 * 3 * 3];
+        uint8_t want[3 * 3 * 3];
         assert_int_equal(decode(d, &ref, &o, want, err, sizeof err, &t), 0);
         int rc = decode(d, &q, &o, out, err, sizeof err, &t);
         if (rc != 0)
             fail_msg("header %zu refused: %s", i, err);
-        assert_memory_equal(out, want, 9);
+        assert_memory_equal(out, want, sizeof want);
         assert_int_equal(t.width, 3);
         assert_int_equal(t.height, 2);
         pic_free(&q);

@@ -512,8 +512,10 @@ int pack_run(const pack_opts *o, pack_input *in)
                 pack_input_name(in, order[p], name, sizeof name);
                 fprintf(stderr, "%sringfeed-pack: %s%s: %s\n", tty ? "\n" : "",
                         o->skip_errors ? "skipped " : "", name, r->err);
-                if (!o->skip_errors || add_bad(&bads, &nbad, &bad_cap, p, r->err))
-                    rc = 1;
+                if (!o->skip_errors || add_bad(&bads, &nbad, &bad_cap, p, r->err)) {
+                    rc = 1; /* and the shard is not finished: rc stays */
+                    goto next;
+                }
             } else if (write_sample(o, in, keys, p, r, f) != 0) {
                 fprintf(stderr, "ringfeed-pack: cannot write %s\n", tmp);
                 rc = 1;

@@ -179,7 +179,7 @@ def _choose(pa, first, image, label):
         if not cands:
             ints = [f.name for f in schema if pa.types.is_integer(f.type)]
             named = [n for n in ints if n.lower() in LABEL_NAMES]
-            cands = ints if len(ints) == 1 else named
+            cands = named if len(ints) > 1 and named else ints
         if len(cands) != 1:
             raise TableError("%s: %s: name the label column with --label-column (columns: %s)"
                              % (first.path, "several could be the label (%s)" % ", ".join(cands)

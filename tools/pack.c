@@ -28,7 +28,7 @@ static void usage(FILE *f)
     fprintf(
         f,
         "usage: ringfeed-pack [options] SRC... OUT\n"
-        "       ringfeed-pack merge OUT\n"
+        "       ringfeed-pack merge [--without-shards] OUT\n"
         "Writes SRC (an image folder, a list file or tar shards: anything the loader reads;\n"
         "JPEG, PNG, WebP, BMP, PNM pictures; or tables: .parquet / .arrow files, or a folder\n"
         "written by datasets' save_to_disk, read with pyarrow) as WebDataset tar shards\n"
@@ -53,7 +53,9 @@ static void usage(FILE *f)
         "  --seed S            seed of --shuffle (default 0)\n"
         "  --part K/N          write the K-th (0..N-1) of N contiguous slices of the order:\n"
         "                      shards <prefix>-pKofN-000000.tar, ... and manifest-pKofN.json;\n"
-        "                      then `ringfeed-pack merge OUT` writes OUT/manifest.json\n"
+        "                      then `ringfeed-pack merge OUT` checks the parts and writes\n"
+        "                      OUT/manifest.json (--without-shards: the shards are not in\n"
+        "                      OUT, e.g. already in object storage: their manifests alone)\n"
         "  --keep-keys         keep the source's own keys (a file's path without extension,\n"
         "                      a tar sample's key) where unique and tar-safe\n"
         "  --keep-original-if-smaller  store a picture needing no shrink as it came, under\n"
@@ -170,10 +172,12 @@ static char *join_sources(char **v, int n)
 int main(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "merge")) {
-        if (argc == 3 && strcmp(argv[2], "-h") && strcmp(argv[2], "--help"))
-            return pack_merge(argv[2]);
-        usage(argc == 3 ? stdout : stderr);
-        return argc == 3 ? 0 : 2;
+        int without = argc == 4 && !strcmp(argv[2], "--without-shards");
+        if ((argc == 3 || without) && argv[argc - 1][0] != '-')
+            return pack_merge(argv[argc - 1], !without);
+        int help = argc == 3 && (!strcmp(argv[2], "-h") || !strcmp(argv[2], "--help"));
+        usage(help ? stdout : stderr);
+        return help ? 0 : 2;
     }
     pack_opts o = {.prefix = "shard",
                    .img = {.quality = 90, .store = PACK_STORE_JPEG, .raw_max_ratio = 4},

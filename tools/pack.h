@@ -252,7 +252,8 @@ void pack_json_str(FILE *f, const char *s, size_t n);
 
 /* ---- merge (pack_merge.c) ---- */
 
-/* ringfeed-pack merge OUT: 0, or 1 with the message printed. */
-int pack_merge(const char *out);
+/* ringfeed-pack merge [--without-shards] OUT: 0, or 1 with the message
+ * printed. shards_here 0: the shards are not checked (not in OUT). */
+int pack_merge(const char *out, int shards_here);
 
 #endif

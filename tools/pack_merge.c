@@ -9,7 +9,9 @@
  *     count, classes and options, and part K covers positions
  *     [K*n/N, (K+1)*n/N) of it;
  *   - every shard a part lists is in OUT, a regular file (not a link) of the
- *     byte size stated, its name a plain file name listed once.
+ *     byte size stated, its name a plain file name listed once (without
+ *     the shards, --without-shards: the names alone, for shards already in
+ *     object storage, which the loader checks against their entries).
  * The merged manifest has the one-machine layout: the counts summed, the
  * kinds of pictures stored summed, the shards of part 0, then part 1, ...
  * (their entries copied as written: index, sources, digests), the skipped
@@ -132,7 +134,7 @@ static int read_part(const char *out, const char *path, part *pt)
 /* The shards part k lists: each in OUT as stated, listed once in the pack
  * (names seen so far in *seen, '\n'-separated, kept sorted by nothing: a
  * linear search over the few thousand shards of a pack). 0 or 1. */
-static int check_shards(const char *out, const char *mpath, const part *pt, char **seen,
+static int check_shards(const char *out, const char *mpath, const part *pt, int files, char **seen,
                         size_t *seen_len, int64_t *nshards)
 {
     pj_span it = {NULL, NULL};
@@ -160,6 +162,10 @@ static int check_shards(const char *out, const char *mpath, const part *pt, char
         *seen_len += nl + 1;
         snprintf(path, sizeof path, "%s/%s", out, name);
         struct stat st;
+        if (!files) {
+            (*nshards)++;
+            continue;
+        }
         if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
             return merge_error(out, "shard %s, listed in %s, is missing (or not a file)", name,
                                mpath);
@@ -271,7 +277,7 @@ static int write_merged(const char *out, const part *pts, int64_t n)
     return 0;
 }
 
-int pack_merge(const char *out)
+int pack_merge(const char *out, int shards_here)
 {
     DIR *d = opendir(out);
     if (!d)
@@ -352,7 +358,7 @@ int pack_merge(const char *out)
                              "than part 0",
                              name, "");
         else
-            rc = check_shards(out, name, pt, &seen, &seen_len, &nshards);
+            rc = check_shards(out, name, pt, shards_here, &seen, &seen_len, &nshards);
     }
     if (rc == 0)
         rc = write_merged(out, pts, count);

@@ -59,9 +59,9 @@ def pack_parts(folder, out, n, *args):
     return json.load(open(os.path.join(out, "manifest.json")))
 
 
-def run_pack_merge(out):
+def run_pack_merge(out, *args):
     import ringfeed.pack
-    return ringfeed.pack.run(["merge", out], capture_output=True, text=True, timeout=120)
+    return ringfeed.pack.run(["merge", *args, out], capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.parametrize("extra", [(), ("--shuffle", "--seed", "5", "--store", "auto")])
@@ -136,6 +136,26 @@ def test_merge_refuses_a_pack_that_is_not_whole(folder, tmp_path):
         f.write('{"format": "ringfeed-pack 1", "shards": [')
     r = run_pack_merge(out)
     assert r.returncode == 1 and "manifest-p2of3.json" in r.stderr
+
+
+def test_merge_without_shards(folder, tmp_path):
+    """The shards already in object storage: the part manifests alone are
+    merged into the manifest a merge beside the shards writes."""
+    out = str(tmp_path / "p")
+    for k in range(2):
+        assert run_pack(folder, out, "--part", "%d/2" % k, *ARGS).returncode == 0
+    only = tmp_path / "manifests"
+    only.mkdir()
+    for k in range(2):
+        name = "manifest-p%dof2.json" % k
+        (only / name).write_bytes(open(os.path.join(out, name), "rb").read())
+    r = run_pack_merge(str(only))
+    assert r.returncode == 1 and "shard-p0of2-000000.tar" in r.stderr and "missing" in r.stderr
+    r = run_pack_merge(str(only), "--without-shards")
+    assert r.returncode == 0, r.stderr
+    assert run_pack_merge(out).returncode == 0
+    assert (only / "manifest.json").read_bytes() == open(os.path.join(out, "manifest.json"),
+                                                         "rb").read()
 
 
 def test_a_part_run_again_resumes(folder, tmp_path):

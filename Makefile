@@ -76,8 +76,10 @@ DEB_PACKAGES := build-essential cmake pkg-config liburing-dev libturbojpeg0-dev 
 # Test-only packages from PyPI (not in Debian 12, or too old there), installed
 # into $(TEST_VENV). scikit-build-core: pyproject.toml's build backend; webdataset:
 # the tar-shard tests write shards with its ShardWriter and compare with its reader;
-# moto[server] + boto3: the remote-shard tests run an S3-compatible server on 127.0.0.1.
-TEST_PIP_PACKAGES := scikit-build-core>=0.10 webdataset moto[server] boto3 numba
+# moto[server] + boto3: the remote-shard tests run an S3-compatible server on 127.0.0.1;
+# numba: a sample_fn written in Python (@cfunc); pyarrow: ringfeed-pack reads Parquet and
+# Arrow tables with it (below 26, which needs NumPy 2: Debian 12 has 1.24).
+TEST_PIP_PACKAGES := scikit-build-core>=0.10 webdataset moto[server] boto3 numba pyarrow<26
 
 .PHONY: all deps deps-debian deps-venv build test bench sanitize memcheck fuzz fuzz-deep format clean
 

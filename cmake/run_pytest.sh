@@ -9,8 +9,9 @@
 #   - pytest not installed: 77 (CTest reports "skipped") on a developer machine,
 #     a failure when $CI is set;
 #   - under $CI, the test-only packages from PyPI that `make deps` installs
-#     (webdataset; moto and boto3 for the S3 server) must import: the tests
-#     that need them skip without them, which CI must not take for a pass.
+#     (webdataset; moto and boto3 for the S3 server; pyarrow for the packer's
+#     tables) must import: the tests that need them skip without them, which
+#     CI must not take for a pass.
 # The environment (RINGFEED_LIBRARY, RINGFEED_GEN, PYTHONPATH, ...) comes from CTest.
 set -uo pipefail
 py=$1
@@ -25,8 +26,8 @@ if ! "$py" -c 'import pytest' 2>/dev/null; then
     exit 77
 fi
 
-if [ -n "${CI:-}" ] && ! "$py" -c 'import webdataset, moto, boto3' 2>/dev/null; then
-    echo "python: $py cannot import webdataset, moto and boto3 (make deps installs them)" >&2
+if [ -n "${CI:-}" ] && ! "$py" -c 'import webdataset, moto, boto3, pyarrow.parquet' 2>/dev/null; then
+    echo "python: $py cannot import webdataset, moto, boto3 and pyarrow (make deps installs them)" >&2
     exit 1
 fi
 

@@ -367,7 +367,10 @@ RF_API int rf_param_bounds(int param, int64_t *lo, int64_t *hi);
  * ("path<TAB>label" lines), WebDataset tar shards (a .tar path, a brace
  * pattern "shards/train-{0000..0099}.tar", a glob "shards/train-*.tar" whose
  * matches are sorted, or several of these separated by '\n'; a sample is a
- * key's one picture member, of any of the extensions above, its label the
+ * key's one picture member, of any of the extensions above or .npy (raw
+ * uint8 pixels in NumPy's format, shape (H, W, 3), (H, W, 1) or (H, W), C
+ * order, as ringfeed-pack --store raw writes them: read with no decode; a
+ * .npy beside another picture member is not the picture), its label the
  * integer text of the key's .cls member: see rf_loader_set_label and
  * rf_loader_set_extras), or record files (with RF_P_RECORD_SIZE).
  * Compressed shards (.tar.gz, .tgz, .tar.zst, .tar.bz2, .tar.xz) cannot be

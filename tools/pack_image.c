@@ -1,5 +1,6 @@
 /*
- * pack_image.c - one sample's bytes to the JPEG that ringfeed-pack stores.
+ * pack_image.c - one sample's bytes to what ringfeed-pack stores: a JPEG,
+ * raw pixels in an .npy member, or the original.
  *
  * Decoding goes through the library's own format seam (decode/formats.h):
  * the bytes are sniffed as the loader sniffs them (JPEG, WebP, PNG, BMP,
@@ -14,6 +15,12 @@
  * came, under the extension of its format, when that costs no more bytes
  * than the JPEG: a JPEG always (re-encoding one only loses), another format
  * when its bytes are fewer than the JPEG encoded from it.
+ *
+ * --store raw: the shrunk pixels as np.save writes a uint8 (H, W, 3) array
+ * (header byte for byte, pixels in C order): webdataset's decoders and
+ * np.load read the member as is, and the loader hands its rows to the
+ * resampler with no decode (lib/decode_npy.c). --store auto: raw where its
+ * bytes are at most --raw-max-ratio times what the JPEG path stores.
  */
 #define _GNU_SOURCE
 #include "pack.h"
@@ -166,6 +173,42 @@ static const char *original_ext(const rf_format *fmt, const uint8_t *data, size_
     return NULL;
 }
 
+size_t pack_npy_header(int h, int w, uint8_t *buf)
+{
+    /* numpy/lib/format.py: the dict with keys sorted, room for the first
+     * axis to grow to 21 digits, then spaces and a newline to a multiple of
+     * 64 bytes counted from the file's start */
+    char dict[128];
+    int n = snprintf(dict, sizeof dict,
+                     "{'descr': '|u1', 'fortran_order': False, 'shape': (%d, %d, 3), }", h, w);
+    int digits = snprintf(NULL, 0, "%d", h);
+    size_t hl = (size_t)n + (size_t)(21 - digits) + 1;
+    size_t total = (10 + hl + 63) / 64 * 64;
+    memcpy(buf, "\x93NUMPY\x01\x00", 8);
+    buf[8] = (uint8_t)((total - 10) & 0xff);
+    buf[9] = (uint8_t)((total - 10) >> 8);
+    memset(buf + 10, ' ', total - 10);
+    memcpy(buf + 10, dict, (size_t)n);
+    buf[total - 1] = '\n';
+    return total;
+}
+
+/* The pixels (w x h RGB rows, packed) as an .npy member in *out. */
+static int store_raw(const uint8_t *pix, int w, int h, uint8_t **out, size_t *out_len, char *err,
+                     size_t errcap)
+{
+    uint8_t hdr[256];
+    size_t hl = pack_npy_header(h, w, hdr), n = (size_t)w * (size_t)h * 3;
+    if (!(*out = malloc(hl + n))) {
+        snprintf(err, errcap, "out of memory");
+        return RF_E_NOMEM;
+    }
+    memcpy(*out, hdr, hl);
+    memcpy(*out + hl, pix, n);
+    *out_len = hl + n;
+    return 0;
+}
+
 /* A copy of data[0..len) in *out. */
 static int copy_original(const uint8_t *data, size_t len, uint8_t **out, size_t *out_len, char *err,
                          size_t errcap)
@@ -179,12 +222,11 @@ static int copy_original(const uint8_t *data, size_t len, uint8_t **out, size_t 
     return 0;
 }
 
-int pack_image(pack_coder *c, const uint8_t *data, size_t len, const pack_image_opts *o,
-               uint8_t **out, size_t *out_len, const char **ext, char *err, size_t errcap)
+/* Sniffs data, reads its header, checks the pixel limit: the format's
+ * index and the picture's size, or a negative RF_E_* with the reason. */
+static int open_picture(pack_coder *c, const uint8_t *data, size_t len, int *w, int *h, char *err,
+                        size_t errcap)
 {
-    *out = NULL;
-    *out_len = 0;
-    *ext = "jpg";
     int fi = rf__format_sniff(data, len);
     if (fi < 0) {
         snprintf(err, errcap, "not a picture the loader reads (%zu bytes, starting %02x %02x)", len,
@@ -196,27 +238,60 @@ int pack_image(pack_coder *c, const uint8_t *data, size_t len, const pack_image_
         snprintf(err, errcap, "out of memory");
         return RF_E_NOMEM;
     }
-    void *st = c->state[fi];
-    int w, h;
-    int rc = fmt->header(st, data, len, PACK_MAX_SCANS, &w, &h, err, errcap);
+    int rc = fmt->header(c->state[fi], data, len, PACK_MAX_SCANS, w, h, err, errcap);
     if (rc != 0)
         return rc;
-    if ((int64_t)w * h > PACK_MAX_PIXELS) {
-        fmt->abandon(st);
-        snprintf(err, errcap, "picture of %dx%d pixels exceeds the limit of %lld pixels", w, h,
+    if ((int64_t)*w * *h > PACK_MAX_PIXELS) {
+        fmt->abandon(c->state[fi]);
+        snprintf(err, errcap, "picture of %dx%d pixels exceeds the limit of %lld pixels", *w, *h,
                  (long long)PACK_MAX_PIXELS);
         return RF_E_LIMIT;
     }
+    return fi;
+}
+
+int pack_image_raw_bytes(pack_coder *c, const uint8_t *data, size_t len, const pack_image_opts *o,
+                         uint64_t *bytes, char *err, size_t errcap)
+{
+    int w, h, ow, oh;
+    int fi = open_picture(c, data, len, &w, &h, err, errcap);
+    if (fi < 0)
+        return fi;
+    rf__format_at(fi)->abandon(c->state[fi]);
+    target_size(w, h, o->max_side, &ow, &oh);
+    uint8_t hdr[256];
+    *bytes = pack_npy_header(oh, ow, hdr) + (uint64_t)ow * (uint64_t)oh * 3;
+    return 0;
+}
+
+int pack_image(pack_coder *c, const uint8_t *data, size_t len, const pack_image_opts *o, int store,
+               uint8_t **out, size_t *out_len, const char **ext, char *err, size_t errcap)
+{
+    *out = NULL;
+    *out_len = 0;
+    *ext = "jpg";
+    int w, h;
+    int fi = open_picture(c, data, len, &w, &h, err, errcap);
+    if (fi < 0)
+        return fi;
+    const rf_format *fmt = rf__format_at(fi);
+    void *st = c->state[fi];
     int ow, oh;
     target_size(w, h, o->max_side, &ow, &oh);
+    uint8_t hdr[256];
+    uint64_t raw_bytes = pack_npy_header(oh, ow, hdr) + (uint64_t)ow * (uint64_t)oh * 3;
     rf_geom g = {0, 0, w, h, ow, oh, 0, 0, ow, oh, 0};
     rf_region r;
     /* check_tail: the whole stream is decoded, so damage anywhere is found
      * here and not by the loader that reads the shards */
-    if ((rc = fmt->region(st, &g, 1, 1, &r, err, errcap)) != 0)
+    int rc = fmt->region(st, &g, 1, 1, &r, err, errcap);
+    if (rc != 0)
         return rc;
     const char *orig = ow == w && oh == h && o->keep_original ? original_ext(fmt, data, len) : NULL;
-    if (orig && fmt == &rf__format_jpeg) {
+    /* a JPEG kept as it came, unless auto would rather store its pixels */
+    if (orig && fmt == &rf__format_jpeg &&
+        (store == PACK_STORE_JPEG ||
+         (store == PACK_STORE_AUTO && (double)raw_bytes > o->raw_max_ratio * (double)len))) {
         *ext = orig;
         return copy_original(data, len, out, out_len, err, errcap);
     }
@@ -235,11 +310,25 @@ int pack_image(pack_coder *c, const uint8_t *data, size_t len, const pack_image_
         snprintf(err, errcap, "out of memory while resizing");
         return RF_E_NOMEM;
     }
+    if (store == PACK_STORE_RAW) {
+        *ext = "npy";
+        return store_raw(c->pix, ow, oh, out, out_len, err, errcap);
+    }
+    if (orig && fmt == &rf__format_jpeg) { /* auto, raw chosen above */
+        *ext = "npy";
+        return store_raw(c->pix, ow, oh, out, out_len, err, errcap);
+    }
     rc = encode(c->pix, (size_t)ow * 3, ow, oh, o->quality, out, out_len, err, errcap);
     if (rc == 0 && orig && len < *out_len) {
         free(*out);
         *ext = orig;
-        return copy_original(data, len, out, out_len, err, errcap);
+        rc = copy_original(data, len, out, out_len, err, errcap);
+    }
+    if (rc == 0 && store == PACK_STORE_AUTO &&
+        (double)raw_bytes <= o->raw_max_ratio * (double)*out_len) {
+        free(*out);
+        *ext = "npy";
+        return store_raw(c->pix, ow, oh, out, out_len, err, errcap);
     }
     return rc;
 }

@@ -1,12 +1,18 @@
 /*
- * pack_manifest.c - OUT/manifest.json of ringfeed-pack: what was packed
- * (counts, classes, options, skipped samples) and, per shard, its name, byte
- * size, the SHA-256 of its bytes and its index: each sample's key, label and
- * members (extension, data offset, size), the layout lib/source/manifest.h
- * reads, and each sample's picture size ("sizes": width, height, read from
- * its header; 0, 0 when it cannot be), which aspect-ratio buckets use
- * instead of scanning the pictures. The loader uses the index instead of
- * walking the headers of a
+ * pack_manifest.c - OUT/manifest.json of ringfeed-pack (or a part's,
+ * OUT/manifest-pKofN.json, which `merge` joins): what was packed (counts,
+ * classes, options, the part, the kinds of pictures stored, skipped
+ * samples) and, per shard, its name, byte size, the SHA-256 of its bytes,
+ * how many of its pictures are of each kind ("stored": {"npy": raw
+ * pixels, "jpg": JPEGs, "png", ...: originals kept}), its index: each
+ * sample's key, label and members (extension, data offset, size), the
+ * layout lib/source/manifest.h reads; each sample's picture size
+ * ("sizes": width, height, read from its header; 0, 0 when it cannot be),
+ * which aspect-ratio buckets use instead of scanning the pictures; and each
+ * sample's source
+ * ("sources", in the index's order: a folder's path relative to it, a list
+ * file's path, "shard.tar:key.ext", "file.parquet:row"), which readers of
+ * the index skip. The loader uses the index instead of walking the headers of a
  * shard of that name and size whose headers and labels are as stated
  * (lib/source/tar_check.c); the digest is for anyone checking a copy of the
  * shards (sha256sum), read by no loader: hashing every byte at each start
@@ -20,14 +26,47 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "header_scan.h"
+#include "kinds.h"
 #include "pack.h"
+#include "pack_table.h"
 #include "ringfeed.h"
 #include "sha256.h"
 #include "tar.h"
 
-static void json_str(FILE *f, const char *s, size_t n)
+enum { MAX_KINDS = 16 };
+
+/* Pictures of each extension. */
+typedef struct kinds {
+    char ext[MAX_KINDS][8];
+    int64_t n[MAX_KINDS];
+    int count;
+} kinds;
+
+static void kinds_add(kinds *k, const char *ext, int64_t n)
+{
+    int i = 0;
+    while (i < k->count && strcmp(k->ext[i], ext))
+        i++;
+    if (i == k->count) {
+        if (k->count == MAX_KINDS || strlen(ext) >= sizeof k->ext[0])
+            return;
+        snprintf(k->ext[k->count++], sizeof k->ext[0], "%s", ext);
+    }
+    k->n[i] += n;
+}
+
+static void kinds_write(FILE *f, const kinds *k)
+{
+    fputc('{', f);
+    for (int i = 0; i < k->count; i++)
+        fprintf(f, "%s\"%s\": %lld", i ? ", " : "", k->ext[i], (long long)k->n[i]);
+    fputc('}', f);
+}
+
+void pack_json_str(FILE *f, const char *s, size_t n)
 {
     fputc('"', f);
     for (size_t i = 0; i < n; i++) {
@@ -44,15 +83,18 @@ static void json_str(FILE *f, const char *s, size_t n)
 
 static void json_cstr(FILE *f, const char *s)
 {
-    json_str(f, s, strlen(s));
+    pack_json_str(f, s, strlen(s));
 }
 
 /* The index of one shard being read back: the members of the current key
  * are gathered, then written as one sample array. */
 typedef struct idx {
-    FILE *out;
-    FILE *sizes; /* the samples' picture sizes, "w, h" each, in index order */
-    char key[256];
+    FILE *out, *src; /* the index's samples; their sources */
+    FILE *sizes;      /* the samples' picture sizes, "w, h" each, in index order */
+    const pack_input *in;
+    const pack_done *d;
+    kinds k;
+    char key[PACK_PATHCAP];
     int have_key;
     int64_t label;
     uint32_t w, h; /* the key's picture (0 x 0: none read) */
@@ -61,17 +103,6 @@ typedef struct idx {
     int n, cap;
     int64_t samples;
 } idx;
-
-/* A member the loader takes as a sample's picture (or the raw pixels). */
-static int picture_ext(const char *ext)
-{
-    static const char *const pics[] = {"jpg", "jpeg", "png", "ppm", "pgm", "pbm", "bmp",
-                                       "webp", "tif", "tiff", "npy"};
-    for (size_t i = 0; i < sizeof pics / sizeof pics[0]; i++)
-        if (!strcasecmp(ext, pics[i]))
-            return 1;
-    return 0;
-}
 
 static void idx_flush(idx *x)
 {
@@ -88,6 +119,16 @@ static void idx_flush(idx *x)
     }
     fputc(']', x->out);
     fprintf(x->sizes, "%s%u, %u", x->samples ? ", " : "", x->w, x->h);
+    /* the source of the sample its key names (null: no such key) */
+    int64_t p = pack_key_pos(x->d->keys, x->key, strlen(x->key));
+    fprintf(x->src, "%s\n      ", x->samples ? "," : "");
+    if (p >= 0) {
+        char name[PACK_PATHCAP];
+        pack_input_source(x->in, x->d->order[p], name, sizeof name);
+        json_cstr(x->src, name);
+    } else {
+        fputs("null", x->src);
+    }
     x->samples++;
     x->have_key = 0;
     x->n = 0;
@@ -96,10 +137,12 @@ static void idx_flush(idx *x)
 static int idx_member(void *ctx, FILE *f, const char *name, uint64_t off, uint64_t size)
 {
     idx *x = ctx;
-    const char *dot = strchr(name, '.');
+    /* the packer's names: "<key>.<ext>", the key ending at the base name's
+     * first '.' (a kept key may have folders) */
+    const char *base = strrchr(name, '/');
+    const char *dot = strchr(base ? base + 1 : name, '.');
     size_t kl = dot ? (size_t)(dot - name) : 0;
-    /* the packer's names: "<key>.<ext>", no folders */
-    if (!dot || kl == 0 || kl >= sizeof x->key || strchr(name, '/') || strlen(dot + 1) >= 64)
+    if (!dot || kl == 0 || kl >= sizeof x->key || strlen(dot + 1) >= 64)
         return 1;
     if (!x->have_key || strncmp(x->key, name, kl) || x->key[kl]) {
         idx_flush(x);
@@ -124,11 +167,13 @@ static int idx_member(void *ctx, FILE *f, const char *name, uint64_t off, uint64
         x->cap = nc;
     }
     strcpy(x->ext[x->n], dot + 1);
+    if (rf__image_ext(dot + 1) || !strcasecmp(dot + 1, "npy"))
+        kinds_add(&x->k, dot + 1, 1);
     x->off[x->n] = off;
     x->len[x->n] = size;
     x->n++;
-    if (x->w == 0 && picture_ext(dot + 1)) { /* its size, from the header (sizes.h) */
-        uint32_t w, h;
+    if (x->w == 0 && (rf__image_ext(dot + 1) || !strcasecmp(dot + 1, "npy"))) {
+        uint32_t w, h; /* the picture's size, from its header (core/sizes.h) */
         const char *why;
         if (rf__header_dims_fd(fileno(f), off, size, &w, &h, &why) == 1) {
             x->w = w;
@@ -168,97 +213,161 @@ static void write_digest(FILE *f, const char *path)
         fprintf(f, ", \"sha256\": \"%s\"", hex);
 }
 
-/* Writes ", \"index\": [...]" for the shard at path, or nothing when it
- * cannot be described (then the loader walks it). */
-static void write_index(FILE *f, const char *path)
+/* Writes ", \"stored\": {...}, \"index\": [...], \"sources\": [...]" for the
+ * shard at path, or nothing when it cannot be described (then the loader
+ * walks it); its kinds are added to *all. */
+static void write_index(FILE *f, const char *path, const pack_input *in, const pack_done *d,
+                        kinds *all)
 {
-    char *buf = NULL, *sbuf = NULL;
-    size_t n = 0, sn = 0;
+    char *buf = NULL, *sbuf = NULL, *zbuf = NULL;
+    size_t n = 0, sn = 0, zn = 0;
     idx x = {0};
+    x.in = in;
+    x.d = d;
     x.out = open_memstream(&buf, &n);
-    x.sizes = open_memstream(&sbuf, &sn);
-    if (!x.out || !x.sizes) {
-        if (x.out)
-            fclose(x.out);
-        if (x.sizes)
-            fclose(x.sizes);
-        free(buf);
-        free(sbuf);
-        return;
+    x.src = open_memstream(&sbuf, &sn);
+    x.sizes = open_memstream(&zbuf, &zn);
+    int made = x.out && x.src && x.sizes;
+    int rc = made ? pack_tar_walk(path, idx_member, &x) : -1;
+    if (made)
+        idx_flush(&x);
+    int bad = (x.out && fclose(x.out) != 0) | (x.src && fclose(x.src) != 0) |
+              (x.sizes && fclose(x.sizes) != 0);
+    if (rc == 0 && !bad && x.samples > 0) {
+        fprintf(f, ", \"stored\": ");
+        kinds_write(f, &x.k);
+        /* each sample's picture size ("sizes": buckets need not scan them) */
+        fprintf(f, ", \"index\": [%s\n    ], \"sizes\": [%s], \"sources\": [%s\n    ]", buf,
+                zbuf, sbuf);
+        for (int i = 0; i < x.k.count; i++)
+            kinds_add(all, x.k.ext[i], x.k.n[i]);
     }
-    int rc = pack_tar_walk(path, idx_member, &x);
-    idx_flush(&x);
-    int bad = fclose(x.out) != 0;
-    bad |= fclose(x.sizes) != 0;
-    if (rc == 0 && !bad && x.samples > 0) /* each sample's picture size, "sizes" */
-        fprintf(f, ", \"index\": [%s\n    ], \"sizes\": [%s]", buf, sbuf);
     free(buf);
     free(sbuf);
+    free(zbuf);
     free(x.ext);
     free(x.off);
     free(x.len);
 }
 
-int pack_write_manifest(const pack_opts *o, const rf_source *s, const int64_t *order,
-                        const pack_shard *si, int64_t nshards, const pack_bad *bads, int64_t nbad)
+static const char *store_name(int store)
 {
-    char path[4096], tmp[4096];
-    snprintf(path, sizeof path, "%s/manifest.json", o->out);
-    snprintf(tmp, sizeof tmp, "%s/.manifest.json.tmp", o->out);
+    return store == PACK_STORE_RAW ? "raw" : store == PACK_STORE_AUTO ? "auto" : "jpeg";
+}
+
+static void write_options(FILE *f, const pack_opts *o, const pack_input *in)
+{
+    fprintf(f,
+            "  \"options\": {\"max_side\": %d, \"quality\": %d, \"store\": \"%s\", "
+            "\"raw_max_ratio\": %g, \"raw_fraction\": ",
+            o->img.max_side, o->img.quality, store_name(o->img.store), o->img.raw_max_ratio);
+    if (o->raw_fraction >= 0)
+        fprintf(f, "%g", o->raw_fraction);
+    else
+        fputs("null", f);
+    fprintf(f,
+            ", \"shard_count\": %lld, \"shard_size\": %llu, \"shuffle\": %s, \"seed\": %llu, "
+            "\"keep_original_if_smaller\": %s, \"keep_keys\": %s, \"on_error\": \"%s\", "
+            "\"extras\": [",
+            o->shard_size ? 0LL : (long long)o->shard_count, (unsigned long long)o->shard_size,
+            o->shuffle ? "true" : "false", (unsigned long long)o->seed,
+            o->img.keep_original ? "true" : "false", o->keep_keys ? "true" : "false",
+            o->skip_errors ? "skip" : "raise");
+    for (int e = 0; e < in->nextras; e++) {
+        fputs(e ? ", " : "", f);
+        json_cstr(f, in->extras[e]);
+    }
+    fprintf(f, "], \"prefix\": ");
+    json_cstr(f, o->prefix);
+    if (in->table) {
+        static const char *const names[3] = {"image_column", "label_column", "extras_columns"};
+        for (int c = 0; c < 3; c++) {
+            fprintf(f, ", \"%s\": ", names[c]);
+            json_cstr(f, pack_table_column(in->table, c));
+        }
+    }
+    fprintf(f, "},\n");
+}
+
+int pack_write_manifest(const pack_opts *o, const pack_input *in, const pack_done *d,
+                        pack_kinds *out_kinds)
+{
+    char name[256], path[PACK_PATHCAP], tmp[PACK_PATHCAP];
+    pack_manifest_name(o, name, sizeof name);
+    snprintf(path, sizeof path, "%s/%s", o->out, name);
+    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", o->out, name);
     FILE *f = fopen(tmp, "w");
     if (!f)
         return -1;
     int64_t written = 0;
-    for (int64_t k = 0; k < nshards; k++)
-        written += si[k].samples;
+    for (int64_t k = 0; k < d->nshards; k++)
+        written += d->si[k].samples;
     fprintf(f, "{\n  \"format\": \"ringfeed-pack 1\",\n  \"source\": ");
     json_cstr(f, o->src);
-    fprintf(f, ",\n  \"source_samples\": %lld,\n  \"samples\": %lld,\n  \"skipped\": %lld,\n",
-            (long long)s->n, (long long)written, (long long)nbad);
-    fprintf(f, "  \"nclasses\": %lld,\n  \"classes\": [", (long long)s->nclasses);
-    for (int64_t c = 0; s->class_off && c < s->nclasses; c++) {
+    fprintf(f, ",\n  \"source_kind\": \"%s\",\n", in->kind);
+    fprintf(f, "  \"source_samples\": %lld,\n  \"samples\": %lld,\n  \"skipped\": %lld,\n",
+            (long long)in->n, (long long)written, (long long)d->nbad);
+    fprintf(f, "  \"nclasses\": %lld,\n  \"classes\": [", (long long)in->nclasses);
+    for (int64_t c = 0; c < in->nnames; c++) {
         fputs(c ? ", " : "", f);
-        json_cstr(f, s->arena + s->class_off[c]);
+        json_cstr(f, pack_input_class(in, c));
     }
-    fprintf(f,
-            "],\n  \"options\": {\"max_side\": %d, \"quality\": %d, \"shard_count\": %lld, "
-            "\"shard_size\": %llu, \"shuffle\": %s, \"seed\": %llu, "
-            "\"keep_original_if_smaller\": %s, \"on_error\": \"%s\", \"extras\": [",
-            o->img.max_side, o->img.quality, o->shard_size ? 0LL : (long long)o->shard_count,
-            (unsigned long long)o->shard_size, o->shuffle ? "true" : "false",
-            (unsigned long long)o->seed, o->img.keep_original ? "true" : "false",
-            o->skip_errors ? "skip" : "raise");
-    for (int e = 0; e < o->nextras; e++) {
-        fputs(e ? ", " : "", f);
-        json_cstr(f, o->extras[e]);
+    fprintf(f, "],\n");
+    write_options(f, o, in);
+    if (o->parts)
+        fprintf(f,
+                "  \"part\": {\"index\": %lld, \"count\": %lld, \"first\": %lld, \"end\": %lld},\n",
+                (long long)o->part, (long long)o->parts, (long long)d->first, (long long)d->end);
+    /* the shards first, into memory: the kinds they hold come before them */
+    char *sbuf = NULL;
+    size_t sn = 0;
+    FILE *sf = open_memstream(&sbuf, &sn);
+    kinds all = {0};
+    uint64_t bytes = 0;
+    for (int64_t k = 0; sf && k < d->nshards; k++) {
+        char sname[PACK_PATHCAP], full[2 * PACK_PATHCAP];
+        pack_shard_name(o, k, sname, sizeof sname);
+        snprintf(full, sizeof full, "%s/%s", o->out, sname);
+        fprintf(sf, "    {\"name\": ");
+        json_cstr(sf, sname);
+        fprintf(sf, ", \"samples\": %lld, \"bytes\": %llu", (long long)d->si[k].samples,
+                (unsigned long long)d->si[k].bytes);
+        bytes += d->si[k].bytes;
+        write_digest(sf, full);
+        write_index(sf, full, in, d, &all);
+        fprintf(sf, "}%s\n", k + 1 < d->nshards ? "," : "");
     }
-    fprintf(f, "], \"prefix\": ");
-    json_cstr(f, o->prefix);
-    fprintf(f, "},\n  \"shards\": [\n");
-    for (int64_t k = 0; k < nshards; k++) {
-        char name[4096], full[8192];
-        snprintf(name, sizeof name, "%s-%06lld.tar", o->prefix, (long long)k);
-        snprintf(full, sizeof full, "%s/%s", o->out, name);
-        fprintf(f, "    {\"name\": ");
-        json_cstr(f, name);
-        fprintf(f, ", \"samples\": %lld, \"bytes\": %llu", (long long)si[k].samples,
-                (unsigned long long)si[k].bytes);
-        write_digest(f, full);
-        write_index(f, full);
-        fprintf(f, "}%s\n", k + 1 < nshards ? "," : "");
+    if (!sf || fclose(sf) != 0) {
+        free(sbuf);
+        fclose(f);
+        unlink(tmp);
+        return -1;
     }
-    fprintf(f, "  ],\n  \"skipped_samples\": [");
-    for (int64_t e = 0; e < nbad; e++) {
-        char name[4096];
-        rf__source_name(s, order[bads[e].pos], name, sizeof name);
-        fprintf(f, "%s\n    {\"key\": %lld, \"source\": ", e ? "," : "", (long long)bads[e].pos);
-        json_cstr(f, name);
+    fprintf(f, "  \"stored\": ");
+    kinds_write(f, &all);
+    fprintf(f, ",\n  \"shards\": [\n%s  ],\n  \"skipped_samples\": [", sbuf ? sbuf : "");
+    free(sbuf);
+    for (int64_t e = 0; e < d->nbad; e++) {
+        char src[PACK_PATHCAP];
+        pack_input_name(in, d->order[d->bads[e].pos], src, sizeof src);
+        fprintf(f, "%s\n    {\"key\": %lld, \"source\": ", e ? "," : "", (long long)d->bads[e].pos);
+        json_cstr(f, src);
         fprintf(f, ", \"reason\": ");
-        json_cstr(f, bads[e].reason);
+        json_cstr(f, d->bads[e].reason);
         fputc('}', f);
     }
-    fprintf(f, "%s]\n}\n", nbad ? "\n  " : "");
+    fprintf(f, "%s]\n}\n", d->nbad ? "\n  " : "");
     if (fclose(f) != 0)
         return -1;
+    memset(out_kinds, 0, sizeof *out_kinds);
+    for (int i = 0; i < all.count; i++) {
+        if (!strcmp(all.ext[i], "npy"))
+            out_kinds->raw += all.n[i];
+        else if (!strcmp(all.ext[i], "jpg"))
+            out_kinds->jpeg += all.n[i];
+        else
+            out_kinds->other += all.n[i];
+    }
+    out_kinds->bytes = bytes;
     return rename(tmp, path);
 }

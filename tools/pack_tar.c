@@ -26,12 +26,38 @@ static void octal(char *field, size_t width, uint64_t v)
     field[width - 1] = '\0';
 }
 
+/* Where name[0..len) is cut into ustar's prefix and name: 0 when it fits
+ * the name field alone, the position of the '/' otherwise, -1 when it fits
+ * neither way. */
+static long name_split(const char *name, size_t len)
+{
+    if (len < 100)
+        return 0;
+    /* a '/' with 1..99 bytes after it and at most 155 before */
+    for (size_t i = len - 1; i > 0 && len - i - 1 < 100; i--)
+        if (name[i] == '/' && i < len - 1 && i <= 155)
+            return (long)i;
+    return -1;
+}
+
+int pack_tar_name_fits(const char *name, size_t len)
+{
+    return name_split(name, len) >= 0;
+}
+
 int pack_tar_member(FILE *f, const char *name, const void *data, size_t len)
 {
     uint8_t h[512] = {0};
-    if (strlen(name) >= 100)
+    size_t nl = strlen(name);
+    long cut = name_split(name, nl);
+    if (cut < 0)
         return -1;
-    memcpy(h, name, strlen(name));
+    if (cut > 0) {
+        memcpy(h + 345, name, (size_t)cut);
+        memcpy(h, name + cut + 1, nl - (size_t)cut - 1);
+    } else {
+        memcpy(h, name, nl);
+    }
     octal((char *)h + 100, 8, 0644);
     octal((char *)h + 108, 8, 0);
     octal((char *)h + 116, 8, 0);
@@ -156,7 +182,9 @@ static int collect_ext(void *ctx, FILE *f, const char *name, uint64_t off, uint6
         return 0; /* no key, or webdataset's own metadata */
     char ext[RF_SOURCE_MAX_EXT + 1];
     size_t n = strlen(dot + 1);
-    if (n == 0 || rf__image_ext(dot + 1) || !strcasecmp(dot + 1, "cls"))
+    /* pictures, raw ones (.npy) included, and the label are never extras */
+    if (n == 0 || rf__image_ext(dot + 1) || !strcasecmp(dot + 1, "npy") ||
+        !strcasecmp(dot + 1, "cls"))
         return 0;
     if (n > RF_SOURCE_MAX_EXT) {
         snprintf(x->err, x->errcap, "member %s: extension longer than %d bytes", name,

@@ -32,6 +32,7 @@ static const rf_format *const formats[] = {
     &rf__format_png,
     &rf__format_bmp,
     &rf__format_pnm,
+    &rf__format_npy,
 };
 enum { NFORMATS = sizeof formats / sizeof formats[0] };
 

@@ -66,6 +66,7 @@ extern const rf_format rf__format_webp; /* webp.c: libwebp (refuses WebP without
 extern const rf_format rf__format_png;  /* png.c: libspng (or "unsupported" without) */
 extern const rf_format rf__format_bmp;  /* bmp.c: BMP, as PIL reads it */
 extern const rf_format rf__format_pnm;  /* pnm.c: PBM/PGM/PPM P1..P6, as PIL reads them */
+extern const rf_format rf__format_npy;  /* npy.c: raw uint8 pixels in NumPy's .npy */
 
 /* (decode.c) The formats in the order they are sniffed: rf__format_count()
  * of them; rf__format_sniff gives the index of the one data[0..len) is in,

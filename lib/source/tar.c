@@ -10,7 +10,8 @@
  *
  * A sample is exactly one picture member (any extension of ImageFolder's
  * list: jpg jpeg png ppm bmp pgm tif tiff webp; the bytes decide the format
- * later), the integer text of its label member (".cls" unless the options
+ * later; or raw pixels, .npy, where the key has no other picture: beside
+ * one, a .npy is another modality and skipped), the integer text of its label member (".cls" unless the options
  * name another; none for unlabeled shards, whose labels are -1), and the
  * extra members asked for (".txt", ".json", ...; a member asked for as an
  * extra is never the picture). A key without a picture, with two pictures,
@@ -80,6 +81,7 @@ typedef struct tar_group {
     int active;
     uint64_t first_hdr; /* header of the key's first member */
     tar_place img;
+    int img_raw; /* img is a .npy member */
     char *img_name;
     size_t img_name_len, img_name_cap;
     tar_place cls;
@@ -176,7 +178,7 @@ static int group_finish(rf_source *s, tar_walk *w)
          * its image is asked for: an error here too, never a silent gap */
         snprintf(w->err, w->errcap,
                  "source: %s: sample \"%s\" (members from offset %llu) has no image member "
-                 "(%s)",
+                 "(%s .npy)",
                  w->shard, g->key, (unsigned long long)g->first_hdr, rf__image_exts_text);
         return RF_E_SOURCE;
     }
@@ -323,7 +325,7 @@ static int tar_member(rf_source *s, tar_walk *w, const char *mname, size_t mlen,
             return rc;
         g->active = 1;
         g->first_hdr = hdr;
-        g->img.have = g->cls.have = 0;
+        g->img.have = g->cls.have = g->img_raw = 0;
         for (int e = 0; e < RF_SOURCE_MAX_EXTRAS; e++)
             g->ext[e].have = 0;
     }
@@ -342,10 +344,14 @@ static int tar_member(rf_source *s, tar_walk *w, const char *mname, size_t mlen,
     }
     /* a member asked for as an extra is not the picture (key.jpg with a
      * key.png mask and extras=("png",)) */
-    if (!extra && rf__image_ext(ext)) {
-        if (g->img.have)
+    int raw = !extra && !strcasecmp(ext, "npy");
+    if (!extra && (raw || rf__image_ext(ext))) {
+        if (g->img.have && raw && !g->img_raw)
+            return 0; /* a picture's key: the .npy is another modality */
+        if (g->img.have && !(g->img_raw && !raw))
             return twice(w, "image", &g->img, hdr);
         g->img = here;
+        g->img_raw = raw;
         return rf__tar_set_str(&g->img_name, &g->img_name_cap, &g->img_name_len, mname, mlen);
     }
     if (!w->label_ext || strcasecmp(ext, w->label_ext))
@@ -597,7 +603,8 @@ int rf__source_tar_shard_fd(rf_source *s, uint32_t shard_id, int fd, const char 
         rc = header_walk(s, &w);
     if (rc == 0 && s->n == before) {
         snprintf(err, errcap,
-                 "source: %s: no samples (no members named <key>.<picture extension>: %s)", shard,
+                 "source: %s: no samples (no members named <key>.<picture extension>: %s .npy)",
+                 shard,
                  rf__image_exts_text);
         rc = RF_E_SOURCE;
     }

@@ -51,8 +51,11 @@ class Loader:
     source number (int64 [B], 0 for a loader of one source) right after the
     labels: (images, labels, sources). A folder holds exactly the samples torchvision's ImageFolder
     indexes (.jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp, any case); a
-    tar sample is a key's one picture member of those formats. Compressed
-    shards (.tar.gz, ...) are refused: they cannot be read at offsets.
+    tar sample is a key's one picture member of those formats, or a .npy
+    member of raw uint8 pixels, shape (H, W, 3), (H, W, 1) or (H, W), C order
+    (as `ringfeed-pack --store raw` writes them), read with no decode; a .npy
+    beside another picture is not the picture. Compressed shards (.tar.gz,
+    ...) are refused: they cannot be read at offsets.
 
     Tar shards only: label="cls" names the member holding each sample's
     integer label; label=None reads unlabeled shards, whose batches are the

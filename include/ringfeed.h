@@ -54,8 +54,8 @@ extern "C" {
 /* The project's one version: CMake's project version, the pip package's version and
  * ringfeed.__version__ are all read from these three lines (bump them, nothing else). */
 #define RF_VERSION_MAJOR 0
-#define RF_VERSION_MINOR 4
-#define RF_VERSION_PATCH 1
+#define RF_VERSION_MINOR 5
+#define RF_VERSION_PATCH 0
 #define RF_VERSION_NUMBER (RF_VERSION_MAJOR * 10000 + RF_VERSION_MINOR * 100 + RF_VERSION_PATCH)
 
 /* Status codes. Values are permanent. */

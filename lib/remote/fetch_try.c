@@ -120,12 +120,23 @@ static int draw(rf_fetch_req *r, uint64_t upto)
 }
 
 /* The cap that writing r's file up to byte upto would pass (drawing from
- * its budget otherwise): RF__FETCH_OVER_MAX, RF__FETCH_OVER_BUDGET, or 0. */
+ * its budget otherwise): RF__FETCH_OVER_MAX, RF__FETCH_OVER_BUDGET, or 0.
+ * Over the budget the request fails, and what it drew goes back at once,
+ * its bytes dropped from its file first: GETs that share a budget and
+ * draw as bytes arrive (no Content-Length) would otherwise each hold part
+ * of it and all fail, where the budget has room for some of them whole. */
 static int cap_passed(rf_fetch_req *r, uint64_t upto)
 {
     if (r->max_size && upto > r->max_size)
         return RF__FETCH_OVER_MAX;
-    return draw(r, upto) ? 0 : RF__FETCH_OVER_BUDGET;
+    if (draw(r, upto))
+        return 0;
+    if (r->drawn > 0 && ftruncate(r->fd, 0) == 0) {
+        /* relaxed: a count (see draw) */
+        atomic_fetch_add_explicit(r->budget, r->drawn, memory_order_relaxed);
+        r->drawn = 0;
+    }
+    return RF__FETCH_OVER_BUDGET;
 }
 
 static void trim(char *v)
@@ -479,8 +490,8 @@ int rf__fetch_try_ended(rf_fetch *f, rf_fetch_req *r, CURLcode res)
         else
             snprintf(r->err, sizeof r->err,
                      "fetch: %s %.400s: over the bytes left of a limit shared with other requests "
-                     "(%s; %llu drawn by this one)",
-                     op_name(r->op), shown, got, (unsigned long long)r->drawn);
+                     "(%s; its bytes given back to them)",
+                     op_name(r->op), shown, got);
         r->rc = RF_E_SOURCE;
         return RF__TRY_DONE;
     } else if (r->changed) {

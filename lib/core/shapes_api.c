@@ -152,6 +152,11 @@ int rf__loader_open_buckets(rf_loader *l)
     rf_config *c = &l->cfg;
     if (!c->bucketed)
         return 0;
+    if (l->mix) { /* the mixture's order is the sampler's fill, the buckets' another */
+        rf__loader_err(l, "options: aspect-ratio buckets are not available with a mixture of "
+                          "sources; bucket each source in a loader of its own");
+        return RF_E_INVALID;
+    }
     int64_t n = l->src.n;
     uint32_t *dims = malloc((size_t)(n > 0 ? n : 1) * 2 * sizeof *dims);
     if (!dims) {

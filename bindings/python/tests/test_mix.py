@@ -142,6 +142,8 @@ def test_source_and_mix_checks(data):
                                       ringfeed.Source(shards, repeat=1)]), **OPTS)
     with pytest.raises(ValueError, match="source 1.*needs shards"):
         ringfeed.Loader(ringfeed.Mix([shards, ringfeed.Source(folder, shuffle_block=2)]), **OPTS)
+    with pytest.raises(ValueError, match="buckets are not available with a mixture"):
+        ringfeed.Loader(ringfeed.Mix([folder, shards]), buckets=2, **OPTS)
     with pytest.raises(ringfeed.RingfeedError, match="records and images"):
         ringfeed.Loader(ringfeed.Mix([folder]), record_size=8, batch_size=4)
     # a path alone is the whole source once; repeat and choose add up

@@ -117,7 +117,6 @@ def check_resume(folder, buckets, shared):
         for _ in range(7):
             next(it)
         state = ld.state_dict()
-        it.close()
     with loader(folder, buckets=buckets, bucket_shared=shared, num_workers=3) as ld:
         ld.load_state_dict(state)
         rest = epoch(ld)
@@ -131,7 +130,6 @@ def check_resume(folder, buckets, shared):
             for _ in range(5):
                 first += next(it)[2].tolist()
             states.append(ld.state_dict())
-            it.close()
     seen = collections.Counter(first)
     for r in range(3):
         with loader(folder, buckets=buckets, bucket_shared=shared, rank=r, world_size=3,

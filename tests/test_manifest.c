@@ -153,6 +153,14 @@ static void test_parse_cut_and_changed(void **state)
 static void test_parse_refused(void **state)
 {
     (void)state;
+    /* too deep a nesting; a size past 2^64 */
+    static const char deep[] =
+        "{\"format\": \"ringfeed-pack 1\", \"x\": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+        "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"
+        "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]], \"shards\": []}";
+    static const char huge[] =
+        "{\"format\": \"ringfeed-pack 1\", \"shards\": [{\"name\": \"a.tar\", \"bytes\": "
+        "99999999999999999999}]}";
     static const char *const bad[] = {
         "",
         "[]",
@@ -162,11 +170,8 @@ static void test_parse_refused(void **state)
         "{\"format\": \"ringfeed-pack 1\", \"shards\": [{\"name\": \"a.tar\"}]}",
         "{\"format\": \"ringfeed-pack 1\", \"shards\": [{\"name\": \"a.tar\", \"bytes\": 1.5}]}",
         "{\"format\": \"ringfeed-pack 1\", \"shards\": [{\"name\": \"a\\u0000\", \"bytes\": 1}]}",
-        "{\"format\": \"ringfeed-pack 1\", \"x\": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
-        "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"
-        "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]], \"shards\": []}",
-        "{\"format\": \"ringfeed-pack 1\", \"shards\": [{\"name\": \"a.tar\", \"bytes\": "
-        "99999999999999999999}]}",
+        deep,
+        huge,
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         assert_int_not_equal(parses(bad[i], strlen(bad[i])), 0);

@@ -45,6 +45,7 @@ static void work(void *ctx, int worker, rf_pool_job *pj)
     volatile double x = 0; /* a little CPU for the counters */
     for (int i = 0; i < 2000; i++)
         x += i;
+    (void)x;
 }
 
 static void done(void *ctx, rf_pool_job *pj)

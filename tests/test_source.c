@@ -377,9 +377,7 @@ static void test_folder_concurrent_indexing(void **state)
     cc_job jobs[CC_THREADS];
     pthread_t th[CC_THREADS];
     for (int t = 0; t < CC_THREADS; t++) {
-        char dirname[32];
-        snprintf(dirname, sizeof dirname, "concurrent%d", t);
-        char *root = tu_tmp_path(dirname);
+        char *root = tu_tmp_path("concurrent%d", t);
         snprintf(jobs[t].root, sizeof jobs[t].root, "%s", root);
         free(root);
         jobs[t].id = t;

@@ -231,8 +231,11 @@ static void write_index(FILE *f, const char *path, const pack_input *in, const p
     int rc = made ? pack_tar_walk(path, idx_member, &x) : -1;
     if (made)
         idx_flush(&x);
-    int bad = (x.out && fclose(x.out) != 0) | (x.src && fclose(x.src) != 0) |
-              (x.sizes && fclose(x.sizes) != 0);
+    int bad = 0; /* every stream closed, whichever fails */
+    FILE *streams[] = {x.out, x.src, x.sizes};
+    for (int i = 0; i < 3; i++)
+        if (streams[i] && fclose(streams[i]) != 0)
+            bad = 1;
     if (rc == 0 && !bad && x.samples > 0) {
         fprintf(f, ", \"stored\": ");
         kinds_write(f, &x.k);

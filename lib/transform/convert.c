@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
 
 #include "ringfeed.h"
 
@@ -113,7 +116,11 @@ void rf__convert_init(rf_convert *cv, int dtype, int layout, const double mean[3
             cv->std8[k][l] = cv->std[c];
         }
 #if defined(__x86_64__) && defined(__GNUC__)
-    cv->vec = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    /* F16C from CPUID (leaf 1, ECX bit 29): clang's __builtin_cpu_supports
+     * knows no "f16c" */
+    unsigned eax, ebx, ecx = 0, edx;
+    int f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29));
+    cv->vec = __builtin_cpu_supports("avx2") && f16c;
 #endif
     /* The divisions cost most of the conversion. x * a + b rounds differently
      * from ((x / 255) - mean) / std by an ulp of float32 now and then, which

@@ -439,6 +439,18 @@ void gf_fx_init(gf_fixture *fx, int k, int pin)
     fx->gen = 1;
 }
 
+void gf_fx_open(gf_fixture *fx, int k)
+{
+    gf_fx_init(fx, k, 1);
+    fx->A = gf_stream_new();
+}
+
+rf_slot *gf_fx_open_on_device(gf_fixture *fx, int k, int fillb)
+{
+    gf_fx_open(fx, k);
+    return gf_fx_on_device(fx, 0, fillb, fx->A, &fx->dev, &fx->lab);
+}
+
 void gf_fx_free(gf_fixture *fx)
 {
     GF.query_runs = 1; /* the device goes on while the host polls */
@@ -482,6 +494,11 @@ int gf_fx_to_device(gf_fixture *fx, rf_slot *s, gf_stream *consumer, void **dev,
     return rc;
 }
 
+int gf_fx_send(gf_fixture *fx, rf_slot *s)
+{
+    return gf_fx_to_device(fx, s, fx->A, &fx->dev, &fx->lab);
+}
+
 rf_slot *gf_fx_on_device(gf_fixture *fx, int64_t batch, int fillb, gf_stream *consumer, void **dev,
                          int64_t **lab)
 {
@@ -505,4 +522,11 @@ void gf_fx_release(gf_fixture *fx, rf_slot *s)
 {
     rf__copier_release(fx->c, s->id);
     assert_int_equal(rf__ring_release(rf__ring_lease(s)), 0);
+}
+
+void gf_fx_close(gf_fixture *fx, rf_slot *s)
+{
+    gf_fx_release(fx, s);
+    gf_run_all();
+    gf_fx_free(fx);
 }

@@ -109,11 +109,18 @@ typedef struct gf_fixture {
     rf_copier *c;
     gf_stream *copy; /* the copier's stream: the first one made */
     int64_t gen;
+    gf_stream *A; /* the consumer's stream (gf_fx_open): s1 */
+    void *dev;    /* where gf_fx_send put the last batch */
+    int64_t *lab;
 } gf_fixture;
 
 /* k slots, page-locked with pin (as the loader does it: rf__ring_init_hooks
  * with the copier's hooks). */
 void gf_fx_init(gf_fixture *fx, int k, int pin);
+/* gf_fx_init with page-locked slots, then the consumer's stream fx->A. */
+void gf_fx_open(gf_fixture *fx, int k);
+/* gf_fx_open, then batch 0 (bytes fillb) on the device for fx->A (gf_fx_on_device). */
+rf_slot *gf_fx_open_on_device(gf_fixture *fx, int k, int fillb);
 /* Drains (the streams run), frees the ring, destroys the copier; checks that
  * everything the copier made is gone. */
 void gf_fx_free(gf_fixture *fx);
@@ -129,7 +136,11 @@ rf_slot *gf_fx_on_device(gf_fixture *fx, int64_t batch, int fillb, gf_stream *co
 /* rf__copier_copy_to of the lent slot s (as rf_batch_copy_to). */
 int gf_fx_copy_to(gf_fixture *fx, rf_slot *s, void *dst, void *dlab, gf_stream *stream, char *err,
                   size_t errcap);
+/* gf_fx_to_device of s for fx->A, into fx->dev and fx->lab. */
+int gf_fx_send(gf_fixture *fx, rf_slot *s);
 /* rf_batch_release's work: the copier's release, then the ring's. */
 void gf_fx_release(gf_fixture *fx, rf_slot *s);
+/* The end of a test: releases s, runs every stream, gf_fx_free. */
+void gf_fx_close(gf_fixture *fx, rf_slot *s);
 
 #endif

@@ -79,16 +79,13 @@ static void test_to_device_orders_consumer(void **state)
 {
     (void)state;
     gf_fixture fx;
-    gf_fx_init(&fx, 2, 1);
-    gf_stream *A = gf_stream_new();
+    gf_fx_open(&fx, 2);
     rf_slot *s = gf_fx_lend(&fx, 0, 0xA0);
-    void *dev = NULL;
-    int64_t *lab = NULL;
     int first = GF.ncalls;
-    assert_int_equal(gf_fx_to_device(&fx, s, A, &dev, &lab), 0);
-    assert_non_null(dev);
-    assert_non_null(lab);
-    assert_int_equal((uintptr_t)lab % 256, 0);
+    assert_int_equal(gf_fx_send(&fx, s), 0);
+    assert_non_null(fx.dev);
+    assert_non_null(fx.lab);
+    assert_int_equal((uintptr_t)fx.lab % 256, 0);
     /* The calls, in order; the device buffer was made with the slot. */
     int m1 = gf_find_call("memcpy s0", first);
     int m2 = gf_find_call("memcpy s0", m1 + 1);
@@ -101,19 +98,17 @@ static void test_to_device_orders_consumer(void **state)
     uint8_t snap[GF_SLOT_BYTES];
     int64_t snaplab[GF_BATCH];
     memset(snap, 0, sizeof snap);
-    gf_kernel(A, 1, snap, dev, GF_SLOT_BYTES);
-    gf_run(A, GF_MAXQ);
+    gf_kernel(fx.A, 1, snap, fx.dev, GF_SLOT_BYTES);
+    gf_run(fx.A, GF_MAXQ);
     assert_int_equal(gf_count_runs("s1 kernel 1"), 0);
     gf_run(fx.copy, GF_MAXQ);
-    gf_run(A, GF_MAXQ);
+    gf_run(fx.A, GF_MAXQ);
     assert_int_equal(gf_count_runs("s1 kernel 1"), 1);
     assert_true(gf_all_bytes(snap, 0xA0, GF_SLOT_BYTES));
-    memcpy(snaplab, lab, sizeof snaplab);
+    memcpy(snaplab, fx.lab, sizeof snaplab);
     for (int i = 0; i < GF_BATCH; i++)
         assert_int_equal(snaplab[i], i);
-    gf_fx_release(&fx, s);
-    gf_run_all();
-    gf_fx_free(&fx);
+    gf_fx_close(&fx, s);
 }
 
 /* A released host slot is not claimed again while a copy out of it runs,
@@ -122,11 +117,7 @@ static void test_host_slot_not_reclaimed_while_copy_pending(void **state)
 {
     (void)state;
     gf_fixture fx;
-    gf_fx_init(&fx, 2, 1);
-    gf_stream *A = gf_stream_new();
-    void *dev;
-    int64_t *lab;
-    rf_slot *s0 = gf_fx_on_device(&fx, 0, 0x11, A, &dev, &lab);
+    rf_slot *s0 = gf_fx_open_on_device(&fx, 2, 0x11);
     gf_fx_release(&fx, s0); /* at once, as Python does after its copy */
     assert_int_equal(s0->state, RF_SLOT_FREE);
     assert_int_equal(s0->copy_pending, 1);
@@ -139,20 +130,18 @@ static void test_host_slot_not_reclaimed_while_copy_pending(void **state)
     assert_int_equal(rf__ring_count(&fx.ring, RF_SLOT_FREE), 1);
     assert_true(gf_all_bytes(s0->view.data, 0x11, GF_SLOT_BYTES)); /* untouched */
     /* The consumer's stream running does not complete the copy... */
-    gf_run(A, GF_MAXQ);
+    gf_run(fx.A, GF_MAXQ);
     assert_null(rf__ring_claim(&fx.ring, fx.gen, 2, GF_BATCH));
     /* ... the copy stream does. */
     gf_run(fx.copy, GF_MAXQ);
-    assert_true(gf_all_bytes(dev, 0x11, GF_SLOT_BYTES));
+    assert_true(gf_all_bytes(fx.dev, 0x11, GF_SLOT_BYTES));
     assert_int_equal(rf__ring_reap_copies(&fx.ring), 1); /* freed now: look again */
     assert_int_equal(s0->copy_pending, 0);
     assert_int_equal(rf__ring_reap_copies(&fx.ring), 0);
     rf_slot *again = gf_fx_lend(&fx, 2, 0x33);
     assert_ptr_equal(again, s0);
     gf_fx_release(&fx, s1);
-    gf_fx_release(&fx, again);
-    gf_run_all();
-    gf_fx_free(&fx);
+    gf_fx_close(&fx, again);
 }
 
 /* The claim itself asks the copier (no reap before it). */
@@ -160,11 +149,7 @@ static void test_claim_queries_copy(void **state)
 {
     (void)state;
     gf_fixture fx;
-    gf_fx_init(&fx, 1, 1);
-    gf_stream *A = gf_stream_new();
-    void *dev;
-    int64_t *lab;
-    rf_slot *s = gf_fx_on_device(&fx, 0, 1, A, &dev, &lab);
+    rf_slot *s = gf_fx_open_on_device(&fx, 1, 1);
     gf_fx_release(&fx, s);
     assert_null(rf__ring_claim(&fx.ring, fx.gen, 1, GF_BATCH));
     gf_run_all();
@@ -180,18 +165,17 @@ static void test_device_buffer_waits_for_release(void **state)
 {
     (void)state;
     gf_fixture fx;
-    gf_fx_init(&fx, 1, 1); /* one slot: batch 1 must reuse batch 0's device buffer */
-    gf_stream *A = gf_stream_new();
+    gf_fx_open(&fx, 1); /* one slot: batch 1 must reuse batch 0's device buffer */
     rf_slot *s = gf_fx_lend(&fx, 0, 0x5A);
     void *dev0, *dev1;
     int64_t *lab0, *lab1;
-    assert_int_equal(gf_fx_to_device(&fx, s, A, &dev0, &lab0), 0);
+    assert_int_equal(gf_fx_to_device(&fx, s, fx.A, &dev0, &lab0), 0);
     gf_run(fx.copy, GF_MAXQ);
     uint8_t snap[GF_SLOT_BYTES];
     int64_t snaplab[GF_BATCH];
-    gf_kernel(A, 7, snap, dev0, GF_SLOT_BYTES); /* the training step, not run yet */
-    gf_kernel(A, 8, snaplab, lab0, sizeof snaplab);
-    gf_fx_release(&fx, s); /* records the release on A, after the kernels */
+    gf_kernel(fx.A, 7, snap, dev0, GF_SLOT_BYTES); /* the training step, not run yet */
+    gf_kernel(fx.A, 8, snaplab, lab0, sizeof snaplab);
+    gf_fx_release(&fx, s); /* records the release on the consumer's stream, after the kernels */
     int rel = gf_find_call("record", 0);
     while (gf_find_call("record", rel + 1) >= 0)
         rel = gf_find_call("record", rel + 1); /* the last record: the release */
@@ -200,7 +184,7 @@ static void test_device_buffer_waits_for_release(void **state)
     rf_slot *s1 = gf_fx_lend(&fx, 1, 0xC3);
     assert_ptr_equal(s1, s);
     int first = GF.ncalls;
-    assert_int_equal(gf_fx_to_device(&fx, s1, A, &dev1, &lab1), 0);
+    assert_int_equal(gf_fx_to_device(&fx, s1, fx.A, &dev1, &lab1), 0);
     assert_ptr_equal(dev1, dev0);
     /* The copy stream waits for the release before its copy. */
     int w = gf_find_call("wait s0", first);
@@ -212,7 +196,7 @@ static void test_device_buffer_waits_for_release(void **state)
     assert_int_equal(gf_count_runs("s0 copy"), copies);
     assert_true(gf_all_bytes(dev0, 0x5A, GF_SLOT_BYTES));
     /* The consumer's kernels run, then the copy may go. */
-    gf_run(A, GF_MAXQ); /* stops at its wait for the new copy */
+    gf_run(fx.A, GF_MAXQ); /* stops at its wait for the new copy */
     assert_true(gf_all_bytes(snap, 0x5A, GF_SLOT_BYTES));
     for (int i = 0; i < GF_BATCH; i++)
         assert_int_equal(snaplab[i], i);
@@ -220,9 +204,7 @@ static void test_device_buffer_waits_for_release(void **state)
     assert_int_equal(gf_count_runs("s0 copy"), copies + 2);
     assert_true(gf_all_bytes(dev1, 0xC3, GF_SLOT_BYTES));
     assert_int_equal(lab1[0], 10);
-    gf_fx_release(&fx, s1);
-    gf_run_all();
-    gf_fx_free(&fx);
+    gf_fx_close(&fx, s1);
 }
 
 /* rf_batch_copy_to of a host batch: the copy stream waits for the caller's
@@ -273,11 +255,9 @@ static void test_copy_to_from_device_other_stream(void **state)
 {
     (void)state;
     gf_fixture fx;
-    gf_fx_init(&fx, 1, 1);
-    gf_stream *A = gf_stream_new(), *B = gf_stream_new();
-    void *dev;
-    int64_t *lab;
-    rf_slot *s = gf_fx_on_device(&fx, 0, 0x42, A, &dev, &lab);
+    gf_fx_open(&fx, 1);
+    gf_stream *B = gf_stream_new();
+    rf_slot *s = gf_fx_on_device(&fx, 0, 0x42, fx.A, &fx.dev, &fx.lab);
     uint8_t dst[GF_SLOT_BYTES];
     int64_t dlab[GF_BATCH];
     char err[200];
@@ -294,14 +274,14 @@ static void test_copy_to_from_device_other_stream(void **state)
     gf_run(fx.copy, GF_MAXQ);
     rf_slot *s1 = gf_fx_lend(&fx, 1, 0x99);
     assert_ptr_equal(s1, s);
-    assert_int_equal(gf_fx_to_device(&fx, s1, A, &dev, &lab), 0);
+    assert_int_equal(gf_fx_send(&fx, s1), 0);
     gf_run(fx.copy, GF_MAXQ);
-    gf_run(A, GF_MAXQ);
-    assert_true(gf_all_bytes(dev, 0x42, GF_SLOT_BYTES)); /* B has not read yet */
+    gf_run(fx.A, GF_MAXQ);
+    assert_true(gf_all_bytes(fx.dev, 0x42, GF_SLOT_BYTES)); /* B has not read yet */
     gf_run(B, GF_MAXQ);
     assert_true(gf_all_bytes(dst, 0x42, GF_SLOT_BYTES));
     gf_run_all();
-    assert_true(gf_all_bytes(dev, 0x99, GF_SLOT_BYTES));
+    assert_true(gf_all_bytes(fx.dev, 0x99, GF_SLOT_BYTES));
     gf_fx_release(&fx, s1);
     gf_fx_free(&fx);
 }
@@ -311,19 +291,15 @@ static void test_copy_to_same_stream_and_partial(void **state)
 {
     (void)state;
     gf_fixture fx;
-    gf_fx_init(&fx, 2, 1);
-    gf_stream *A = gf_stream_new();
-    void *dev;
-    int64_t *lab;
-    rf_slot *s = gf_fx_on_device(&fx, 0, 0x10, A, &dev, &lab);
+    rf_slot *s = gf_fx_open_on_device(&fx, 2, 0x10);
     uint8_t dst[GF_SLOT_BYTES];
     char err[200] = "";
     int first = GF.ncalls;
-    assert_int_equal(gf_fx_copy_to(&fx, s, dst, NULL, A, err, sizeof err), 0);
+    assert_int_equal(gf_fx_copy_to(&fx, s, dst, NULL, fx.A, err, sizeof err), 0);
     assert_int_equal(gf_find_call("record", first), -1);
     assert_int_not_equal(gf_find_call("memcpy s1", first), -1);
     assert_int_equal(gf_find_call("memcpy s1", gf_find_call("memcpy s1", first) + 1), -1);
-    assert_int_equal(gf_fx_copy_to(&fx, s, NULL, NULL, A, err, sizeof err), RF_E_INVALID);
+    assert_int_equal(gf_fx_copy_to(&fx, s, NULL, NULL, fx.A, err, sizeof err), RF_E_INVALID);
     assert_non_null(strstr(err, "no destination"));
     gf_fx_release(&fx, s);
     gf_run_all();
@@ -336,8 +312,7 @@ static void test_short_batch_copies_only_its_samples(void **state)
 {
     (void)state;
     gf_fixture fx;
-    gf_fx_init(&fx, 2, 1);
-    gf_stream *A = gf_stream_new();
+    gf_fx_open(&fx, 2);
     rf_slot *s = rf__ring_claim(&fx.ring, fx.gen, 0, 3);
     memset(s->view.data, 0x61, 3 * GF_SAMPLE);
     for (int i = 0; i < 3; i++)
@@ -346,14 +321,12 @@ static void test_short_batch_copies_only_its_samples(void **state)
     for (int i = 0; i < 3; i++)
         rf__ring_sample_done(s, fx.gen);
     rf__ring_lend(s);
-    void *dev;
-    int64_t *lab;
     int first = GF.ncalls;
-    assert_int_equal(gf_fx_to_device(&fx, s, A, &dev, &lab), 0);
+    assert_int_equal(gf_fx_send(&fx, s), 0);
     assert_int_not_equal(gf_find_call("memcpy s0 48", first), -1);
     assert_int_not_equal(gf_find_call("memcpy s0 24", first), -1);
     gf_run_all();
-    assert_int_equal(lab[2], 102);
+    assert_int_equal(fx.lab[2], 102);
     rf_copier_stats st;
     rf__copier_stats(fx.c, &st);
     assert_int_equal(st.copies, 1);
@@ -402,24 +375,19 @@ static void test_post_copy_step_before_the_event(void **state)
 {
     (void)state;
     gf_fixture fx;
-    gf_fx_init(&fx, 2, 1);
+    gf_fx_open(&fx, 2);
     rf__copier_set_step(fx.c, step, &step_calls);
     step_calls = 0;
-    gf_stream *A = gf_stream_new();
     rf_slot *s = gf_fx_lend(&fx, 0, 7);
-    void *dev;
-    int64_t *lab;
     int first = GF.ncalls;
-    assert_int_equal(gf_fx_to_device(&fx, s, A, &dev, &lab), 0);
+    assert_int_equal(gf_fx_send(&fx, s), 0);
     assert_int_equal(step_calls, 1);
     int m2 = gf_find_call("memcpy s0", gf_find_call("memcpy s0", first) + 1);
     int k = gf_find_call("kernel 42 s0", first);
     int r = gf_find_call("record", first);
     int w = gf_find_call("wait s1", first);
     assert_true(m2 > 0 && k > m2 && r > k && w > r);
-    gf_fx_release(&fx, s);
-    gf_run_all();
-    gf_fx_free(&fx);
+    gf_fx_close(&fx, s);
 }
 
 int main(void)

@@ -54,17 +54,14 @@ static void test_failed_cuda_call_named_drained_then_recovers(void **state)
 {
     (void)state;
     gf_fixture fx;
-    gf_fx_init(&fx, 2, 1);
-    gf_stream *A = gf_stream_new();
+    gf_fx_open(&fx, 2);
     rf_slot *s = gf_fx_lend(&fx, 0, 0x01);
-    void *dev = NULL;
-    int64_t *lab = NULL;
     GF.fail_name = "memcpy";
     GF.fail_call = 2; /* the labels' copy, after the images' */
     int syncs = GF.syncs;
-    assert_int_equal(gf_fx_to_device(&fx, s, A, &dev, &lab), RF_E_CUDA);
+    assert_int_equal(gf_fx_send(&fx, s), RF_E_CUDA);
     assert_int_equal(GF.syncs, syncs + 1);
-    assert_null(dev);
+    assert_null(fx.dev);
     rf__copier_release(fx.c, s->id); /* not on the device: nothing recorded */
     assert_int_equal(rf__ring_release(rf__ring_lease(s)), 0);
     assert_int_equal(rf__ring_reap_copies(&fx.ring), 1); /* drained: free, look again */
@@ -76,10 +73,8 @@ static void test_failed_cuda_call_named_drained_then_recovers(void **state)
     assert_non_null(strstr(st.last_error, "fake error 702"));
     GF.fail_name = NULL;
     rf_slot *s1 = gf_fx_lend(&fx, 1, 0x02);
-    assert_int_equal(gf_fx_to_device(&fx, s1, A, &dev, &lab), 0);
-    gf_fx_release(&fx, s1);
-    gf_run_all();
-    gf_fx_free(&fx);
+    assert_int_equal(gf_fx_send(&fx, s1), 0);
+    gf_fx_close(&fx, s1);
 }
 
 /* A failed context: the query's error counts as "done" (nothing will run),
@@ -88,11 +83,7 @@ static void test_failed_event_query_counts_as_done_without_a_wait(void **state)
 {
     (void)state;
     gf_fixture fx;
-    gf_fx_init(&fx, 1, 1);
-    gf_stream *A = gf_stream_new();
-    void *dev;
-    int64_t *lab;
-    rf_slot *s = gf_fx_on_device(&fx, 0, 0x01, A, &dev, &lab);
+    rf_slot *s = gf_fx_open_on_device(&fx, 1, 0x01);
     gf_fx_release(&fx, s);
     GF.query_error = 999;
     int syncs = GF.syncs;
@@ -113,13 +104,9 @@ static void test_failed_release_waits_at_the_next_copy(void **state)
 {
     (void)state;
     gf_fixture fx;
-    gf_fx_init(&fx, 1, 1);
-    gf_stream *A = gf_stream_new();
-    void *dev;
-    int64_t *lab;
-    rf_slot *s = gf_fx_on_device(&fx, 0, 0x31, A, &dev, &lab);
+    rf_slot *s = gf_fx_open_on_device(&fx, 1, 0x31);
     uint8_t snap[GF_SLOT_BYTES];
-    gf_kernel(A, 5, snap, dev, GF_SLOT_BYTES); /* the training step, not run yet */
+    gf_kernel(fx.A, 5, snap, fx.dev, GF_SLOT_BYTES); /* the training step, not run yet */
     GF.fail_name = "event_record";
     GF.fail_call = 1;
     int syncs = GF.syncs;
@@ -130,13 +117,11 @@ static void test_failed_release_waits_at_the_next_copy(void **state)
     rf_slot *s1 = gf_fx_lend(&fx, 1, 0x32);
     assert_ptr_equal(s1, s);
     int first = GF.ncalls;
-    assert_int_equal(gf_fx_to_device(&fx, s1, A, &dev, &lab), 0);
+    assert_int_equal(gf_fx_send(&fx, s1), 0);
     int sync = gf_find_call("stream_sync s1", first);
     assert_true(sync >= 0 && gf_find_call("memcpy s0", first) > sync);
     assert_true(gf_all_bytes(snap, 0x31, GF_SLOT_BYTES)); /* the step saw its batch */
-    gf_fx_release(&fx, s1);
-    gf_run_all();
-    gf_fx_free(&fx);
+    gf_fx_close(&fx, s1);
 }
 
 /* A copy being enqueued (rf__ring_copy_begin, as rf_batch_copy_to does in the
@@ -147,8 +132,7 @@ static void test_copy_being_enqueued_keeps_the_slot(void **state)
 {
     (void)state;
     gf_fixture fx;
-    gf_fx_init(&fx, 1, 1);
-    gf_stream *A = gf_stream_new();
+    gf_fx_open(&fx, 1);
     rf_slot *s = gf_fx_lend(&fx, 0, 0x41);
     rf_batch *h = rf__ring_lease(s);
     assert_int_equal(rf__ring_copy_begin(h), 0);
@@ -159,7 +143,7 @@ static void test_copy_being_enqueued_keeps_the_slot(void **state)
     uint8_t dst[GF_SLOT_BYTES];
     char err[100];
     assert_int_equal(rf__copier_copy_to(fx.c, s->id, s->view.data, s->view.nbytes, s->view.labels,
-                                        s->view.count, dst, NULL, A, err, sizeof err),
+                                        s->view.count, dst, NULL, fx.A, err, sizeof err),
                      0);
     rf__ring_copy_end(s);
     assert_null(rf__ring_claim(&fx.ring, fx.gen, 1, GF_BATCH)); /* the copy runs */
@@ -177,7 +161,7 @@ static void test_device_oom_slots_go_direct(void **state)
     (void)state;
     GF.dev_oom = 1;
     gf_fixture fx;
-    gf_fx_init(&fx, 2, 1);
+    gf_fx_open(&fx, 2);
     rf_copier_stats st;
     rf__copier_stats(fx.c, &st);
     assert_int_equal(st.buffers, 0);
@@ -185,19 +169,18 @@ static void test_device_oom_slots_go_direct(void **state)
     assert_non_null(strstr(st.buffer_note, "has no device buffer"));
     assert_non_null(strstr(st.buffer_note, "fake out of memory"));
     assert_int_equal(fx.ring.npinned, 2);
-    gf_stream *A = gf_stream_new();
     rf_slot *s = gf_fx_lend(&fx, 0, 0x51);
-    void *dev = (void *)1;
-    int64_t *lab = (int64_t *)1;
+    fx.dev = (void *)1;
+    fx.lab = (int64_t *)1;
     int first = GF.ncalls;
-    assert_int_equal(gf_fx_to_device(&fx, s, A, &dev, &lab), 0);
-    assert_null(dev);
-    assert_null(lab);
+    assert_int_equal(gf_fx_send(&fx, s), 0);
+    assert_null(fx.dev);
+    assert_null(fx.lab);
     assert_int_equal(gf_find_call("memcpy", first), -1);
     uint8_t dst[GF_SLOT_BYTES];
     int64_t dlab[GF_BATCH];
     char err[100];
-    assert_int_equal(gf_fx_copy_to(&fx, s, dst, dlab, A, err, sizeof err), 0);
+    assert_int_equal(gf_fx_copy_to(&fx, s, dst, dlab, fx.A, err, sizeof err), 0);
     gf_fx_release(&fx, s);
     gf_run_all();
     assert_true(gf_all_bytes(dst, 0x51, GF_SLOT_BYTES));
@@ -240,11 +223,7 @@ static void test_drain_waits_for_queued_copies(void **state)
 {
     (void)state;
     gf_fixture fx;
-    gf_fx_init(&fx, 2, 1);
-    gf_stream *A = gf_stream_new();
-    void *dev;
-    int64_t *lab;
-    rf_slot *s = gf_fx_on_device(&fx, 0, 0x01, A, &dev, &lab);
+    rf_slot *s = gf_fx_open_on_device(&fx, 2, 0x01);
     gf_fx_release(&fx, s);
     int before = gf_count_runs("s0 copy");
     gf_fx_free(&fx);
@@ -258,16 +237,12 @@ static void test_drain_waits_for_a_lent_device_batch(void **state)
 {
     (void)state;
     gf_fixture fx;
-    gf_fx_init(&fx, 1, 1);
-    gf_stream *A = gf_stream_new();
-    void *dev;
-    int64_t *lab;
-    (void)gf_fx_on_device(&fx, 0, 0x77, A, &dev, &lab);
+    (void)gf_fx_open_on_device(&fx, 1, 0x77);
     uint8_t snap[GF_SLOT_BYTES];
     memset(snap, 0, sizeof snap);
-    gf_kernel(A, 9, snap, dev, GF_SLOT_BYTES); /* not released: the loader goes first */
+    gf_kernel(fx.A, 9, snap, fx.dev, GF_SLOT_BYTES); /* not released: the loader goes first */
     int first = GF.ncalls;
-    gf_fx_free(&fx); /* fails if dev is freed with the kernel queued */
+    gf_fx_free(&fx); /* fails if the buffer is freed with the kernel queued */
     assert_true(gf_find_call("record", first) >= 0);
     assert_int_equal(gf_count_runs("s1 kernel 9"), 1);
     assert_true(gf_all_bytes(snap, 0x77, GF_SLOT_BYTES));
@@ -279,11 +254,7 @@ static void test_drain_deadline_leaks_instead_of_hanging(void **state)
 {
     (void)state;
     gf_fixture fx;
-    gf_fx_init(&fx, 1, 1);
-    gf_stream *A = gf_stream_new();
-    void *dev;
-    int64_t *lab;
-    rf_slot *s = gf_fx_on_device(&fx, 0, 0x21, A, &dev, &lab);
+    rf_slot *s = gf_fx_open_on_device(&fx, 1, 0x21);
     gf_fx_release(&fx, s);
     fx.copy->stuck = 1;
     int saved = rf__copier_drain_ms;

@@ -41,15 +41,8 @@
 #include "decode.h"
 #include "ringfeed.h"
 
-/* 1 Mpixel: the limit paths are the same at any value, and a lying header
- * that claims the maximum still decodes in well under a second under ASan
- * (at 4096 x 4096 an arithmetic-coded one takes over a second: libFuzzer
- * would spend its time there). */
-#define FZ_MAX_PIXELS (1024 * 1024)
-#define FZ_MAX_SCANS 64
-#define FZ_NONE_MAX_SIDE 512
-
-static const int fz_sizes[8] = {1, 2, 7, 16, 31, 32, 57, 64};
+#define FZ_NAME "fuzz_decode"
+#include "fuzzdecode.h"
 
 /* Width and height from the first SOF marker; -1 when there is none. A bounded
  * walk over the marker segments: it only needs to be right for well-formed
@@ -87,23 +80,6 @@ static int sof_dims(const uint8_t *p, size_t n, int *w, int *h)
 static rf_decoder *fz_decoder;
 static int fz_verbose; /* standalone --list: print each input's outcome */
 
-static void finding(const char *what, int rc1, int rc2, const char *e1, const char *e2)
-{
-    fprintf(stderr, "fuzz_decode: FINDING: %s (rc %d / %d; \"%s\" / \"%s\")\n", what, rc1, rc2, e1,
-            e2);
-    abort(); /* libFuzzer saves the input as a crash artifact */
-}
-
-static void check_failure(int rc, const char *err, size_t cap)
-{
-    if (rc != RF_E_DECODE && rc != RF_E_LIMIT && rc != RF_E_NOMEM)
-        finding("unexpected status", rc, rc, "", "");
-    if (memchr(err, '\0', cap) == NULL)
-        finding("reason not NUL-terminated", rc, rc, "", "");
-    if (err[0] == '\0')
-        finding("failure without a reason", rc, rc, "", "");
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -118,64 +94,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t len = size ? size - 1 : 0;
 
     rf_decode_opts o;
-    memset(&o, 0, sizeof o);
-    o.transform = ctl % 3;
-    o.flip = (ctl >> 2) & 1;
-    o.size = fz_sizes[ctl >> 5 & 7];
-    o.max_pixels = FZ_MAX_PIXELS;
-    o.max_scans = FZ_MAX_SCANS;
-    o.seed = (uint64_t)ctl * 0x9e3779b97f4a7c15ULL;
-    o.epoch = (ctl >> 3) & 3;
-    o.sample = (int64_t)len;
+    fz_opts(&o, ctl, len);
     o.check_tail = (len & 1) == 0; /* both ends of a crop: checked and not */
     int w, h;
-    if (o.transform == RF_TRANSFORM_NONE && (ctl & 0x18) == 0x18 && len >= 4 &&
-        sof_dims(jpg, len, &w, &h) == 0 && w == h && w >= 1 && w <= FZ_NONE_MAX_SIDE)
+    if (len >= 4 && sof_dims(jpg, len, &w, &h) == 0 && fz_none_at_side(&o, ctl, w, h))
         o.size = w; /* let "none" decode square pictures */
-
-    size_t n = (size_t)o.size * (size_t)o.size * 3;
-    /* Exactly one sample's place: an overrun is an ASan report. */
-    uint8_t *a = malloc(n), *b = malloc(n);
-    if (!a || !b)
-        abort();
-    memset(a, 0x00, n);
-    memset(b, 0xff, n);
-    char ea[512], eb[512];
-    memset(ea, 'x', sizeof ea); /* no NUL: a failure must write a terminated reason */
-    memset(eb, 'x', sizeof eb);
-    rf_decode_times t;
-
-    o.layout = RF_LAYOUT_NHWC;
-    int ra = rf__decode_sample(fz_decoder, jpg, len, &o, a, ea, sizeof ea, &t);
-    o.layout = RF_LAYOUT_NCHW;
-    int rb = rf__decode_sample(fz_decoder, jpg, len, &o, b, eb, sizeof eb, &t);
-
-    if (ra != 0)
-        check_failure(ra, ea, sizeof ea);
-    if (rb != 0)
-        check_failure(rb, eb, sizeof eb);
-    ea[sizeof ea - 1] = eb[sizeof eb - 1] = '\0'; /* printable from here on */
-    if (fz_verbose)
-        printf("  t=%d S=%d flip=%d len=%zu: %s\n", o.transform, o.size, o.flip, len,
-               ra ? ea : "ok");
-    if ((ra == 0) != (rb == 0))
-        finding("NHWC and NCHW disagree on success", ra, rb, ra ? ea : "", rb ? eb : "");
-    if (ra != 0) {
-        if (ra != rb || strcmp(ea, eb) != 0)
-            finding("the same input failed differently", ra, rb, ea, eb);
-    } else {
-        /* NCHW is NHWC transposed, and every byte was written (the buffers
-         * started as 0x00 and 0xff). */
-        size_t S = (size_t)o.size;
-        for (size_t y = 0; y < S; y++)
-            for (size_t x = 0; x < S; x++)
-                for (size_t c = 0; c < 3; c++)
-                    if (a[(y * S + x) * 3 + c] != b[(c * S + y) * S + x])
-                        finding("NCHW is not NHWC transposed, or a byte was not written", ra, rb,
-                                ea, eb);
-    }
-    free(a);
-    free(b);
+    fz_decode_both_layouts(fz_decoder, jpg, len, &o, fz_verbose);
     return 0;
 }
 
@@ -362,15 +286,9 @@ static size_t mutate(const uint8_t *in, size_t len, uint8_t *out, size_t cap, ui
             out[xs(rs) % n] = v[xs(rs) % sizeof v];
             break;
         }
-        case 4: { /* copy a chunk over another place */
-            size_t a = xs(rs) % n, b = xs(rs) % n, m = 1 + xs(rs) % 64;
-            if (a + m > n)
-                m = n - a;
-            if (b + m > n)
-                m = n - b;
-            memmove(out + b, out + a, m);
+        case 4: /* copy a chunk over another place */
+            fz_copy_run(out, n, rs);
             break;
-        }
         case 5: /* control byte */
             out[0] = (uint8_t)xs(rs);
             break;

@@ -36,30 +36,11 @@
 #include "decode.h"
 #include "ringfeed.h"
 
-/* 1 Mpixel: a lying header claiming the maximum still decodes quickly. */
-#define FZ_MAX_PIXELS (1024 * 1024)
-#define FZ_NONE_MAX_SIDE 512
+#define FZ_NAME "fuzz_formats"
+#include "fuzzdecode.h"
 
-static const int fz_sizes[8] = {1, 2, 7, 16, 31, 32, 57, 64};
 static rf_decoder *fz_decoder;
 static int fz_verbose;
-
-static void finding(const char *what, int rc1, int rc2, const char *e1, const char *e2)
-{
-    fprintf(stderr, "fuzz_formats: FINDING: %s (rc %d / %d; \"%s\" / \"%s\")\n", what, rc1, rc2, e1,
-            e2);
-    abort(); /* libFuzzer saves the input as a crash artifact */
-}
-
-static void check_failure(int rc, const char *err, size_t cap)
-{
-    if (rc != RF_E_DECODE && rc != RF_E_LIMIT && rc != RF_E_NOMEM)
-        finding("unexpected status", rc, rc, "", "");
-    if (memchr(err, '\0', cap) == NULL)
-        finding("reason not NUL-terminated", rc, rc, "", "");
-    if (err[0] == '\0')
-        finding("failure without a reason", rc, rc, "", "");
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -72,65 +53,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t len = size ? size - 1 : 0;
 
     rf_decode_opts o;
-    memset(&o, 0, sizeof o);
-    o.transform = ctl % 3;
-    o.flip = (ctl >> 2) & 1;
-    o.size = fz_sizes[ctl >> 5 & 7];
-    o.max_pixels = FZ_MAX_PIXELS;
-    o.max_scans = 64;
-    o.seed = (uint64_t)ctl * 0x9e3779b97f4a7c15ULL;
-    o.epoch = (ctl >> 3) & 3;
-    o.sample = (int64_t)len;
+    fz_opts(&o, ctl, len);
     o.check_tail = (len & 1) == 0; /* both: decoded to the end and not */
-    char ea[512], eb[512];
-    rf_decode_times t;
-    uint8_t probe[3];
     if (o.transform == RF_TRANSFORM_NONE && (ctl & 0x18) == 0x18) {
         /* "none" at the picture's own side: the header says it */
         rf_decode_opts c = o;
         c.transform = RF_TRANSFORM_CENTER;
         c.size = 1;
-        rf__decode_sample(fz_decoder, file, len, &c, probe, ea, sizeof ea, &t);
-        if (t.width == t.height && t.width >= 1 && t.width <= FZ_NONE_MAX_SIDE)
+        uint8_t probe[3];
+        char err[512];
+        rf_decode_times t;
+        rf__decode_sample(fz_decoder, file, len, &c, probe, err, sizeof err, &t);
+        if (fz_none_at_side(&o, ctl, t.width, t.height))
             o.size = t.width;
     }
-
-    size_t n = (size_t)o.size * (size_t)o.size * 3;
-    uint8_t *a = malloc(n), *b = malloc(n); /* exactly one sample's place */
-    if (!a || !b)
-        abort();
-    memset(a, 0x00, n);
-    memset(b, 0xff, n);
-    memset(ea, 'x', sizeof ea); /* no NUL: a failure must write a terminated reason */
-    memset(eb, 'x', sizeof eb);
-    o.layout = RF_LAYOUT_NHWC;
-    int ra = rf__decode_sample(fz_decoder, file, len, &o, a, ea, sizeof ea, &t);
-    o.layout = RF_LAYOUT_NCHW;
-    int rb = rf__decode_sample(fz_decoder, file, len, &o, b, eb, sizeof eb, &t);
-    if (ra != 0)
-        check_failure(ra, ea, sizeof ea);
-    if (rb != 0)
-        check_failure(rb, eb, sizeof eb);
-    ea[sizeof ea - 1] = eb[sizeof eb - 1] = '\0';
-    if (fz_verbose)
-        printf("  t=%d S=%d flip=%d len=%zu: %s\n", o.transform, o.size, o.flip, len,
-               ra ? ea : "ok");
-    if ((ra == 0) != (rb == 0))
-        finding("NHWC and NCHW disagree on success", ra, rb, ra ? ea : "", rb ? eb : "");
-    if (ra != 0) {
-        if (ra != rb || strcmp(ea, eb) != 0)
-            finding("the same input failed differently", ra, rb, ea, eb);
-    } else {
-        size_t S = (size_t)o.size;
-        for (size_t y = 0; y < S; y++)
-            for (size_t x = 0; x < S; x++)
-                for (size_t c = 0; c < 3; c++)
-                    if (a[(y * S + x) * 3 + c] != b[(c * S + y) * S + x])
-                        finding("NCHW is not NHWC transposed, or a byte was not written", ra, rb,
-                                ea, eb);
-    }
-    free(a);
-    free(b);
+    fz_decode_both_layouts(fz_decoder, file, len, &o, fz_verbose);
     return 0;
 }
 

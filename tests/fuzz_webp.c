@@ -45,20 +45,12 @@
 #include "rng.h"
 #include "transform.h"
 
-#define FZ_MAX_PIXELS (1024 * 1024)
-#define FZ_NONE_MAX_SIDE 512
-
-static const int fz_sizes[8] = {1, 2, 7, 16, 31, 32, 57, 64};
+#define FZ_NAME "fuzz_webp"
+#include "fuzzdecode.h"
 
 static rf_decoder *fz_decoder;
 static rf_resampler *fz_resampler;
 static int fz_verbose;
-
-static void finding(const char *what, int rc, const char *err)
-{
-    fprintf(stderr, "fuzz_webp: FINDING: %s (rc %d; \"%s\")\n", what, rc, err);
-    abort(); /* libFuzzer saves the input as a crash artifact */
-}
 
 /* PIL's decode: WebPAnimDecoder's first frame, RGB kept. *out w*h*3
  * (malloc'd). 0, or -1 when it refuses the file. */
@@ -112,21 +104,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int is_webp = len >= 12 && !memcmp(file, "RIFF", 4) && !memcmp(file + 8, "WEBP", 4);
 
     rf_decode_opts o;
-    memset(&o, 0, sizeof o);
-    o.transform = ctl % 3;
-    o.flip = (ctl >> 2) & 1;
-    o.size = fz_sizes[ctl >> 5 & 7];
-    o.max_pixels = FZ_MAX_PIXELS;
-    o.max_scans = 64;
-    o.seed = (uint64_t)ctl * 0x9e3779b97f4a7c15ULL;
-    o.epoch = (ctl >> 3) & 3;
-    o.sample = (int64_t)len;
+    fz_opts(&o, ctl, len);
     o.check_tail = 1;
     o.layout = RF_LAYOUT_NHWC;
     int fw = 0, fh = 0;
     int info_ok = is_webp && WebPGetInfo(file, len, &fw, &fh);
-    if (o.transform == RF_TRANSFORM_NONE && (ctl & 0x18) == 0x18 && info_ok && fw == fh &&
-        fw >= 1 && fw <= FZ_NONE_MAX_SIDE)
+    if (info_ok && fz_none_at_side(&o, ctl, fw, fh))
         o.size = fw;
 
     size_t n = (size_t)o.size * (size_t)o.size * 3;
@@ -138,14 +121,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(err, 'x', sizeof err); /* no NUL: a failure must write a terminated reason */
     rf_decode_times t;
     int rc = rf__decode_sample(fz_decoder, file, len, &o, a, err, sizeof err, &t);
-    if (rc != 0) {
-        if (rc != RF_E_DECODE && rc != RF_E_LIMIT && rc != RF_E_NOMEM)
-            finding("unexpected status", rc, "");
-        if (!memchr(err, '\0', sizeof err))
-            finding("reason not NUL-terminated", rc, "");
-        if (!err[0])
-            finding("failure without a reason", rc, "");
-    }
+    if (rc != 0)
+        check_failure(rc, err, sizeof err);
     err[sizeof err - 1] = '\0';
     if (fz_verbose)
         printf("  t=%d S=%d flip=%d len=%zu: %s\n", o.transform, o.size, o.flip, len,
@@ -157,9 +134,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int rw = 0, rh = 0;
     int ref_ok = is_webp && reference(file, len, &ref_rgb, &rw, &rh) == 0;
     if (rc == 0 && is_webp && !ref_ok)
-        finding("decoded a WebP file PIL's decoder refuses", rc, "");
+        finding("decoded a WebP file PIL's decoder refuses", rc, rc, "", "");
     if (ref_ok && rc != 0 && !(o.transform == RF_TRANSFORM_NONE && (rw != o.size || rh != o.size)))
-        finding("refused a WebP file PIL's decoder decodes", rc, err);
+        finding("refused a WebP file PIL's decoder decodes", rc, rc, err, "");
     if (rc == 0 && ref_ok) {
         rf_geom g;
         rf_rng rng = rf__rng_make(o.seed, (uint64_t)o.epoch, (uint64_t)o.sample);
@@ -177,7 +154,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                          RF__LAYOUT_NHWC) != 0)
             abort();
         if (memcmp(a, b, n) != 0)
-            finding("pixels differ from PIL's decoder", rc, "");
+            finding("pixels differ from PIL's decoder", rc, rc, "", "");
         free(b);
     }
     free(ref_rgb);
@@ -289,15 +266,9 @@ static size_t mutate(const uint8_t *in, size_t len, uint8_t *out, size_t cap, ui
         case 2:
             n = 1 + xs(rs) % n;
             break;
-        case 3: { /* copy a run over another place */
-            size_t a = xs(rs) % n, b = xs(rs) % n, m = 1 + xs(rs) % 64;
-            if (a + m > n)
-                m = n - a;
-            if (b + m > n)
-                m = n - b;
-            memmove(out + b, out + a, m);
+        case 3: /* copy a run over another place */
+            fz_copy_run(out, n, rs);
             break;
-        }
         case 4: { /* a chunk's (or the RIFF's) 32-bit size */
             static const size_t at[] = {5, 17, 35, 45};
             size_t p = at[xs(rs) % 4];

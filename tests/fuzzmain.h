@@ -129,6 +129,15 @@ static long fz_self(const corpus *c, int per, fz_mutate_fn mutate)
     return runs;
 }
 
+/* Copies a run of 1 to 64 of the n bytes at out over another place. */
+static inline void fz_copy_run(uint8_t *out, size_t n, uint64_t *rs)
+{
+    size_t a = xs(rs) % n, b = xs(rs) % n, m = 1 + xs(rs) % 64;
+    m = a + m > n ? n - a : m;
+    m = b + m > n ? n - b : m;
+    memmove(out + b, out + a, m);
+}
+
 /* Generic mutations of a seed (the control byte included): bit flips, bytes,
  * cuts, interesting values, copied runs, a new control byte. */
 static inline size_t fz_mutate(const uint8_t *in, size_t len, uint8_t *out, size_t cap,
@@ -154,13 +163,9 @@ static inline size_t fz_mutate(const uint8_t *in, size_t len, uint8_t *out, size
             out[xs(rs) % n] = v[xs(rs) % sizeof v];
             break;
         }
-        case 4: {
-            size_t a = xs(rs) % n, b = xs(rs) % n, m = 1 + xs(rs) % 64;
-            m = a + m > n ? n - a : m;
-            m = b + m > n ? n - b : m;
-            memmove(out + b, out + a, m);
+        case 4:
+            fz_copy_run(out, n, rs);
             break;
-        }
         default:
             out[0] = (uint8_t)xs(rs);
             break;

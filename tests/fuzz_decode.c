@@ -110,26 +110,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #include "testutil.h"
 #include "fuzzmain.h"
 
-/* Control byte: transform t (0 none, 1 center, 2 rrc), size index k, and for
- * "none" the picture's own side (0x18). */
-static uint8_t ctl_of(int t, int k, int flip)
-{
-    uint8_t c = (uint8_t)(t | (flip ? 4 : 0) | (k << 5));
-    /* t must stay c % 3: adjust with the epoch bits (3..4), which carry no meaning
-     * beyond the RNG key. */
-    for (int e = 0; e < 4 && c % 3 != t; e++)
-        c = (uint8_t)((c & ~0x18) | (e << 3));
-    return c;
-}
-
-static uint8_t ctl_none_own_side(void)
-{
-    for (int c = 0; c < 256; c++)
-        if (c % 3 == 0 && (c & 0x18) == 0x18)
-            return (uint8_t)c;
-    abort();
-}
-
 static void make_corpus(corpus *c)
 {
     struct {

@@ -81,23 +81,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 #include "fuzzmain.h"
 
-/* Control byte: transform t, size index k, flip; "none" at the own side: 0x18. */
-static uint8_t ctl_of(int t, int k, int flip)
-{
-    uint8_t c = (uint8_t)(t | (flip ? 4 : 0) | (k << 5));
-    for (int e = 0; e < 4 && c % 3 != t; e++)
-        c = (uint8_t)((c & ~0x18) | (e << 3));
-    return c;
-}
-
-static uint8_t ctl_none_own_side(void)
-{
-    for (int c = 0; c < 256; c++)
-        if (c % 3 == 0 && (c & 0x18) == 0x18)
-            return (uint8_t)c;
-    abort();
-}
-
 /* Every transform on a file, then damaged copies: cut in half, cut short,
  * bytes flipped past the first `header` bytes, and in them. */
 static void add_all(corpus *c, const char *name, const uint8_t *f, size_t len, int square,

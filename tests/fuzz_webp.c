@@ -172,7 +172,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 /* Control byte for transform t (0 none, 1 center, 2 rrc), size index k;
  * own: "none" at the picture's own side. */
-static uint8_t ctl_of(int t, int k, int flip, int own)
+static uint8_t ctl_own_of(int t, int k, int flip, int own)
 {
     for (int c = 0; c < 256; c++)
         if (c % 3 == t && (c >> 5) == k && ((c >> 2) & 1) == flip && (((c & 0x18) == 0x18) == own))
@@ -198,31 +198,31 @@ static void make_corpus(corpus *c)
             }
             int sq = sz[i].w == sz[i].h;
             snprintf(nm, sizeof nm, "%s-%dx%d-none", kn[k], sz[i].w, sz[i].h);
-            add(c, nm, ctl_of(0, (int)i % 8, 0, sq), f, len);
+            add(c, nm, ctl_own_of(0, (int)i % 8, 0, sq), f, len);
             snprintf(nm, sizeof nm, "%s-%dx%d-center", kn[k], sz[i].w, sz[i].h);
-            add(c, nm, ctl_of(1, (int)(i + k) % 8, 0, 0), f, len);
+            add(c, nm, ctl_own_of(1, (int)(i + k) % 8, 0, 0), f, len);
             snprintf(nm, sizeof nm, "%s-%dx%d-rrc", kn[k], sz[i].w, sz[i].h);
-            add(c, nm, ctl_of(2, (int)(i + 2 * k) % 8, 1, 0), f, len);
+            add(c, nm, ctl_own_of(2, (int)(i + 2 * k) % 8, 1, 0), f, len);
             if (i == 3) {
                 snprintf(nm, sizeof nm, "%s-trunc-half", kn[k]);
-                add(c, nm, ctl_of(1, 5, 0, 0), f, len / 2);
+                add(c, nm, ctl_own_of(1, 5, 0, 0), f, len / 2);
                 snprintf(nm, sizeof nm, "%s-trunc-20", kn[k]);
-                add(c, nm, ctl_of(1, 3, 0, 0), f, len < 20 ? len : 20);
+                add(c, nm, ctl_own_of(1, 3, 0, 0), f, len < 20 ? len : 20);
                 uint8_t *g = malloc(len);
                 memcpy(g, f, len);
                 for (int b = 0; b < 4; b++) /* flips in the compressed data */
                     g[30 + xs(&rs) % (len - 30)] ^= (uint8_t)(1u << (xs(&rs) % 8));
                 snprintf(nm, sizeof nm, "%s-bitflip", kn[k]);
-                add(c, nm, ctl_of(2, 6, 0, 0), g, len);
+                add(c, nm, ctl_own_of(2, 6, 0, 0), g, len);
                 memcpy(g, f, len);
                 if (wg_set_size(g, len, 16383, 16383) == 0) {
                     snprintf(nm, sizeof nm, "%s-huge", kn[k]);
-                    add(c, nm, ctl_of(1, 4, 0, 0), g, len);
+                    add(c, nm, ctl_own_of(1, 4, 0, 0), g, len);
                 }
                 memcpy(g, f, len);
                 if (wg_set_size(g, len, 1024, 1024) == 0) { /* at the fuzz limit, lying */
                     snprintf(nm, sizeof nm, "%s-1024-lying", kn[k]);
-                    add(c, nm, ctl_of(1, 4, 0, 0), g, len);
+                    add(c, nm, ctl_own_of(1, 4, 0, 0), g, len);
                 }
                 free(g);
             }
@@ -234,15 +234,15 @@ static void make_corpus(corpus *c)
         if (!f)
             exit(1);
         snprintf(nm, sizeof nm, "anim-%s-center", kn[k]);
-        add(c, nm, ctl_of(1, 6, 0, 0), f, len);
+        add(c, nm, ctl_own_of(1, 6, 0, 0), f, len);
         snprintf(nm, sizeof nm, "anim-%s-rrc", kn[k]);
-        add(c, nm, ctl_of(2, 7, 1, 0), f, len);
+        add(c, nm, ctl_own_of(2, 7, 1, 0), f, len);
         snprintf(nm, sizeof nm, "anim-%s-trunc", kn[k]);
-        add(c, nm, ctl_of(1, 6, 0, 0), f, len - 30);
+        add(c, nm, ctl_own_of(1, 6, 0, 0), f, len - 30);
         free(f);
     }
-    add(c, "riff-only", ctl_of(1, 1, 0, 0), (const uint8_t *)"RIFF\x04\x00\x00\x00WEBP", 12);
-    add(c, "vp8x-only", ctl_of(1, 1, 0, 0),
+    add(c, "riff-only", ctl_own_of(1, 1, 0, 0), (const uint8_t *)"RIFF\x04\x00\x00\x00WEBP", 12);
+    add(c, "vp8x-only", ctl_own_of(1, 1, 0, 0),
         (const uint8_t *)"RIFF\x16\x00\x00\x00WEBPVP8X\x0a\x00\x00\x00\x10\x00\x00\x00"
                          "\x0f\x00\x00\x0f\x00\x00",
         30);

@@ -47,6 +47,27 @@ static int fz_none_at_side(const rf_decode_opts *o, uint8_t ctl, int w, int h)
            w <= FZ_NONE_MAX_SIDE;
 }
 
+/* The control byte of a seed: transform t (0 none, 1 center, 2 rrc), size
+ * index k, flip. t must stay c % 3: adjust with the epoch bits (3..4), which
+ * carry no meaning beyond the RNG key. Inline, as the next: seeds are made
+ * by the standalone driver only. */
+static inline uint8_t ctl_of(int t, int k, int flip)
+{
+    uint8_t c = (uint8_t)(t | (flip ? 4 : 0) | (k << 5));
+    for (int e = 0; e < 4 && c % 3 != t; e++)
+        c = (uint8_t)((c & ~0x18) | (e << 3));
+    return c;
+}
+
+/* A control byte for "none" at the picture's own side (0x18). */
+static inline uint8_t ctl_none_own_side(void)
+{
+    for (int c = 0; c < 256; c++)
+        if (c % 3 == 0 && (c & 0x18) == 0x18)
+            return (uint8_t)c;
+    abort();
+}
+
 static void finding(const char *what, int rc1, int rc2, const char *e1, const char *e2)
 {
     fprintf(stderr, FZ_NAME ": FINDING: %s (rc %d / %d; \"%s\" / \"%s\")\n", what, rc1, rc2, e1,

@@ -178,20 +178,40 @@ static sim model(double workers_needed, int cores)
     return s;
 }
 
+/* A tuner with budget and initial workers (prefetch 4, at most 8), run for
+ * windows windows of s from the first. */
+static void start_run(sim *s, rf_tuner *t, trace *tr, int budget, int initial, int windows)
+{
+    rf__tuner_init(t, budget, initial, 4, 8);
+    run(s, t, tr, 0, windows);
+}
+
 /* Cold start from `initial` workers; converged by window 5 (0-based window 4
  * is the fifth decision) to `want`, then stable for `windows` more. */
 static void check_converges(sim s, int budget, int initial, int want, int windows)
 {
     rf_tuner t;
     trace tr;
-    rf__tuner_init(&t, budget, initial, 4, 8);
-    run(&s, &t, &tr, 0, 5 + windows);
+    start_run(&s, &t, &tr, budget, initial, 5 + windows);
     if (tr.workers[4] != want || changes(&tr, 5, 5 + windows) > 2)
         print_trace(&tr, 0, 5 + windows);
     assert_int_equal(tr.workers[4], want);
     assert_true(changes(&tr, 5, 5 + windows) <= 2);
     assert_true(max_changes_in_span(&tr, 5, 5 + windows, 100) <= 2);
     assert_true(contains(tr.reason[0], "little's law"));
+}
+
+/* check_converges over 100 windows of a consumer needing `needed` workers
+ * with `cores` cores free (model), from budget and initial to want. */
+typedef struct converge_case {
+    double needed;
+    int cores, budget, initial, want;
+} converge_case;
+
+static void check_converge_cases(const converge_case *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        check_converges(model(v[i].needed, v[i].cores), v[i].budget, v[i].initial, v[i].want, 100);
 }
 
 /* ------------------------------------------------------------- tests */
@@ -297,34 +317,28 @@ static void test_empty_or_nonsense_window_changes_nothing(void **state)
 static void test_converge_fast_consumer_two_cores(void **state)
 {
     (void)state;
-    check_converges(model(0, 2), 4, 4, 2, 100);
-    check_converges(model(0, 2), 4, 1, 2, 100);
-    check_converges(model(0, 2), 8, 8, 2, 100);
+    static const converge_case v[] = {{0, 2, 4, 4, 2}, {0, 2, 4, 1, 2}, {0, 2, 8, 8, 2}};
+    check_converge_cases(v, sizeof v / sizeof v[0]);
 }
 
 /* Slow consumer needing 1.3 workers: 2. Very slow consumer: 1. */
 static void test_converge_slow_consumers(void **state)
 {
     (void)state;
-    check_converges(model(1.3, 8), 8, 8, 2, 100);
-    check_converges(model(1.3, 8), 8, 1, 2, 100);
-    check_converges(model(1.3, 2), 2, 2, 2, 100);
-    check_converges(model(0.2, 8), 8, 8, 1, 100);
-    check_converges(model(0.2, 2), 2, 1, 1, 100);
-    check_converges(model(0.02, 16), 16, 16, 1, 100);
-    /* Needs 3.3 of 8 free cores: Little's law says 4 (3.63 rounded up). */
-    check_converges(model(3.3, 8), 8, 8, 4, 100);
+    /* The last needs 3.3 of 8 free cores: Little's law says 4 (3.63 rounded up). */
+    static const converge_case v[] = {{1.3, 8, 8, 8, 2}, {1.3, 8, 8, 1, 2}, {1.3, 2, 2, 2, 2},
+                                      {0.2, 8, 8, 8, 1}, {0.2, 2, 2, 1, 1}, {0.02, 16, 16, 16, 1},
+                                      {3.3, 8, 8, 8, 4}};
+    check_converge_cases(v, sizeof v / sizeof v[0]);
 }
 
 /* Budget 1 and budget 3 with 8 cores free: never above. */
 static void test_budget_respected(void **state)
 {
     (void)state;
-    check_converges(model(0, 8), 1, 1, 1, 100);
-    check_converges(model(0, 8), 1, 6, 1, 100);
-    check_converges(model(0, 8), 3, 3, 3, 100);
-    check_converges(model(0, 8), 3, 1, 3, 100);
-    check_converges(model(6.0, 8), 3, 1, 3, 100);
+    static const converge_case v[] = {
+        {0, 8, 1, 1, 1}, {0, 8, 1, 6, 1}, {0, 8, 3, 3, 3}, {0, 8, 3, 1, 3}, {6.0, 8, 3, 1, 3}};
+    check_converge_cases(v, sizeof v / sizeof v[0]);
 }
 
 /* Saturated at 2: the tuner tries 3, sees no gain, reverts and holds; the
@@ -373,8 +387,7 @@ static void test_hold_retried_blindly(void **state)
     sim s = model(0, 2);
     rf_tuner t;
     static trace tr;
-    rf__tuner_init(&t, 6, 6, 4, 8);
-    run(&s, &t, &tr, 0, 20);
+    start_run(&s, &t, &tr, 6, 6, 20);
     assert_int_equal(tr.workers[19], 2);
     int settled = 0;
     for (int i = 0; i < 20; i++)
@@ -398,8 +411,7 @@ static void test_hold_lifted_when_conditions_change(void **state)
     sim s = model(2.6, 2);
     rf_tuner t;
     trace tr;
-    rf__tuner_init(&t, 6, 6, 4, 8);
-    run(&s, &t, &tr, 0, 20);
+    start_run(&s, &t, &tr, 6, 6, 20);
     assert_int_equal(tr.workers[19], 2);
     s.cpu *= 1.5; /* needs 3.9 workers now */
     s.cores = 6;
@@ -422,8 +434,7 @@ static void test_removal_when_consumer_slows(void **state)
     sim s = model(3.5, 8);
     rf_tuner t;
     trace tr;
-    rf__tuner_init(&t, 8, 8, 4, 8);
-    run(&s, &t, &tr, 0, 30);
+    start_run(&s, &t, &tr, 8, 8, 30);
     assert_int_equal(tr.workers[29], 4);
     s.demand = 1.2 / s.cpu; /* needs 1.2 workers now: 2 keep up, 1 would not */
     run(&s, &t, &tr, 30, 150);
@@ -456,8 +467,7 @@ static void test_add_back_after_removal(void **state)
     sim s = model(3.5, 8);
     rf_tuner t;
     trace tr;
-    rf__tuner_init(&t, 8, 8, 4, 8);
-    run(&s, &t, &tr, 0, 10);
+    start_run(&s, &t, &tr, 8, 8, 10);
     assert_int_equal(tr.workers[9], 4);
     s.demand = 2.0 / s.cpu;
     int removed = -1;
@@ -500,8 +510,7 @@ static void test_prefetch_growth(void **state)
 
     /* CPU-bound, stalling, producers never blocked: prefetch stays. */
     sim s = model(0, 2);
-    rf__tuner_init(&t, 2, 2, 4, 8);
-    run(&s, &t, &tr, 0, 50);
+    start_run(&s, &t, &tr, 2, 2, 50);
     for (int i = 0; i < 50; i++)
         assert_int_equal(tr.prefetch[i], 4);
 
@@ -522,8 +531,7 @@ static void test_prefetch_growth(void **state)
     s = model(1.3, 8);
     s.burst = 0.45;
     s.need_prefetch = 6;
-    rf__tuner_init(&t, 8, 2, 4, 8);
-    run(&s, &t, &tr, 0, 60);
+    start_run(&s, &t, &tr, 8, 2, 60);
     print_trace(&tr, 0, 60);
     assert_int_equal(tr.prefetch[59], 6);
     int grew = 0;
@@ -538,8 +546,7 @@ static void test_prefetch_growth(void **state)
 
     /* Needs 12 slots, allowed 8: stops at 8. */
     s.need_prefetch = 12;
-    rf__tuner_init(&t, 8, 2, 4, 8);
-    run(&s, &t, &tr, 0, 60);
+    start_run(&s, &t, &tr, 8, 2, 60);
     assert_int_equal(tr.prefetch[59], 8);
 }
 
@@ -569,8 +576,7 @@ static void test_noise_stability(void **state)
             s.rng = 0x12345678ULL * (uint64_t)seed + 1;
             rf_tuner t;
             static trace tr;
-            rf__tuner_init(&t, cases[c].budget, cases[c].initial, 4, 8);
-            run(&s, &t, &tr, 0, WINDOWS);
+            start_run(&s, &t, &tr, cases[c].budget, cases[c].initial, WINDOWS);
             int worst = max_changes_in_span(&tr, 5, WINDOWS, 100);
             int final = tr.workers[WINDOWS - 1];
             int lo = cases[c].want - 1, hi = cases[c].hi;
@@ -604,8 +610,7 @@ static void test_reasons_name_rule_and_figures(void **state)
     rf_tuner t;
     trace tr;
     sim s = model(0.2, 8);
-    rf__tuner_init(&t, 8, 8, 4, 8);
-    run(&s, &t, &tr, 0, 3);
+    start_run(&s, &t, &tr, 8, 8, 3);
     /* 0.2 workers x 1.1 -> 1: "little's law: 50 img/s needed x 4.00 ms/img -> 1 worker" */
     assert_true(contains(tr.reason[0], "little's law: 50 img/s needed x 4.00 ms/img -> 1 worker"));
     assert_int_equal(tr.changed[0], 1);
@@ -613,8 +618,7 @@ static void test_reasons_name_rule_and_figures(void **state)
     assert_true(contains(tr.reason[1], "hold"));
 
     s = model(0, 8);
-    rf__tuner_init(&t, 5, 1, 4, 8);
-    run(&s, &t, &tr, 0, 2);
+    start_run(&s, &t, &tr, 5, 1, 2);
     assert_true(contains(tr.reason[0], "budget, 5 workers"));
     assert_true(contains(tr.reason[1], "at the budget"));
 

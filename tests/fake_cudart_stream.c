@@ -285,6 +285,44 @@ static cudaError_t host_wait(fstream *s, long target)
     return fk.sticky;
 }
 
+/* The start of a call that works under fk_mu: fk_gate, then fk_mu taken.
+ * Non-zero: the gate's error (fk_err'd), fk_mu not taken. */
+static cudaError_t enter(const char *api)
+{
+    cudaError_t e = fk_gate(api, 1);
+    if (e != cudaSuccess)
+        return fk_err(e);
+    pthread_mutex_lock(&fk_mu);
+    return cudaSuccess;
+}
+
+/* enter for a host wait: the "sync" hook runs before the gate (a wait asked
+ * for is a wait, failed or not). */
+static cudaError_t enter_wait(const char *api)
+{
+    fk_run_hook("sync");
+    return enter(api);
+}
+
+/* The end of such a call: fk_mu released, e returned as the runtime does. */
+static cudaError_t leave(cudaError_t e)
+{
+    pthread_mutex_unlock(&fk_mu);
+    return fk_err(e);
+}
+
+/* With fk_mu held: a copy from or to pageable memory waits on the host for
+ * the stream's work, counted; the "sync" hook runs outside fk_mu. */
+static cudaError_t pageable_wait(fstream *st)
+{
+    fk.pageable++;
+    fk.host_waits++;
+    pthread_mutex_unlock(&fk_mu);
+    fk_run_hook("sync");
+    pthread_mutex_lock(&fk_mu);
+    return host_wait(st, st->enq);
+}
+
 /* ---- streams --------------------------------------------------------------- */
 
 static cudaError_t make_stream(const char *api, cudaStream_t *out, int blocking)
@@ -319,59 +357,46 @@ EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags
 /* Returns at once; the queued work still runs. */
 EXPORT cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
-    cudaError_t e = fk_gate("cudaStreamDestroy", 1);
+    cudaError_t e = enter("cudaStreamDestroy");
     if (e)
-        return fk_err(e);
-    pthread_mutex_lock(&fk_mu);
+        return e;
     fstream *f = stream_of(s);
     if (f->legacy)
         e = cudaErrorInvalidResourceHandle;
     else
         f->alive = 0;
-    pthread_mutex_unlock(&fk_mu);
-    return fk_err(e);
+    return leave(e);
 }
 
 EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
-    fk_run_hook("sync"); /* before the gate: a wait asked for is a wait, failed or not */
-    cudaError_t e = fk_gate("cudaStreamSynchronize", 1);
+    cudaError_t e = enter_wait("cudaStreamSynchronize");
     if (e)
-        return fk_err(e);
-    pthread_mutex_lock(&fk_mu);
+        return e;
     fstream *f = stream_of(s);
-    e = host_wait(f, f->enq);
-    pthread_mutex_unlock(&fk_mu);
-    return fk_err(e);
+    return leave(host_wait(f, f->enq));
 }
 
 EXPORT cudaError_t cudaStreamQuery(cudaStream_t s)
 {
-    cudaError_t e = fk_gate("cudaStreamQuery", 1);
+    cudaError_t e = enter("cudaStreamQuery");
     if (e)
-        return fk_err(e);
-    pthread_mutex_lock(&fk_mu);
+        return e;
     fstream *f = stream_of(s);
-    e = f->done >= f->enq ? cudaSuccess : cudaErrorNotReady;
-    pthread_mutex_unlock(&fk_mu);
-    return fk_err(e);
+    return leave(f->done >= f->enq ? cudaSuccess : cudaErrorNotReady);
 }
 
 EXPORT cudaError_t cudaDeviceSynchronize(void)
 {
-    fk_run_hook("sync"); /* before the gate: a wait asked for is a wait, failed or not */
-    cudaError_t e = fk_gate("cudaDeviceSynchronize", 1);
+    cudaError_t e = enter_wait("cudaDeviceSynchronize");
     if (e)
-        return fk_err(e);
-    pthread_mutex_lock(&fk_mu);
+        return e;
     fk_count_sync();
     int d = fk_cur_device();
     for (fstream *s = streams; s && !fk.sticky; s = s->next)
         while (s->device == d && s->done < s->enq && !fk.sticky)
             pthread_cond_wait(&fk_cv, &fk_mu);
-    e = fk.sticky;
-    pthread_mutex_unlock(&fk_mu);
-    return fk_err(e);
+    return leave(fk.sticky);
 }
 
 /* ---- events ----------------------------------------------------------------- */
@@ -405,21 +430,18 @@ EXPORT cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
 
 EXPORT cudaError_t cudaEventDestroy(cudaEvent_t ev)
 {
-    cudaError_t e = fk_gate("cudaEventDestroy", 1);
+    cudaError_t e = enter("cudaEventDestroy");
     if (e)
-        return fk_err(e);
-    pthread_mutex_lock(&fk_mu);
+        return e;
     event_of(ev)->alive = 0; /* kept: a later use is caught */
-    pthread_mutex_unlock(&fk_mu);
-    return cudaSuccess;
+    return leave(cudaSuccess);
 }
 
 EXPORT cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s)
 {
-    cudaError_t e = fk_gate("cudaEventRecord", 1);
+    cudaError_t e = enter("cudaEventRecord");
     if (e)
-        return fk_err(e);
-    pthread_mutex_lock(&fk_mu);
+        return e;
     fevent *f = event_of(ev);
     fstream *st = stream_of(s);
     e = on_current(st);
@@ -430,43 +452,34 @@ EXPORT cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s)
         f->s = st;
         f->seq = st->enq;
     }
-    pthread_mutex_unlock(&fk_mu);
-    return fk_err(e);
+    return leave(e);
 }
 
 EXPORT cudaError_t cudaEventQuery(cudaEvent_t ev)
 {
-    cudaError_t e = fk_gate("cudaEventQuery", 1);
+    cudaError_t e = enter("cudaEventQuery");
     if (e)
-        return fk_err(e);
-    pthread_mutex_lock(&fk_mu);
+        return e;
     fevent *f = event_of(ev);
-    e = !f->s || f->s->done >= f->seq ? cudaSuccess : cudaErrorNotReady;
-    pthread_mutex_unlock(&fk_mu);
-    return fk_err(e);
+    return leave(!f->s || f->s->done >= f->seq ? cudaSuccess : cudaErrorNotReady);
 }
 
 EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t ev)
 {
-    fk_run_hook("sync"); /* before the gate: a wait asked for is a wait, failed or not */
-    cudaError_t e = fk_gate("cudaEventSynchronize", 1);
+    cudaError_t e = enter_wait("cudaEventSynchronize");
     if (e)
-        return fk_err(e);
-    pthread_mutex_lock(&fk_mu);
+        return e;
     fevent *f = event_of(ev);
-    e = f->s ? host_wait(f->s, f->seq) : (fk_count_sync(), cudaSuccess);
-    pthread_mutex_unlock(&fk_mu);
-    return fk_err(e);
+    return leave(f->s ? host_wait(f->s, f->seq) : (fk_count_sync(), cudaSuccess));
 }
 
 /* Another device's event may be waited for; a never-recorded one is no wait. */
 EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned int flags)
 {
     (void)flags;
-    cudaError_t e = fk_gate("cudaStreamWaitEvent", 1);
+    cudaError_t e = enter("cudaStreamWaitEvent");
     if (e)
-        return fk_err(e);
-    pthread_mutex_lock(&fk_mu);
+        return e;
     fevent *f = event_of(ev);
     fstream *st = stream_of(s);
     e = on_current(st);
@@ -476,8 +489,7 @@ EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned 
         w->wseq = f->seq;
         push(st, w);
     }
-    pthread_mutex_unlock(&fk_mu);
-    return fk_err(e);
+    return leave(e);
 }
 
 /* ---- copies ------------------------------------------------------------------ */
@@ -544,12 +556,7 @@ EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cu
     if (sk == FK_PAGEABLE) {
         /* Staged now: the stream's earlier work first, then the source is
          * copied to staging memory before the call returns. */
-        fk.pageable++;
-        fk.host_waits++;
-        pthread_mutex_unlock(&fk_mu);
-        fk_run_hook("sync");
-        pthread_mutex_lock(&fk_mu);
-        e = host_wait(st, st->enq);
+        e = pageable_wait(st);
         pthread_mutex_unlock(&fk_mu);
         if (e != cudaSuccess) {
             free(o);
@@ -569,12 +576,7 @@ EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cu
     push(st, o);
     if (dk == FK_PAGEABLE) {
         /* Into pageable memory: done when the call returns. */
-        fk.pageable++;
-        fk.host_waits++;
-        pthread_mutex_unlock(&fk_mu);
-        fk_run_hook("sync");
-        pthread_mutex_lock(&fk_mu);
-        e = host_wait(st, st->enq);
+        e = pageable_wait(st);
     }
     pthread_mutex_unlock(&fk_mu);
     return fk_err(e);
@@ -582,10 +584,9 @@ EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cu
 
 EXPORT cudaError_t cudaMemsetAsync(void *dst, int value, size_t n, cudaStream_t s)
 {
-    cudaError_t e = fk_gate("cudaMemsetAsync", 1);
+    cudaError_t e = enter("cudaMemsetAsync");
     if (e)
-        return fk_err(e);
-    pthread_mutex_lock(&fk_mu);
+        return e;
     int dev;
     int dk = fk_mem_kind(dst, n, &dev);
     fstream *st = stream_of(s);
@@ -600,6 +601,5 @@ EXPORT cudaError_t cudaMemsetAsync(void *dst, int value, size_t n, cudaStream_t 
         o->dst_reg = 1;
         push(st, o);
     }
-    pthread_mutex_unlock(&fk_mu);
-    return fk_err(e);
+    return leave(e);
 }

@@ -77,6 +77,15 @@ int si_init(const char *prog, int need_fake)
     return 0;
 }
 
+int si_run(const char *prog, int need_fake, const struct CMUnitTest *tests, size_t n,
+           int (*setup)(void **), int (*teardown)(void **))
+{
+    int rc = si_init(prog, need_fake);
+    if (rc != 0)
+        return rc;
+    return _cmocka_run_group_tests(prog, tests, n, setup, teardown);
+}
+
 int si_reset(void **state)
 {
     (void)state;

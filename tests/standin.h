@@ -40,6 +40,13 @@ extern standin SI;
  * (a cmocka pattern: "test_a*") runs only the tests it matches. */
 int si_init(const char *prog, int need_fake);
 
+/* main's work once it has listed its tests: si_init, then the cmocka group
+ * of n tests with setup and teardown (either may be NULL) when si_init says
+ * run. main's exit status. */
+struct CMUnitTest;
+int si_run(const char *prog, int need_fake, const struct CMUnitTest *tests, size_t n,
+           int (*setup)(void **), int (*teardown)(void **));
+
 /* The folder: SI_CLASSES x SI_PER_CLASS small JPEGs, batches of SI_BATCH at
  * SI_SIZE, SI_EPOCHS epochs of SI_NB batches. */
 #define SI_CLASSES 2

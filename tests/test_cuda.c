@@ -33,16 +33,9 @@
 #include "testutil.h"
 
 #ifdef RF_HAVE_CUDA
-#include <dlfcn.h>
-
 #include "copier.h"
 #include "cudart.h"
-
-/* The runtime the library loaded; two functions the library does not use,
- * resolved from it by the names the header binds them to. */
-static const rf_cudart *rt;
-static __typeof__(cudaMemsetAsync) *MemsetAsync;
-static __typeof__(cudaPointerGetAttributes) *PointerGetAttributes;
+#include "standin.h"
 
 #define CLASSES 3
 #define PER_CLASS 11
@@ -66,7 +59,7 @@ static void *scratch; /* device memory the "training step" keeps busy */
     do {                                                                                           \
         cudaError_t e_ = (x);                                                                      \
         if (e_ != cudaSuccess)                                                                     \
-            fail_msg("%s: %s", #x, rt->GetErrorString(e_));                                        \
+            fail_msg("%s: %s", #x, SI.rt->GetErrorString(e_));                                     \
     } while (0)
 
 static rf_loader *make(int device, int pin, int prefetch)
@@ -109,7 +102,7 @@ static int setup(void **state)
         }
     }
     rf_loader_destroy(l);
-    return rt->Malloc(&scratch, SCRATCH_BYTES) == cudaSuccess ? 0 : -1;
+    return SI.rt->Malloc(&scratch, SCRATCH_BYTES) == cudaSuccess ? 0 : -1;
 }
 
 static int teardown(void **state)
@@ -118,7 +111,7 @@ static int teardown(void **state)
     for (int e = 0; e < EPOCHS; e++)
         for (int k = 0; k < NB; k++)
             free(ref_img[e][k]);
-    rt->Free(scratch);
+    SI.rt->Free(scratch);
     tu_rmtree(root);
     free(root);
     return 0;
@@ -130,7 +123,7 @@ static int teardown(void **state)
 static void busy(cudaStream_t s)
 {
     for (int i = 0; i < 4; i++)
-        CK(MemsetAsync(scratch, i, SCRATCH_BYTES, s));
+        CK(SI.MemsetAsync(scratch, i, SCRATCH_BYTES, s));
 }
 
 typedef struct outbuf {
@@ -141,8 +134,8 @@ typedef struct outbuf {
 static void out_alloc(outbuf *o, int n)
 {
     for (int i = 0; i < n; i++) {
-        CK(rt->HostAlloc((void **)&o[i].img, BATCH_BYTES, cudaHostAllocDefault));
-        CK(rt->HostAlloc((void **)&o[i].lab, BATCH * 8, cudaHostAllocDefault));
+        CK(SI.rt->HostAlloc((void **)&o[i].img, BATCH_BYTES, cudaHostAllocDefault));
+        CK(SI.rt->HostAlloc((void **)&o[i].lab, BATCH * 8, cudaHostAllocDefault));
         memset(o[i].img, 0xCD, BATCH_BYTES);
     }
 }
@@ -155,8 +148,8 @@ static void out_check_free(outbuf *o, int e)
             fail_msg("epoch %d batch %d: device images differ from the CPU loader's", e, k);
         for (int i = 0; i < ref_count[e][k]; i++)
             assert_int_equal(o[k].lab[i], ref_lab[e][k][i]);
-        rt->FreeHost(o[k].img);
-        rt->FreeHost(o[k].lab);
+        SI.rt->FreeHost(o[k].img);
+        SI.rt->FreeHost(o[k].lab);
     }
 }
 
@@ -167,7 +160,7 @@ static void run_next_device(int pin, int prefetch, int null_stream)
     rf_loader *l = make(0, pin, prefetch);
     cudaStream_t s = NULL;
     if (!null_stream)
-        CK(rt->StreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        CK(SI.rt->StreamCreateWithFlags(&s, cudaStreamNonBlocking));
     for (int e = 0; e < EPOCHS; e++) {
         outbuf o[NB];
         out_alloc(o, NB);
@@ -184,17 +177,17 @@ static void run_next_device(int pin, int prefetch, int null_stream)
             assert_non_null(d);
             assert_non_null(dl);
             struct cudaPointerAttributes at;
-            CK(PointerGetAttributes(&at, d));
+            CK(SI.PointerGetAttributes(&at, d));
             assert_int_equal(at.type, cudaMemoryTypeDevice);
             busy(s);
-            CK(rt->MemcpyAsync(o[k].img, d, rf_batch_nbytes(b), cudaMemcpyDeviceToHost, s));
-            CK(rt->MemcpyAsync(o[k].lab, dl, (size_t)rf_batch_count(b) * 8, cudaMemcpyDeviceToHost,
-                               s));
+            CK(SI.rt->MemcpyAsync(o[k].img, d, rf_batch_nbytes(b), cudaMemcpyDeviceToHost, s));
+            CK(SI.rt->MemcpyAsync(o[k].lab, dl, (size_t)rf_batch_count(b) * 8,
+                                  cudaMemcpyDeviceToHost, s));
             rf_batch_release(b); /* the stream has not run yet */
         }
         rf_batch *b;
         assert_int_equal(rf_loader_next_device(l, s, &b), RF_END_OF_EPOCH);
-        CK(rt->StreamSynchronize(s));
+        CK(SI.rt->StreamSynchronize(s));
         out_check_free(o, e);
     }
     char js[8192];
@@ -208,7 +201,7 @@ static void run_next_device(int pin, int prefetch, int null_stream)
         assert_non_null(strstr(js, "pin_memory=0"));
     rf_loader_destroy(l);
     if (s)
-        CK(rt->StreamDestroy(s));
+        CK(SI.rt->StreamDestroy(s));
 }
 
 static void test_next_device_pinned(void **state)
@@ -235,13 +228,13 @@ static void run_copy_to(int from_device)
 {
     rf_loader *l = make(0, 1, 2);
     cudaStream_t s, s2;
-    CK(rt->StreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    CK(rt->StreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    CK(SI.rt->StreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CK(SI.rt->StreamCreateWithFlags(&s2, cudaStreamNonBlocking));
     uint8_t *dimg[NB];
     int64_t *dlab[NB];
     for (int k = 0; k < NB; k++) {
-        CK(rt->Malloc((void **)&dimg[k], BATCH_BYTES));
-        CK(rt->Malloc((void **)&dlab[k], BATCH * 8));
+        CK(SI.rt->Malloc((void **)&dimg[k], BATCH_BYTES));
+        CK(SI.rt->Malloc((void **)&dlab[k], BATCH * 8));
     }
     for (int e = 0; e < EPOCHS; e++) {
         assert_int_equal(rf_loader_set_epoch(l, e), 0);
@@ -258,21 +251,21 @@ static void run_copy_to(int from_device)
         outbuf o[NB];
         out_alloc(o, NB);
         for (int k = 0; k < NB; k++) {
-            CK(rt->MemcpyAsync(o[k].img, dimg[k], (size_t)ref_count[e][k] * SAMPLE_BYTES,
-                               cudaMemcpyDeviceToHost, s));
-            CK(rt->MemcpyAsync(o[k].lab, dlab[k], (size_t)ref_count[e][k] * 8,
-                               cudaMemcpyDeviceToHost, s));
+            CK(SI.rt->MemcpyAsync(o[k].img, dimg[k], (size_t)ref_count[e][k] * SAMPLE_BYTES,
+                                  cudaMemcpyDeviceToHost, s));
+            CK(SI.rt->MemcpyAsync(o[k].lab, dlab[k], (size_t)ref_count[e][k] * 8,
+                                  cudaMemcpyDeviceToHost, s));
         }
-        CK(rt->StreamSynchronize(s));
+        CK(SI.rt->StreamSynchronize(s));
         out_check_free(o, e);
     }
     for (int k = 0; k < NB; k++) {
-        rt->Free(dimg[k]);
-        rt->Free(dlab[k]);
+        SI.rt->Free(dimg[k]);
+        SI.rt->Free(dlab[k]);
     }
     rf_loader_destroy(l);
-    CK(rt->StreamDestroy(s));
-    CK(rt->StreamDestroy(s2));
+    CK(SI.rt->StreamDestroy(s));
+    CK(SI.rt->StreamDestroy(s2));
 }
 
 static void test_copy_to_from_host(void **state)
@@ -303,9 +296,9 @@ static void test_missing_device_and_bad_copies_rejected(void **state)
     assert_int_equal(rf_batch_copy_to(b, NULL, NULL, NULL), RF_E_INVALID);
     rf_batch_release(b);
     void *d;
-    CK(rt->Malloc(&d, BATCH_BYTES));
+    CK(SI.rt->Malloc(&d, BATCH_BYTES));
     assert_int_equal(rf_batch_copy_to(b, d, NULL, NULL), RF_E_RELEASED);
-    rt->Free(d);
+    SI.rt->Free(d);
     rf_loader_destroy(l);
 }
 
@@ -318,7 +311,7 @@ static void test_copy_to_in_forked_child(void **state)
     rf_batch *b;
     assert_int_equal(rf_loader_next(l, &b), RF_OK);
     void *d;
-    CK(rt->Malloc(&d, BATCH_BYTES));
+    CK(SI.rt->Malloc(&d, BATCH_BYTES));
     fflush(NULL);
     pid_t pid = fork();
     assert_true(pid >= 0);
@@ -334,9 +327,9 @@ static void test_copy_to_in_forked_child(void **state)
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     assert_int_equal(rf_batch_copy_to(b, d, NULL, NULL), RF_OK); /* the parent's, as before */
-    CK(rt->StreamSynchronize(NULL));
+    CK(SI.rt->StreamSynchronize(NULL));
     assert_int_equal(rf_batch_release(b), RF_OK);
-    rt->Free(d);
+    SI.rt->Free(d);
     rf_loader_destroy(l);
 }
 
@@ -345,7 +338,7 @@ static void test_destroy_with_device_batches_lent(void **state)
 {
     (void)state;
     cudaStream_t s;
-    CK(rt->StreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CK(SI.rt->StreamCreateWithFlags(&s, cudaStreamNonBlocking));
     for (int i = 0; i < 6; i++) {
         rf_loader *l = make(0, i % 2, 2);
         rf_batch *b;
@@ -355,8 +348,8 @@ static void test_destroy_with_device_batches_lent(void **state)
             rf_batch_release(b);
         rf_loader_destroy(l); /* waits for the copies and the release */
     }
-    CK(rt->StreamSynchronize(s));
-    CK(rt->StreamDestroy(s));
+    CK(SI.rt->StreamSynchronize(s));
+    CK(SI.rt->StreamDestroy(s));
 }
 #endif /* RF_HAVE_CUDA */
 
@@ -366,29 +359,6 @@ int main(void)
     printf("test_cuda: SKIPPED - built without CUDA\n");
     return 77;
 #else
-    char why[512] = "";
-    rt = rf__cudart(why, sizeof why);
-    const char *want = getenv("RINGFEED_TEST_EXPECT_CUDART");
-    if (want && want[0] && (!rt || !strstr(rt->path, want))) {
-        printf("test_cuda: FAILED - the runtime should come from %s: %s\n", want,
-               rt ? rt->desc : why);
-        return 1;
-    }
-    int n = rf_cuda_device_count();
-    if (n == 0) {
-        rf__cuda_devices(why, sizeof why);
-        printf("test_cuda: SKIPPED - no CUDA device (%s)\n", why);
-        return 77;
-    }
-    MemsetAsync = (__typeof__(MemsetAsync))dlsym(rt->handle, RF_CUDART_SYM(cudaMemsetAsync));
-    PointerGetAttributes = (__typeof__(PointerGetAttributes))dlsym(
-        rt->handle, RF_CUDART_SYM(cudaPointerGetAttributes));
-    if (!MemsetAsync || !PointerGetAttributes) {
-        printf("test_cuda: FAILED - %s lacks cudaMemsetAsync or cudaPointerGetAttributes\n",
-               rt->desc);
-        return 1;
-    }
-    printf("test_cuda: %d CUDA device(s), %s\n", n, rt->desc);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_next_device_pinned),
         cmocka_unit_test(test_next_device_pageable),
@@ -399,6 +369,6 @@ int main(void)
         cmocka_unit_test(test_copy_to_in_forked_child),
         cmocka_unit_test(test_destroy_with_device_batches_lent),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return si_run("test_cuda", 0, tests, sizeof tests / sizeof tests[0], setup, teardown);
 #endif
 }

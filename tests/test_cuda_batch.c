@@ -156,13 +156,11 @@ int main(void)
     printf("test_cuda_batch: SKIPPED - built without CUDA\n");
     return 77;
 #else
-    int rc = si_init("test_cuda_batch", 1);
-    if (rc)
-        return rc;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_per_batch_two_copies_no_allocation_no_wait, si_reset),
         cmocka_unit_test_setup(test_pinned_never_waits_pageable_does, si_reset),
     };
-    return cmocka_run_group_tests(tests, si_setup, si_teardown);
+    return si_run("test_cuda_batch", 1, tests, sizeof tests / sizeof tests[0], si_setup,
+                  si_teardown);
 #endif
 }

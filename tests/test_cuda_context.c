@@ -141,17 +141,11 @@ int main(void)
     printf("test_cuda_context: SKIPPED - built without CUDA\n");
     return 77;
 #else
-    int rc = si_init("test_cuda_context", 1);
-    if (rc)
-        return rc;
-    if (rf_cuda_device_count() < 2) {
-        printf("test_cuda_context: SKIPPED - needs two CUDA devices\n");
-        return 77;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_no_context_on_device_0_from_a_loader_on_device_1, si_reset),
         cmocka_unit_test_setup(test_thread_keeps_its_own_device, si_reset),
     };
-    return cmocka_run_group_tests(tests, si_setup, si_teardown);
+    return si_run("test_cuda_context", 1, tests, sizeof tests / sizeof tests[0], si_setup,
+                  si_teardown);
 #endif
 }

@@ -34,17 +34,12 @@
 #include "testutil.h"
 
 #ifdef RF_HAVE_CUDA
-#include <dlfcn.h>
-
 #include "cudart.h"
 #include "loader.h"
+#include "standin.h"
 #include "testcheck.h"
 
-static const rf_cudart *rt;
-static __typeof__(cudaPointerGetAttributes) *PointerGetAttributes;
 /* The stand-in's knobs (tests/fake_cudart.c); NULL on a real runtime. */
-static long long (*fake_get)(const char *key, int device);
-static void (*fake_set)(const char *key, long long value);
 
 #define CLASSES 2
 #define PER_CLASS 20
@@ -148,7 +143,7 @@ static void check_batch(rf_batch *b, int epoch, int device, seen *sn)
         sn->p[sn->n++] = p;
     }
     struct cudaPointerAttributes at;
-    assert_int_equal(PointerGetAttributes(&at, p), cudaSuccess);
+    assert_int_equal(SI.PointerGetAttributes(&at, p), cudaSuccess);
     if (at.type == cudaMemoryTypeHost) {
         sn->host++;
         if (at.device != device)
@@ -161,7 +156,7 @@ static void check_batch(rf_batch *b, int epoch, int device, seen *sn)
     }
     const void *d = rf_batch_device_data(b);
     if (d) {
-        assert_int_equal(PointerGetAttributes(&at, d), cudaSuccess);
+        assert_int_equal(SI.PointerGetAttributes(&at, d), cudaSuccess);
         assert_int_equal(at.type, cudaMemoryTypeDevice);
         assert_int_equal(at.device, device);
     }
@@ -189,16 +184,16 @@ static void run_grown(int device, seen *sn, int limit_pins)
             if (rc != RF_OK)
                 fail_msg("epoch %d batch %d: %d %s", e, k, rc, rf_loader_errmsg(l));
             int cur = -1;
-            assert_int_equal(rt->GetDevice(&cur), cudaSuccess);
+            assert_int_equal(SI.rt->GetDevice(&cur), cudaSuccess);
             assert_int_equal(cur, 0); /* the caller's device is left alone */
             check_batch(b, e, device, sn);
             held[nheld++] = b;
             if (e == 0 && k == 0) {
                 if (limit_pins) /* no page-locked memory beyond the first ring's */
-                    fake_set("pinned_memory", fake_get("pin_used", 0));
+                    SI.set("pinned_memory", SI.get("pin_used", 0));
                 grow_ring(l);
                 if (limit_pins)
-                    fake_set("pinned_memory", 0);
+                    SI.set("pinned_memory", 0);
             }
         }
         while (nheld > 0)
@@ -240,7 +235,7 @@ static void test_grown_slot_not_pinned(void **state)
 {
     (void)state;
     int device = rf_cuda_device_count() - 1;
-    if (!fake_get || !fake_set) {
+    if (!SI.get || !SI.set) {
         print_message("needs the stand-in runtime's pinned_memory limit\n");
         skip();
     }
@@ -257,33 +252,10 @@ int main(void)
     printf("test_cuda_grow: SKIPPED - built without CUDA\n");
     return 77;
 #else
-    char why[512] = "";
-    rt = rf__cudart(why, sizeof why);
-    const char *want = getenv("RINGFEED_TEST_EXPECT_CUDART");
-    if (want && want[0] && (!rt || !strstr(rt->path, want))) {
-        printf("test_cuda_grow: FAILED - the runtime should come from %s: %s\n", want,
-               rt ? rt->desc : why);
-        return 1;
-    }
-    int n = rf_cuda_device_count();
-    if (n == 0) {
-        rf__cuda_devices(why, sizeof why);
-        printf("test_cuda_grow: SKIPPED - no CUDA device (%s)\n", why);
-        return 77;
-    }
-    PointerGetAttributes = (__typeof__(PointerGetAttributes))dlsym(
-        rt->handle, RF_CUDART_SYM(cudaPointerGetAttributes));
-    fake_get = (__typeof__(fake_get))dlsym(rt->handle, "fake_cudart_get");
-    fake_set = (__typeof__(fake_set))dlsym(rt->handle, "fake_cudart_set");
-    if (!PointerGetAttributes) {
-        printf("test_cuda_grow: FAILED - %s lacks cudaPointerGetAttributes\n", rt->desc);
-        return 1;
-    }
-    printf("test_cuda_grow: %d CUDA device(s), %s\n", n, rt->desc);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grown_slots_on_loader_device),
         cmocka_unit_test(test_grown_slot_not_pinned),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return si_run("test_cuda_grow", 0, tests, sizeof tests / sizeof tests[0], setup, teardown);
 #endif
 }

@@ -197,15 +197,13 @@ int main(void)
     printf("test_cuda_memory: SKIPPED - built without CUDA\n");
     return 77;
 #else
-    int rc = si_init("test_cuda_memory", 1);
-    if (rc)
-        return rc;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_nothing_allocated_in_the_loop, si_reset),
         cmocka_unit_test_setup(test_device_out_of_memory_copies_straight_to_the_caller, si_reset),
         cmocka_unit_test_setup(test_one_failed_pin_leaves_the_other_slots_pinned, si_reset),
         cmocka_unit_test_setup(test_copy_to_page_locked_and_managed_memory, si_reset),
     };
-    return cmocka_run_group_tests(tests, si_setup, si_teardown);
+    return si_run("test_cuda_memory", 1, tests, sizeof tests / sizeof tests[0], si_setup,
+                  si_teardown);
 #endif
 }

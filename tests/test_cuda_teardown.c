@@ -303,9 +303,6 @@ int main(void)
     printf("test_cuda_teardown: SKIPPED - built without CUDA\n");
     return 77;
 #else
-    int rc = si_init("test_cuda_teardown", 1);
-    if (rc)
-        return rc;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_destroy_with_device_batches_still_lent, si_reset),
         cmocka_unit_test_setup(test_destroy_deadline_on_a_stream_that_never_ends, si_reset),
@@ -313,6 +310,6 @@ int main(void)
         cmocka_unit_test_setup(test_no_wait_under_the_loaders_mutex, si_reset),
         cmocka_unit_test_setup(test_forked_child_makes_no_cuda_call, si_reset),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return si_run("test_cuda_teardown", 1, tests, sizeof tests / sizeof tests[0], setup, teardown);
 #endif
 }

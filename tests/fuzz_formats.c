@@ -38,6 +38,7 @@
 
 #define FZ_NAME "fuzz_formats"
 #include "fuzzdecode.h"
+#include "lewrite.h"
 
 static rf_decoder *fz_decoder;
 static int fz_verbose;
@@ -161,18 +162,6 @@ static void png_seeds(corpus *c, uint64_t *rs)
     }
 }
 #endif
-
-static void put16(uint8_t *p, unsigned v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    put16(p, v & 0xFFFF);
-    put16(p + 2, v >> 16);
-}
 
 static void bmp_seeds(corpus *c, uint64_t *rs)
 {

@@ -3,7 +3,8 @@
  * write beside them, made by the tests of the manifest's use
  * (test_manifest.c, test_manifest_trust.c, test_remote_trust.c): SHARDS
  * shards s-K.tar of PER_SHARD samples, each a JPEG, a .cls label and (most)
- * a .txt caption; and what those tests do with them.
+ * a .txt caption; and what those tests do with them (and
+ * test_label_bound.c: a manifest of one sample, one_sample_manifest).
  *
  * Header-only (static inline) with cmocka's asserts: include it after
  * cmocka.h.
@@ -166,6 +167,20 @@ static inline void overwrite(const char *path, uint64_t off, const void *p, size
     assert_true(fd >= 0);
     assert_int_equal(pwrite(fd, p, n, (off_t)off), (ssize_t)n);
     close(fd);
+}
+
+/* Parses into m a manifest of one shard, `shard` of 4096 bytes, whose one
+ * sample k has a JPEG of 10 bytes at 512 and a .cls member of cls_len bytes
+ * at 1536 labelled label (the text of a JSON number). */
+static inline void one_sample_manifest(rf_manifest *m, const char *shard, const char *label,
+                                       unsigned cls_len)
+{
+    char json[512], err[256];
+    snprintf(json, sizeof json,
+             "{\"format\": \"ringfeed-pack 1\", \"shards\": [{\"name\": \"%s\", \"bytes\": "
+             "4096, \"index\": [[\"k\", %s, \"jpg\", 512, 10, \"cls\", 1536, %u]]}]}",
+             shard, label, cls_len);
+    assert_int_equal(rf__manifest_parse(json, strlen(json), m, err, sizeof err), 0);
 }
 
 #endif

@@ -45,26 +45,13 @@
 
 #include "fetch.h"
 #include "ringfeed.h"
+#include "testhttp.h"
 
 /* ---- the server ----------------------------------------------------------- */
 
-static int g_listen = -1, g_stop[2] = {-1, -1}, g_port;
+static th_server g_srv;
 /* a byte written to g_hold[1] lets the answers to GET /hold/N go on */
 static int g_hold[2] = {-1, -1};
-static pthread_t g_thread;
-
-static void send_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return; /* the client went away (a GET it aborted) */
-        p += w;
-        n -= (size_t)w;
-    }
-}
 
 /* Byte i of every body: what the test checks the file against. */
 static char body_byte(size_t i)
@@ -72,19 +59,12 @@ static char body_byte(size_t i)
     return (char)('a' + i % 26);
 }
 
-static void answer(int c)
+/* A send that fails is the client gone (a GET it aborted): nothing to do. */
+static void answer(th_req *q, void *ctx)
 {
-    char req[4096] = "";
-    size_t n = 0;
-    while (n < sizeof req - 1 && !strstr(req, "\r\n\r\n")) {
-        ssize_t r = recv(c, req + n, sizeof req - 1 - n, 0);
-        if (r <= 0)
-            return;
-        n += (size_t)r;
-        req[n] = '\0';
-    }
-    char path[256] = "";
-    sscanf(req, "GET %255s", path);
+    (void)ctx;
+    int c = q->fd;
+    const char *path = strcmp(q->method, "GET") ? "" : q->path;
     unsigned long len = 0;
     int with_len = sscanf(path, "/len/%lu", &len) == 1;
     if (!with_len && sscanf(path, "/hold/%lu", &len) == 1) {
@@ -93,85 +73,42 @@ static void answer(int c)
         with_len = 1;
     }
     int without = !with_len && sscanf(path, "/nolen/%lu", &len) == 1;
-    char head[256];
     if (!with_len && !without) {
-        snprintf(head, sizeof head,
-                 "HTTP/1.1 404 Not Found\r\nContent-Length: 4\r\nConnection: close\r\n\r\nnope");
-        send_all(c, head, strlen(head));
+        th_sendf(c, "HTTP/1.1 404 Not Found\r\nContent-Length: 4\r\nConnection: close\r\n\r\nnope");
         return;
     }
     if (with_len)
-        snprintf(head, sizeof head,
+        th_sendf(c,
                  "HTTP/1.1 200 OK\r\nContent-Length: %lu\r\nETag: \"e%lu\"\r\n"
                  "Connection: close\r\n\r\n",
                  len, len);
     else
-        snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
-    send_all(c, head, strlen(head));
+        th_sendf(c, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
     char chunk[4096];
     for (size_t at = 0; at < len;) {
         size_t k = len - at < sizeof chunk ? len - at : sizeof chunk;
         for (size_t i = 0; i < k; i++)
             chunk[i] = body_byte(at + i);
-        send_all(c, chunk, k);
+        if (th_send(c, chunk, k) != 0)
+            return;
         at += k;
-    }
-}
-
-static void *answer_main(void *arg)
-{
-    int c = (int)(intptr_t)arg;
-    answer(c);
-    close(c);
-    return NULL;
-}
-
-/* Each connection on a thread of its own: a held answer holds only its own. */
-static void *serve(void *arg)
-{
-    (void)arg;
-    for (;;) {
-        struct pollfd p[2] = {{g_listen, POLLIN, 0}, {g_stop[0], POLLIN, 0}};
-        if (poll(p, 2, -1) < 0 && errno == EINTR)
-            continue;
-        if (p[1].revents)
-            return NULL;
-        int c = accept(g_listen, NULL, NULL);
-        pthread_t t;
-        if (c < 0)
-            continue;
-        if (pthread_create(&t, NULL, answer_main, (void *)(intptr_t)c) != 0)
-            answer_main((void *)(intptr_t)c);
-        else
-            pthread_detach(t);
     }
 }
 
 static int setup(void **state)
 {
     (void)state;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    g_listen = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (g_listen < 0 || bind(g_listen, (struct sockaddr *)&a, sizeof a) != 0 ||
-        getsockname(g_listen, (struct sockaddr *)&a, &len) != 0 || listen(g_listen, 64) != 0 ||
-        pipe(g_stop) != 0 || pipe(g_hold) != 0)
+    if (pipe(g_hold) != 0)
         return -1;
-    g_port = ntohs(a.sin_port);
-    return pthread_create(&g_thread, NULL, serve, NULL) == 0 ? 0 : -1;
+    return th_start(&g_srv, answer, NULL);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    if (write(g_stop[1], "x", 1) == 1)
-        pthread_join(g_thread, NULL);
     if (write(g_hold[1], "x", 1) != 1) /* no answer stays held */
         return -1;
-    usleep(50000); /* the held answers' threads see it before the pipe goes */
-    close(g_listen);
-    close(g_stop[0]);
-    close(g_stop[1]);
+    th_stop(&g_srv); /* waits for the held answers, which have seen the byte */
     close(g_hold[0]);
     close(g_hold[1]);
     return 0;
@@ -193,7 +130,7 @@ static rf_fetch *fetcher(void)
 static void get_into(rf_fetch_req *q, char *url, size_t cap, const char *path, uint64_t max,
                      _Atomic uint64_t *budget)
 {
-    snprintf(url, cap, "http://127.0.0.1:%d/%s", g_port, path);
+    snprintf(url, cap, "http://127.0.0.1:%d/%s", g_srv.port, path);
     int fd = memfd_create("test_fetch", MFD_CLOEXEC);
     assert_true(fd >= 0);
     *q = (rf_fetch_req){
@@ -376,7 +313,7 @@ static void test_waiting_get_holds_no_small_request_back(void **state)
     rf_fetch_req a, b, c;
     get_into(&a, ua, sizeof ua, "hold/1000", 0, NULL);
     get_into(&b, ub, sizeof ub, "len/10", 0, NULL);
-    snprintf(uc, sizeof uc, "http://127.0.0.1:%d/len/5", g_port);
+    snprintf(uc, sizeof uc, "http://127.0.0.1:%d/len/5", g_srv.port);
     c = (rf_fetch_req){.op = RF__FETCH_HEAD, .url = uc};
     rf__fetch_submit(f, &a);
     rf__fetch_submit(f, &b);

@@ -8,20 +8,9 @@
  */
 #define _GNU_SOURCE
 #include "formatcheck.h"
+#include "lewrite.h"
 
 /* ------------------------------------------------------------------ BMP */
-
-static void put16(uint8_t *p, unsigned v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    put16(p, v & 0xFFFF);
-    put16(p + 2, v >> 16);
-}
 
 enum { BM_RAW = 0, BM_RLE8 = 1, BM_RLE4 = 2, BM_FIELDS = 3 };
 

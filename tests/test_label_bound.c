@@ -26,17 +26,14 @@
 #include "kinds.h"
 #include "manifest.h"
 #include "source_remote.h"
+#include "manifestset.h"
 
 /* A manifest of one shard whose one sample has a .cls member of label. */
 static int manifest_indexes(const char *label)
 {
-    char json[512], err[256];
-    snprintf(json, sizeof json,
-             "{\"format\": \"ringfeed-pack 1\", \"shards\": [{\"name\": \"s.tar\", \"bytes\": "
-             "4096, \"index\": [[\"k\", %s, \"jpg\", 512, 10, \"cls\", 1536, 19]]}]}",
-             label);
+    char err[256];
     rf_manifest m;
-    assert_int_equal(rf__manifest_parse(json, strlen(json), &m, err, sizeof err), 0);
+    one_sample_manifest(&m, "s.tar", label, 19);
     const rf_manifest_shard *ms = rf__manifest_find(&m, "s.tar", 4096);
     int used = 0;
     if (ms) {

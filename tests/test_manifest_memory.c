@@ -93,8 +93,6 @@ void __wrap_free(void *p)
 
 enum { NSHARDS = 40, PER = 1000 };
 
-static char *g_tmp;
-
 /* The manifest's text, as ringfeed-pack lays it out. */
 static char *manifest_text(size_t *n)
 {
@@ -127,7 +125,9 @@ static void test_read_and_iterate_within_twice_the_size(void **state)
     size_t n;
     char *text = manifest_text(&n);
     char path[4096], err[256];
-    snprintf(path, sizeof path, "%s/manifest.json", g_tmp);
+    char *tmp = tu_tempdir("manifest_memory");
+    assert_non_null(tmp);
+    snprintf(path, sizeof path, "%s/manifest.json", tmp);
     assert_int_equal(tu_write_file(path, text, n), 0);
     free(text);
 
@@ -149,6 +149,7 @@ static void test_read_and_iterate_within_twice_the_size(void **state)
     }
     rf__manifest_free(&m);
     g_on = 0;
+    tu_tempdir_remove(&tmp);
     assert_int_equal(rc, 0);
     assert_int_equal(samples, NSHARDS * PER);
     assert_int_equal(labels, NSHARDS * (PER / 10) * 45);
@@ -159,24 +160,10 @@ static void test_read_and_iterate_within_twice_the_size(void **state)
     assert_int_equal(g_live, 0); /* and all of it given back */
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    g_tmp = tu_tempdir("manifest_memory");
-    return g_tmp ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tu_tempdir_remove(&g_tmp);
-    return 0;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_read_and_iterate_within_twice_the_size),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, NULL, NULL);
 }

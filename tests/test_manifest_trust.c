@@ -149,13 +149,8 @@ static void test_reorder_at_the_same_size_is_walked(void **state)
 /* A manifest whose one shard has a sample labelled label. */
 static int indexed_with_label(const char *label)
 {
-    char text[512], err[256];
-    snprintf(text, sizeof text,
-             "{\"format\": \"ringfeed-pack 1\", \"shards\": [{\"name\": \"a.tar\", \"bytes\": "
-             "4096, \"index\": [[\"k\", %s, \"jpg\", 512, 10, \"cls\", 1536, 1]]}]}",
-             label);
     rf_manifest m;
-    assert_int_equal(rf__manifest_parse(text, strlen(text), &m, err, sizeof err), 0);
+    one_sample_manifest(&m, "a.tar", label, 1);
     int found = rf__manifest_find(&m, "a.tar", 4096) != NULL;
     rf__manifest_free(&m);
     return found;

@@ -5,7 +5,7 @@
  * holds no secret and is checked as untrusted input; the manifest.json
  * beside the shards is checked when a shard lands (remote_manifest.c).
  *
- * A small HTTP/1.1 server on a thread of the test (127.0.0.1, a free port)
+ * testhttp.h's server (127.0.0.1, a free port)
  * serves the files of a folder to HEAD and GET, with or without a
  * validator (an ETag that changes with the bytes; never a Last-Modified);
  * the shards are indexed through rf__source_open_ex with a cache folder of
@@ -51,94 +51,42 @@
 #include "source_remote.h"
 #include "tarwrite.h"
 #include "testcheck.h"
+#include "testhttp.h"
 #include "testutil.h"
 
 enum { NSHARDS = 3, NSAMPLES = 5 }; /* the shards served at the top */
 
 static char *g_dir; /* the shards, served */
 static char *g_tmp; /* cache folders */
-static int g_listen = -1, g_stop[2] = {-1, -1}, g_port;
+static th_server g_srv;
+static int g_started; /* g_srv runs: teardown stops it */
 static _Atomic int g_validators; /* the server sends an ETag */
-static pthread_t g_thread;
 
 /* ---- the server ------------------------------------------------------------- */
 
-static void send_all(int fd, const void *p, size_t n)
+/* The files of g_dir to HEAD and GET; a send that fails is the client
+ * gone, nothing to do. */
+static void answer(th_req *q, void *ctx)
 {
-    while (n > 0) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return;
-        p = (const char *)p + w;
-        n -= (size_t)w;
-    }
-}
-
-static void answer(int c)
-{
-    char req[4096] = "", method[8] = "", path[512] = "";
-    size_t n = 0;
-    while (n < sizeof req - 1 && !strstr(req, "\r\n\r\n")) {
-        ssize_t r = recv(c, req + n, sizeof req - 1 - n, 0);
-        if (r <= 0)
-            return;
-        n += (size_t)r;
-        req[n] = '\0';
-    }
-    sscanf(req, "%7s %511s", method, path);
-    char file[4096];
-    snprintf(file, sizeof file, "%s%s", g_dir, path);
+    (void)ctx;
+    int c = q->fd;
+    char file[8400];
+    snprintf(file, sizeof file, "%s%s", g_dir, q->path);
     size_t len = 0;
-    uint8_t *body = strstr(path, "..") ? NULL : tu_read_file(file, &len);
-    char head[512];
+    uint8_t *body = strstr(q->path, "..") ? NULL : tu_read_file(file, &len);
     if (!body) {
-        snprintf(head, sizeof head,
-                 "HTTP/1.1 404 Not Found\r\nContent-Length: 4\r\nConnection: close\r\n\r\nnope");
-        send_all(c, head, strlen(head));
+        th_sendf(c, "HTTP/1.1 404 Not Found\r\nContent-Length: 4\r\nConnection: close\r\n\r\nnope");
         return;
     }
     char etag[64] = "";
     if (g_validators)
         snprintf(etag, sizeof etag, "ETag: \"%016llx\"\r\n",
                  (unsigned long long)tu_fnv1a(0xcbf29ce484222325ULL, body, len));
-    snprintf(head, sizeof head,
-             "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n%sConnection: close\r\n\r\n", len, etag);
-    send_all(c, head, strlen(head));
-    if (!strcmp(method, "GET"))
-        send_all(c, body, len);
+    th_sendf(c, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n%sConnection: close\r\n\r\n", len,
+             etag);
+    if (!strcmp(q->method, "GET"))
+        th_send(c, body, len);
     free(body);
-}
-
-static void *serve(void *arg)
-{
-    (void)arg;
-    for (;;) {
-        struct pollfd p[2] = {{g_listen, POLLIN, 0}, {g_stop[0], POLLIN, 0}};
-        if (poll(p, 2, -1) < 0 && errno == EINTR)
-            continue;
-        if (p[1].revents)
-            return NULL;
-        int c = accept(g_listen, NULL, NULL);
-        if (c >= 0) {
-            answer(c);
-            close(c);
-        }
-    }
-}
-
-static int start_server(void)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t alen = sizeof a;
-    g_listen = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (g_listen < 0 || bind(g_listen, (struct sockaddr *)&a, sizeof a) != 0 ||
-        listen(g_listen, 64) != 0 || getsockname(g_listen, (struct sockaddr *)&a, &alen) != 0 ||
-        pipe2(g_stop, O_CLOEXEC) != 0)
-        return -1;
-    g_port = ntohs(a.sin_port);
-    return pthread_create(&g_thread, NULL, serve, NULL);
 }
 
 /* ---- shards and indexes ---------------------------------------------------------- */
@@ -192,7 +140,7 @@ static void index_and_compare(const char *auth, const char *cache)
 {
     rf_source remote, *s = &remote;
     char spec[4096], err[512];
-    snprintf(spec, sizeof spec, "http://%s127.0.0.1:%d/s-{0..%d}.tar", auth, g_port, NSHARDS - 1);
+    snprintf(spec, sizeof spec, "http://%s127.0.0.1:%d/s-{0..%d}.tar", auth, g_srv.port, NSHARDS - 1);
     rf_source_opts o = {.cache_dir = cache,
                         .fetch_timeout_ms = 10000,
                         .remote = &rf__source_remote}; /* URLs as the loader takes them */
@@ -360,7 +308,7 @@ static void test_stale_manifest_checked_when_a_shard_lands(void **state)
     walk_labels(dir, want); /* the local index walks s-1 now */
     assert_int_equal(want[PER_SHARD + 3], (label + 1) % 5);
 
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/stale/s-{0..%d}.tar", g_port, SHARDS - 1);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/stale/s-{0..%d}.tar", g_srv.port, SHARDS - 1);
     cache_dir(c, sizeof c, "stale");
     rf_loader *l = TU_LOADER(url, {RF_P_BATCH_SIZE, PER_SHARD}, {RF_P_IMAGE_SIZE, 16},
                              {RF_P_TRANSFORM, RF_TRANSFORM_CENTER}, {RF_P_NUM_WORKERS, 2},
@@ -398,20 +346,18 @@ static int setup(void **state)
     if (!g_dir || !g_tmp)
         return -1;
     write_shards();
-    return start_server();
+    if (th_start(&g_srv, answer, NULL) != 0)
+        return -1;
+    g_started = 1;
+    return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    if (g_stop[1] >= 0) {
-        (void)!write(g_stop[1], "x", 1);
-        pthread_join(g_thread, NULL);
-        close(g_stop[0]);
-        close(g_stop[1]);
-    }
-    if (g_listen >= 0)
-        close(g_listen);
+    if (g_started)
+        th_stop(&g_srv);
+    g_started = 0;
     tu_tempdir_remove(&g_dir);
     tu_tempdir_remove(&g_tmp);
     return 0;

@@ -109,14 +109,17 @@ static double test_scale(void)
 
 /* lib (ms, from the stats) against own (ns, the test's clock): never more
  * than the histogram's precision above, never more than the calls' cost
- * outside the library's clock below. */
+ * outside the library's clock below. Under valgrind (RINGFEED_TEST_SCALE <
+ * 1), which runs one thread at a time, a call that wakes the dispatcher can
+ * lose the processor for hundreds of milliseconds after its clock stopped:
+ * there only the upper bound holds (the lower one is checked by the plain
+ * run). */
 static void near(const char *what, double lib_ms, int64_t own_ns)
 {
     double own = (double)own_ns / 1e6;
     int slow = test_scale() < 1;
     printf("%-5s library %8.3f ms, test's clock %8.3f ms\n", what, lib_ms, own);
-    if (lib_ms > own * (1 + 1.0 / 64) + 0.01 ||
-        lib_ms < (slow ? own * 0.5 - 50.0 : own * 0.9 - 3.0))
+    if (lib_ms > own * (1 + 1.0 / 64) + 0.01 || (!slow && lib_ms < own * 0.9 - 3.0))
         fail_msg("%s: the stats say %.3f ms, the test measured %.3f ms", what, lib_ms, own);
 }
 
@@ -139,12 +142,18 @@ static void test_waits_match_the_tests_clock(void **state)
     for (int k = 0; k < NB; k++) {
         if (k == SLEEP_AFTER)
             usleep((useconds_t)(600000 / test_scale())); /* the ring fills meanwhile */
+        /* the batch's wait on the test's clock: each call's time summed,
+         * as the library counts it (the time between calls, which a loaded
+         * machine may stretch, is the caller's, not a wait) */
         rf_batch *b;
-        int rc, agains = 0;
-        int64_t t0 = now_ns();
-        while ((rc = rf_loader_next_wait(l, &b, 2)) == RF_AGAIN)
+        int rc, agains = -1;
+        waits[k] = 0;
+        do {
+            int64_t t0 = now_ns();
+            rc = rf_loader_next_wait(l, &b, 2);
+            waits[k] += now_ns() - t0;
             agains++;
-        waits[k] = now_ns() - t0;
+        } while (rc == RF_AGAIN);
         assert_int_equal(rc, RF_OK);
         most_agains = agains > most_agains ? agains : most_agains;
         if (k == 0)

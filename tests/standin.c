@@ -179,6 +179,25 @@ uint64_t si_fetch_hash(const void *img, const int64_t *labels, int64_t count, vo
     assert_int_equal(rt->StreamSynchronize((cudaStream_t)stream), 0);
     return si_hash(h_img, h_lab, count);
 }
+
+void si_dst_open(si_dst *d, int stream)
+{
+    const rf_cudart *rt = SI.rt;
+    d->s = NULL;
+    if (stream)
+        assert_int_equal(rt->StreamCreateWithFlags(&d->s, cudaStreamNonBlocking), cudaSuccess);
+    assert_int_equal(rt->Malloc(&d->img, SI_BATCH_BYTES), cudaSuccess);
+    assert_int_equal(rt->Malloc((void **)&d->lab, SI_BATCH * 8), cudaSuccess);
+}
+
+void si_dst_close(si_dst *d)
+{
+    const rf_cudart *rt = SI.rt;
+    rt->Free(d->img);
+    rt->Free(d->lab);
+    if (d->s)
+        rt->StreamDestroy(d->s);
+}
 #else
 typedef int rf_standin_empty; /* ISO C: a translation unit is not empty */
 #endif

@@ -79,6 +79,18 @@ rf_loader *si_loader(int device, int pin, int prefetch);
  * copied to the host on `stream` (the calling thread's current device must
  * be the memory's), waited for. */
 uint64_t si_fetch_hash(const void *img, const int64_t *labels, int64_t count, void *stream);
+
+/* A batch's destination in device memory: room for SI_BATCH images and
+ * labels, cudaMalloc'd on the calling thread's current device, and with
+ * `stream` a non-blocking stream (s is NULL without). si_dst_open asserts
+ * each call succeeds; si_dst_close frees what si_dst_open made. */
+typedef struct si_dst {
+    cudaStream_t s;
+    void *img;
+    int64_t *lab;
+} si_dst;
+void si_dst_open(si_dst *d, int stream);
+void si_dst_close(si_dst *d);
 #endif
 
 #endif

@@ -42,19 +42,14 @@ static counts now(void)
 static void test_per_batch_two_copies_no_allocation_no_wait(void **state)
 {
     (void)state;
-    const rf_cudart *rt = SI.rt;
-    cudaStream_t s;
-    void *dimg;
-    int64_t *dlab;
-    assert_int_equal(rt->StreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
-    assert_int_equal(rt->Malloc(&dimg, SI_BATCH_BYTES), cudaSuccess);
-    assert_int_equal(rt->Malloc((void **)&dlab, SI_BATCH * 8), cudaSuccess);
-    (void)si_fetch_hash(dimg, dlab, 0, s);
+    si_dst dst;
+    si_dst_open(&dst, 1);
+    (void)si_fetch_hash(dst.img, dst.lab, 0, dst.s);
     rf_loader *l = si_loader(0, 1, 2);
     for (int k = 0; k < SI_NB; k++) {
         rf_batch *b;
         counts a = now();
-        assert_int_equal(rf_loader_next_device(l, s, &b), RF_OK);
+        assert_int_equal(rf_loader_next_device(l, dst.s, &b), RF_OK);
         counts z = now();
         assert_int_equal(z.h2d - a.h2d, 2);
         assert_int_equal(z.allocs - a.allocs, 0);
@@ -71,34 +66,32 @@ static void test_per_batch_two_copies_no_allocation_no_wait(void **state)
         assert_int_equal(at.device, 0);
         assert_int_equal((const uint8_t *)dl - d, (SI_BATCH_BYTES + 255) & ~(size_t)255);
         a = now();
-        assert_int_equal(rf_batch_copy_to(b, dimg, dlab, s), RF_OK);
+        assert_int_equal(rf_batch_copy_to(b, dst.img, dst.lab, dst.s), RF_OK);
         z = now();
         assert_int_equal(z.d2d - a.d2d, 2);
         assert_int_equal(z.h2d - a.h2d, 0);
         assert_int_equal(z.syncs - a.syncs, 0);
         assert_int_equal(rf_batch_release(b), RF_OK);
-        if (si_fetch_hash(dimg, dlab, si_ref_count(0, k), s) != si_ref_hash(0, k))
+        if (si_fetch_hash(dst.img, dst.lab, si_ref_count(0, k), dst.s) != si_ref_hash(0, k))
             fail_msg("batch %d differs from the CPU loader's", k);
     }
     rf_batch *b;
-    assert_int_equal(rf_loader_next_device(l, s, &b), RF_END_OF_EPOCH);
+    assert_int_equal(rf_loader_next_device(l, dst.s, &b), RF_END_OF_EPOCH);
     assert_int_equal(rf_loader_set_epoch(l, 1), RF_OK);
     for (int k = 0; k < SI_NB; k++) {
         assert_int_equal(rf_loader_next(l, &b), RF_OK);
         counts a = now();
-        assert_int_equal(rf_batch_copy_to(b, dimg, dlab, s), RF_OK);
+        assert_int_equal(rf_batch_copy_to(b, dst.img, dst.lab, dst.s), RF_OK);
         counts z = now();
         assert_int_equal(z.h2d - a.h2d, 2);
         assert_int_equal(z.allocs - a.allocs, 0);
         assert_int_equal(z.syncs - a.syncs, 0);
         assert_int_equal(rf_batch_release(b), RF_OK);
-        if (si_fetch_hash(dimg, dlab, si_ref_count(1, k), s) != si_ref_hash(1, k))
+        if (si_fetch_hash(dst.img, dst.lab, si_ref_count(1, k), dst.s) != si_ref_hash(1, k))
             fail_msg("epoch 1 batch %d differs from the CPU loader's", k);
     }
     rf_loader_destroy(l);
-    rt->Free(dimg);
-    rt->Free(dlab);
-    rt->StreamDestroy(s);
+    si_dst_close(&dst);
 }
 
 /* Pinned: the host never waits, however busy the consumer's stream.

@@ -55,23 +55,18 @@ static void epoch(rf_loader *l, int e, cudaStream_t s, void *dimg, int64_t *dlab
 static void test_nothing_allocated_in_the_loop(void **state)
 {
     (void)state;
-    const rf_cudart *rt = SI.rt;
-    cudaStream_t s;
-    void *dimg;
-    int64_t *dlab;
-    assert_int_equal(rt->StreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
-    assert_int_equal(rt->Malloc(&dimg, SI_BATCH_BYTES), cudaSuccess);
-    assert_int_equal(rt->Malloc((void **)&dlab, SI_BATCH * 8), cudaSuccess);
-    (void)si_fetch_hash(dimg, dlab, 0, s); /* its buffers, made once */
+    si_dst dst;
+    si_dst_open(&dst, 1);
+    (void)si_fetch_hash(dst.img, dst.lab, 0, dst.s); /* its buffers, made once */
     rf_loader *l = si_loader(0, 1, 2);
     long long mine = SI.get("thread_allocs", 0);
     long long all = SI.get("allocs", 0);
-    epoch(l, 0, s, dimg, dlab);
+    epoch(l, 0, dst.s, dst.img, dst.lab);
     /* The ring grows on the dispatcher (as the tuner asks it to). */
     pthread_mutex_lock(&l->mu);
     rf__dispatch_set_prefetch(&l->disp, 4);
     pthread_mutex_unlock(&l->mu);
-    epoch(l, 1, s, dimg, dlab);
+    epoch(l, 1, dst.s, dst.img, dst.lab);
     char js[8192];
     assert_true(rf_loader_stats_json(l, js, sizeof js) > 0);
     int64_t k = tu_stats_int(js, "prefetch");
@@ -80,9 +75,7 @@ static void test_nothing_allocated_in_the_loop(void **state)
     assert_int_equal(SI.get("allocs", 0) - all, 2 * (k - 2));
     assert_non_null(strstr(js, "\"buffer_note\": \"\""));
     rf_loader_destroy(l);
-    rt->Free(dimg);
-    rt->Free(dlab);
-    rt->StreamDestroy(s);
+    si_dst_close(&dst);
 }
 
 /* The device has no room for the ring's buffers: the loader still runs,
@@ -90,11 +83,8 @@ static void test_nothing_allocated_in_the_loop(void **state)
 static void test_device_out_of_memory_copies_straight_to_the_caller(void **state)
 {
     (void)state;
-    const rf_cudart *rt = SI.rt;
-    void *dimg;
-    int64_t *dlab;
-    assert_int_equal(rt->Malloc(&dimg, SI_BATCH_BYTES), cudaSuccess);
-    assert_int_equal(rt->Malloc((void **)&dlab, SI_BATCH * 8), cudaSuccess);
+    si_dst dst;
+    si_dst_open(&dst, 0);
     SI.set("device_memory", SI.get("dev_used", 0) + 1024); /* full */
     rf_loader *l = si_loader(0, 1, 2);
     for (int e = 0; e < SI_EPOCHS; e++) {
@@ -106,9 +96,9 @@ static void test_device_out_of_memory_copies_straight_to_the_caller(void **state
                 fail_msg("next_device: %d %s", rc, rf_loader_errmsg(l));
             assert_null(rf_batch_device_data(b)); /* on the host */
             assert_null(rf_batch_device_labels(b));
-            assert_int_equal(rf_batch_copy_to(b, dimg, dlab, NULL), RF_OK);
+            assert_int_equal(rf_batch_copy_to(b, dst.img, dst.lab, NULL), RF_OK);
             assert_int_equal(rf_batch_release(b), RF_OK);
-            if (si_fetch_hash(dimg, dlab, si_ref_count(e, k), NULL) != si_ref_hash(e, k))
+            if (si_fetch_hash(dst.img, dst.lab, si_ref_count(e, k), NULL) != si_ref_hash(e, k))
                 fail_msg("epoch %d batch %d differs from the CPU loader's", e, k);
         }
     }
@@ -121,8 +111,7 @@ static void test_device_out_of_memory_copies_straight_to_the_caller(void **state
     assert_int_equal(tu_stats_int(js, "errors"), 0);
     rf_loader_destroy(l);
     SI.set("device_memory", 0);
-    rt->Free(dimg);
-    rt->Free(dlab);
+    si_dst_close(&dst);
 }
 
 /* Page-locked memory for one slot only: the ring is not all pageable. */

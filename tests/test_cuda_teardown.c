@@ -166,22 +166,19 @@ static void in_copy(void *arg)
 static void test_copy_to_keeps_its_slot_from_a_release(void **state)
 {
     (void)state;
-    const rf_cudart *rt = SI.rt;
-    void *dimg;
-    int64_t *dlab;
-    assert_int_equal(rt->Malloc(&dimg, SI_BATCH_BYTES), cudaSuccess);
-    assert_int_equal(rt->Malloc((void **)&dlab, SI_BATCH * 8), cudaSuccess);
+    si_dst dst;
+    si_dst_open(&dst, 0);
     rf_loader *l = si_loader(0, 1, 2);
     static race r; /* the hook outlives a failed test */
     r = (race){l, NULL, 0, 0};
     assert_int_equal(rf_loader_next(l, &r.b), RF_OK);
     r.slot = r.b->slot->id;
     SI.hook("cudaMemcpyAsync", in_copy, &r);
-    int rc = rf_batch_copy_to(r.b, dimg, dlab, NULL);
+    int rc = rf_batch_copy_to(r.b, dst.img, dst.lab, NULL);
     SI.set("pause", 0);
     assert_int_equal(rc, RF_OK);
     assert_int_equal(r.refilled, 0);
-    if (si_fetch_hash(dimg, dlab, si_ref_count(0, 0), NULL) != si_ref_hash(0, 0))
+    if (si_fetch_hash(dst.img, dst.lab, si_ref_count(0, 0), NULL) != si_ref_hash(0, 0))
         fail_msg("the copy read a refilled slot");
     rf_batch *b;
     for (int k = 1; k < SI_NB; k++) { /* and the loader goes on */
@@ -189,8 +186,7 @@ static void test_copy_to_keeps_its_slot_from_a_release(void **state)
         assert_int_equal(rf_batch_release(b), RF_OK);
     }
     rf_loader_destroy(l);
-    rt->Free(dimg);
-    rt->Free(dlab);
+    si_dst_close(&dst);
 }
 
 /* Every host wait: is the loader's mutex held by the waiting thread? */

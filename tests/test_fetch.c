@@ -89,7 +89,7 @@ static void answer(th_req *q, void *ctx)
         size_t k = len - at < sizeof chunk ? len - at : sizeof chunk;
         for (size_t i = 0; i < k; i++)
             chunk[i] = body_byte(at + i);
-        if (th_send(c, chunk, k) != 0)
+        if (tu_send_all(c, chunk, k) != 0)
             return;
         at += k;
     }

@@ -187,7 +187,7 @@ static void answer(th_req *q, void *ctx)
     th_sendf(q->fd, "HTTP/1.1 %d %s\r\nContent-Length: %zu\r\n\r\n", x->status,
              x->status == 400 ? "Bad Request" : "Forbidden", head ? 0 : strlen(body));
     if (!head)
-        th_send(q->fd, body, strlen(body));
+        tu_send_all(q->fd, body, strlen(body));
 }
 
 static rf_fetch *fetcher(const th_server *s)

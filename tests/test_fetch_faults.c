@@ -63,13 +63,13 @@ static void answer(th_req *q, void *ctx)
     const char *p = q->path;
     if (strstr(p, "/trickle")) { /* 2 bytes a second, for 8 s at most */
         th_sendf(q->fd, "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n");
-        for (int i = 0; i < 16 && th_send(q->fd, "x", 1) == 0 && th_sleep(q, 500) == 0; i++)
+        for (int i = 0; i < 16 && tu_send_all(q->fd, "x", 1) == 0 && th_sleep(q, 500) == 0; i++)
             ;
     } else if (strstr(p, "/stall")) { /* 200000 bytes at once, then nothing */
         th_sendf(q->fd, "HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n");
         static char chunk[200000];
         memset(chunk, 'y', sizeof chunk);
-        if (th_send(q->fd, chunk, sizeof chunk) == 0)
+        if (tu_send_all(q->fd, chunk, sizeof chunk) == 0)
             th_sleep(q, 8000);
     } else if (strstr(p, "/silent")) {
         th_sleep(q, 8000);

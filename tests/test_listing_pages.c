@@ -58,7 +58,7 @@ static void page(th_req *q, int keys, int matching, const char *token)
                               "<NextContinuationToken>%s</NextContinuationToken>", token);
     n += (size_t)snprintf(body + n, cap - n, "</ListBucketResult>");
     th_sendf(q->fd, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", n);
-    th_send(q->fd, body, n);
+    tu_send_all(q->fd, body, n);
     free(body);
 }
 
@@ -90,7 +90,7 @@ static void answer(th_req *q, void *ctx)
             memcpy(chunk + i, e, strlen(e));
         for (size_t sent = 18; sent < total;) {
             size_t k = total - sent < sizeof chunk ? total - sent : sizeof chunk;
-            if (th_send(q->fd, chunk, k) != 0)
+            if (tu_send_all(q->fd, chunk, k) != 0)
                 break;
             sent += k;
         }
@@ -105,7 +105,7 @@ static void answer(th_req *q, void *ctx)
             return;
         for (size_t i = 0; i < n; i++)
             memcpy(body + i * strlen(e), e, strlen(e));
-        th_send(q->fd, body, n * strlen(e));
+        tu_send_all(q->fd, body, n * strlen(e));
         th_sendf(q->fd, "</ListBucketResult>");
         free(body);
         break;

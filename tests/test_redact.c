@@ -109,7 +109,7 @@ static void answer(th_req *q, void *ctx)
     }
     th_sendf(q->fd, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nETag: \"v1\"\r\n\r\n", g_shard_len);
     if (strcmp(q->method, "HEAD") != 0)
-        th_send(q->fd, g_shard, g_shard_len);
+        tu_send_all(q->fd, g_shard, g_shard_len);
 }
 
 static void make_shard(void)

@@ -85,7 +85,7 @@ static void answer(th_req *q, void *ctx)
     th_sendf(c, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n%sConnection: close\r\n\r\n", len,
              etag);
     if (!strcmp(q->method, "GET"))
-        th_send(c, body, len);
+        tu_send_all(c, body, len);
     free(body);
 }
 

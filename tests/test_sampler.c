@@ -64,6 +64,24 @@ static int same_order(const int64_t *a, const int64_t *b, int64_t n)
     return memcmp(a, b, (size_t)n * sizeof *a) == 0;
 }
 
+/* A batch is a pure function of (seed, epoch, rank, world, k): a, set to
+ * epoch 6 at once, and b, which visits epochs 0 and 9 on its way to 6, give
+ * the same batches. a and b were made with the same arguments. */
+static void check_epoch_detour(rf_sampler *a, rf_sampler *b)
+{
+    rf__sampler_set_epoch(a, 6);
+    rf__sampler_set_epoch(b, 0);
+    rf__sampler_set_epoch(b, 9);
+    rf__sampler_set_epoch(b, 6);
+    assert_int_equal(a->num_batches, b->num_batches);
+    for (int64_t k = 0; k < a->num_batches; k++) {
+        const int64_t *ia, *ib;
+        int64_t ca = rf__sampler_batch(a, k, &ia), cb = rf__sampler_batch(b, k, &ib);
+        assert_int_equal(ca, cb);
+        assert_memory_equal(ia, ib, (size_t)ca * sizeof *ia);
+    }
+}
+
 /* ------------------------------------------------------------------- tests */
 
 static void test_identity_without_shuffle(void **state)
@@ -338,16 +356,7 @@ static void test_batch_slices(void **state)
     rf_sampler a, b;
     init_ok(&a, 1000, 16, 1, 0, 31, 1, 3);
     init_ok(&b, 1000, 16, 1, 0, 31, 1, 3);
-    rf__sampler_set_epoch(&a, 6);
-    rf__sampler_set_epoch(&b, 0);
-    rf__sampler_set_epoch(&b, 9);
-    rf__sampler_set_epoch(&b, 6);
-    for (int64_t k = 0; k < a.num_batches; k++) {
-        const int64_t *ia, *ib;
-        int64_t ca = rf__sampler_batch(&a, k, &ia), cb = rf__sampler_batch(&b, k, &ib);
-        assert_int_equal(ca, cb);
-        assert_memory_equal(ia, ib, (size_t)ca * sizeof *ia);
-    }
+    check_epoch_detour(&a, &b);
     rf__sampler_free(&a);
     rf__sampler_free(&b);
 }
@@ -513,17 +522,8 @@ static void test_trimmed_against_padded(void **state)
     rf_sampler a, b;
     init_trim(&a, 1000, 16, 1, 1, 31, 2, 3);
     init_trim(&b, 1000, 16, 1, 1, 31, 2, 3);
-    rf__sampler_set_epoch(&a, 6);
-    rf__sampler_set_epoch(&b, 0);
-    rf__sampler_set_epoch(&b, 9);
-    rf__sampler_set_epoch(&b, 6);
+    check_epoch_detour(&a, &b);
     assert_int_equal(a.num_batches, 333 / 16);
-    for (int64_t k = 0; k < a.num_batches; k++) {
-        const int64_t *ia, *ib;
-        int64_t ca = rf__sampler_batch(&a, k, &ia), cb = rf__sampler_batch(&b, k, &ib);
-        assert_int_equal(ca, cb);
-        assert_memory_equal(ia, ib, (size_t)ca * sizeof *ia);
-    }
     rf__sampler_free(&a);
     rf__sampler_free(&b);
 }

@@ -3,7 +3,7 @@
  * fetch layer and S3 listings: a free port, each connection on a thread of
  * its own, one request per connection (read up to the end of its head),
  * answered by the test's handler, then closed. The handler writes the whole
- * response itself (th_sendf, th_send), so that it can answer anything a
+ * response itself (th_sendf, tu_send_all), so that it can answer anything a
  * misbehaving server would: a trickle, a stall, a redirect, bytes no sane
  * server sends.
  *
@@ -31,6 +31,8 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "testutil_http.h" /* tu_send_all */
 
 typedef struct th_server th_server;
 
@@ -60,22 +62,6 @@ static inline int th_stopping(const th_server *s)
     return atomic_load(&s->stopping);
 }
 
-/* Writes all of p (0), or -1 when the client went away. */
-static inline int th_send(int fd, const void *p, size_t n)
-{
-    const char *c = p;
-    while (n > 0) {
-        ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        c += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 static inline int th_sendf(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static inline int th_sendf(int fd, const char *fmt, ...)
 {
@@ -84,7 +70,7 @@ static inline int th_sendf(int fd, const char *fmt, ...)
     va_start(ap, fmt);
     int n = vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    return th_send(fd, buf, n < (int)sizeof buf ? (size_t)n : sizeof buf - 1);
+    return tu_send_all(fd, buf, n < (int)sizeof buf ? (size_t)n : sizeof buf - 1);
 }
 
 /* Sleeps ms, or less when the server stops or the client closed: 0, or -1

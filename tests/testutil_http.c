@@ -33,7 +33,7 @@ typedef struct conn {
     int fd;
 } conn;
 
-static void send_all(int fd, const void *p, size_t n)
+int tu_send_all(int fd, const void *p, size_t n)
 {
     const char *c = p;
     while (n > 0) {
@@ -41,10 +41,11 @@ static void send_all(int fd, const void *p, size_t n)
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
-            return;
+            return -1;
         c += w;
         n -= (size_t)w;
     }
+    return 0;
 }
 
 static void sleep_ms(int ms)
@@ -101,7 +102,7 @@ static void answer(const server *sv, int fd)
     if (f < 0 || fstat(f, &st) != 0 || !S_ISREG(st.st_mode)) {
         static const char nf[] = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n"
                                  "Connection: close\r\n\r\n";
-        send_all(fd, nf, sizeof nf - 1);
+        (void)tu_send_all(fd, nf, sizeof nf - 1);
         if (f >= 0)
             close(f);
         return;
@@ -120,12 +121,12 @@ static void answer(const server *sv, int fd)
                       "Connection: close\r\n\r\n",
                       (long long)st.st_size, (unsigned long long)st.st_size,
                       (unsigned long long)st.st_mtime);
-    send_all(fd, hdr, (size_t)hl);
+    (void)tu_send_all(fd, hdr, (size_t)hl);
     if (get) {
         char buf[65536];
         ssize_t r;
         while ((r = read(f, buf, sizeof buf)) > 0)
-            send_all(fd, buf, (size_t)r);
+            (void)tu_send_all(fd, buf, (size_t)r);
     }
     if (get && tar)
         atomic_fetch_sub(&sv->counts->tar_gets_now, 1);

@@ -14,6 +14,7 @@
 #define RF_TESTUTIL_HTTP_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <sys/types.h>
 
 enum {
@@ -37,5 +38,9 @@ typedef struct tu_http {
 int tu_http_start(tu_http *h, const char *root, int delay_ms, int flags);
 /* Kills the server and frees the counts. A zeroed or stopped h: no-op. */
 void tu_http_stop(tu_http *h);
+
+/* Writes all n bytes of p to the socket fd (no SIGPIPE), again after EINTR:
+ * 0, or -1 when the client went away. Also testhttp.h's servers' writer. */
+int tu_send_all(int fd, const void *p, size_t n);
 
 #endif

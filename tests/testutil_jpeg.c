@@ -61,10 +61,13 @@ static int opts_ok(const tu_jpeg_opts *o)
            (o->hs > 0) == (o->vs > 0) && (o->hs == 0 || o->subsamp != TU_GRAY);
 }
 
-int tu_encode_jpeg(const uint8_t *rgb, const tu_jpeg_opts *o, uint8_t **out, size_t *out_len)
+/* Encodes w x h pixels of comps bytes each, in_cs, into *out (malloc'd);
+ * settings chooses the output after jpeg_set_defaults. 0, or -1 on any error
+ * or warning (*out is then NULL). */
+static int encode(const uint8_t *px, int w, int h, int comps, J_COLOR_SPACE in_cs,
+                  void (*settings)(j_compress_ptr c, const void *arg), const void *arg,
+                  uint8_t **out, size_t *out_len)
 {
-    if (!rgb || !o || !out || !out_len || !opts_ok(o))
-        return -1;
     *out = NULL;
     *out_len = 0;
 
@@ -85,30 +88,17 @@ int tu_encode_jpeg(const uint8_t *rgb, const tu_jpeg_opts *o, uint8_t **out, siz
     }
     jpeg_create_compress(&c);
     jpeg_mem_dest(&c, &buf, &size);
-    c.image_width = (JDIMENSION)o->width;
-    c.image_height = (JDIMENSION)o->height;
-    c.input_components = 3;
-    c.in_color_space = JCS_RGB;
+    c.image_width = (JDIMENSION)w;
+    c.image_height = (JDIMENSION)h;
+    c.input_components = comps;
+    c.in_color_space = in_cs;
     jpeg_set_defaults(&c);
-    if (o->subsamp == TU_GRAY) {
-        /* libjpeg converts RGB to Y itself (the same BT.601 weights a
-         * decoder's gray output implies). */
-        jpeg_set_colorspace(&c, JCS_GRAYSCALE);
-    } else {
-        /* Defaults are 2x2 luma sampling (4:2:0); chroma stays 1x1. */
-        c.comp_info[0].h_samp_factor = o->hs ? o->hs : o->subsamp == TU_444 ? 1 : 2;
-        c.comp_info[0].v_samp_factor = o->vs ? o->vs : o->subsamp == TU_420 ? 2 : 1;
-    }
-    jpeg_set_quality(&c, o->quality, TRUE);
-    if (o->progressive)
-        jpeg_simple_progression(&c);
-    c.arith_code = o->arithmetic ? TRUE : FALSE;
-    c.restart_in_rows = o->restart_rows;
+    settings(&c, arg);
     jpeg_start_compress(&c, TRUE);
-    size_t stride = (size_t)o->width * 3;
+    size_t stride = (size_t)w * (size_t)comps;
     while (c.next_scanline < c.image_height) {
         /* libjpeg never writes through the row pointer; the cast only drops const. */
-        JSAMPROW row = (JSAMPROW)(uintptr_t)(rgb + c.next_scanline * stride);
+        JSAMPROW row = (JSAMPROW)(uintptr_t)(px + c.next_scanline * stride);
         jpeg_write_scanlines(&c, &row, 1);
     }
     jpeg_finish_compress(&c);
@@ -116,6 +106,43 @@ int tu_encode_jpeg(const uint8_t *rgb, const tu_jpeg_opts *o, uint8_t **out, siz
     *out = buf;
     *out_len = size;
     return 0;
+}
+
+static void rgb_settings(j_compress_ptr c, const void *arg)
+{
+    const tu_jpeg_opts *o = arg;
+    if (o->subsamp == TU_GRAY) {
+        /* libjpeg converts RGB to Y itself (the same BT.601 weights a
+         * decoder's gray output implies). */
+        jpeg_set_colorspace(c, JCS_GRAYSCALE);
+    } else {
+        /* Defaults are 2x2 luma sampling (4:2:0); chroma stays 1x1. */
+        c->comp_info[0].h_samp_factor = o->hs ? o->hs : o->subsamp == TU_444 ? 1 : 2;
+        c->comp_info[0].v_samp_factor = o->vs ? o->vs : o->subsamp == TU_420 ? 2 : 1;
+    }
+    jpeg_set_quality(c, o->quality, TRUE);
+    if (o->progressive)
+        jpeg_simple_progression(c);
+    c->arith_code = o->arithmetic ? TRUE : FALSE;
+    c->restart_in_rows = o->restart_rows;
+}
+
+int tu_encode_jpeg(const uint8_t *rgb, const tu_jpeg_opts *o, uint8_t **out, size_t *out_len)
+{
+    if (!rgb || !o || !out || !out_len || !opts_ok(o))
+        return -1;
+    return encode(rgb, o->width, o->height, 3, JCS_RGB, rgb_settings, o, out, out_len);
+}
+
+typedef struct {
+    int ycck, quality;
+} cmyk_opts;
+
+static void cmyk_settings(j_compress_ptr c, const void *arg)
+{
+    const cmyk_opts *k = arg;
+    jpeg_set_colorspace(c, k->ycck ? JCS_YCCK : JCS_CMYK);
+    jpeg_set_quality(c, k->quality, TRUE);
 }
 
 /* A CMYK (Adobe-style inverted ink) or YCCK JPEG of the photo-like picture
@@ -142,39 +169,10 @@ int tu_encode_cmyk(int w, int h, int ycck, uint32_t seed, int quality, uint8_t *
         cmyk[4 * i + 3] = (uint8_t)k;
     }
     free(rgb);
-    struct jpeg_compress_struct c;
-    tu_jerr e;
-    unsigned char *volatile buf = NULL;
-    unsigned long size = 0;
-    memset(&c, 0, sizeof c);
-    c.err = &e.pub;
-    jerr_init(&e);
-    if (setjmp(e.jb)) {
-        jpeg_destroy_compress(&c);
-        free(buf);
-        free(cmyk);
-        return -1;
-    }
-    jpeg_create_compress(&c);
-    jpeg_mem_dest(&c, (unsigned char **)&buf, &size);
-    c.image_width = (JDIMENSION)w;
-    c.image_height = (JDIMENSION)h;
-    c.input_components = 4;
-    c.in_color_space = JCS_CMYK;
-    jpeg_set_defaults(&c);
-    jpeg_set_colorspace(&c, ycck ? JCS_YCCK : JCS_CMYK);
-    jpeg_set_quality(&c, quality, TRUE);
-    jpeg_start_compress(&c, TRUE);
-    while (c.next_scanline < c.image_height) {
-        JSAMPROW row = cmyk + (size_t)c.next_scanline * w * 4;
-        jpeg_write_scanlines(&c, &row, 1);
-    }
-    jpeg_finish_compress(&c);
-    jpeg_destroy_compress(&c);
+    cmyk_opts k = {ycck, quality};
+    int rc = encode(cmyk, w, h, 4, JCS_CMYK, cmyk_settings, &k, out, out_len);
     free(cmyk);
-    *out = buf;
-    *out_len = size;
-    return 0;
+    return rc;
 }
 
 int tu_make_jpeg(const tu_jpeg_opts *o, uint8_t **out, size_t *out_len)
@@ -193,13 +191,33 @@ int tu_make_jpeg(const tu_jpeg_opts *o, uint8_t **out, size_t *out_len)
  * hand tu_decode_jpeg a header claiming 65500x65500. */
 #define TU_DECODE_MAX_PIXELS ((size_t)1 << 26)
 
-/* Decodes jpg as RGB. With out, the whole picture into *out (malloc'd) and
- * jpeg_finish_decompress, which reads on to EOI; without, row by row into one
- * row's buffer, stopping after the last row. 0, or -1 on any error or
- * warning (*out is then NULL). */
-static int decode_rgb(const uint8_t *jpg, size_t len, uint8_t **out, int *w, int *h)
+/* One row of libjpeg's CMYK output as RGB: inverted ink x inverted black /
+ * 255, the ink inverted first unless the file is Adobe's (which stores it
+ * inverted). */
+static void cmyk_row_to_rgb(const uint8_t *row, uint8_t *rgb, size_t W, int inverted)
 {
-    if (!jpg || len > ULONG_MAX)
+    for (size_t x = 0; x < W; x++) {
+        unsigned c = row[4 * x], m = row[4 * x + 1], yy = row[4 * x + 2], k = row[4 * x + 3];
+        if (!inverted) {
+            c = 255 - c;
+            m = 255 - m;
+            yy = 255 - yy;
+            k = 255 - k;
+        }
+        rgb[x * 3] = (uint8_t)((c * k + 127) / 255);
+        rgb[x * 3 + 1] = (uint8_t)((m * k + 127) / 255);
+        rgb[x * 3 + 2] = (uint8_t)((yy * k + 127) / 255);
+    }
+}
+
+/* Decodes jpg as RGB; with cmyk, a CMYK or YCCK file only (anything else
+ * fails), through libjpeg's CMYK output and cmyk_row_to_rgb. With out, the
+ * whole picture into *out (malloc'd) and jpeg_finish_decompress, which reads
+ * on to EOI; without (RGB only), row by row into one row's buffer, stopping
+ * after the last row. 0, or -1 on any error or warning (*out is then NULL). */
+static int decode(const uint8_t *jpg, size_t len, int cmyk, uint8_t **out, int *w, int *h)
+{
+    if (!jpg || len > ULONG_MAX || (cmyk && !out))
         return -1;
     if (out)
         *out = NULL;
@@ -207,6 +225,7 @@ static int decode_rgb(const uint8_t *jpg, size_t len, uint8_t **out, int *w, int
     struct jpeg_decompress_struct d;
     tu_jerr e;
     uint8_t *volatile pix = NULL; /* assigned after setjmp, freed after longjmp */
+    uint8_t *volatile row = NULL; /* CMYK only: libjpeg's row before conversion */
 
     memset(&d, 0, sizeof d);
     jerr_init(&e);
@@ -214,23 +233,34 @@ static int decode_rgb(const uint8_t *jpg, size_t len, uint8_t **out, int *w, int
     if (setjmp(e.jb)) {
         jpeg_destroy_decompress(&d);
         free(pix);
+        free(row);
         return -1;
     }
     jpeg_create_decompress(&d);
     jpeg_mem_src(&d, jpg, (unsigned long)len);
     jpeg_read_header(&d, TRUE);
-    d.out_color_space = JCS_RGB; /* gray is expanded to R = G = B */
+    if (cmyk && d.jpeg_color_space != JCS_CMYK && d.jpeg_color_space != JCS_YCCK)
+        longjmp(e.jb, 1);
+    d.out_color_space = cmyk ? JCS_CMYK : JCS_RGB; /* gray is expanded to R = G = B */
     jpeg_start_decompress(&d);
+    int inverted = d.saw_Adobe_marker;
     size_t ow = d.output_width, oh = d.output_height;
-    if (d.output_components != 3 || ow * oh > TU_DECODE_MAX_PIXELS)
+    if (d.output_components != (cmyk ? 4 : 3) || ow * oh > TU_DECODE_MAX_PIXELS)
         longjmp(e.jb, 1);
     pix = malloc(out ? ow * oh * 3 : ow * 3);
-    if (!pix)
+    if (cmyk)
+        row = malloc(ow * 4);
+    if (!pix || (cmyk && !row))
         longjmp(e.jb, 1);
     while (d.output_scanline < d.output_height) {
-        JSAMPROW row = out ? pix + (size_t)d.output_scanline * ow * 3 : pix;
-        jpeg_read_scanlines(&d, &row, 1);
+        uint8_t *dst = out ? pix + (size_t)d.output_scanline * ow * 3 : pix;
+        JSAMPROW r = cmyk ? row : dst;
+        jpeg_read_scanlines(&d, &r, 1);
+        if (cmyk)
+            cmyk_row_to_rgb(row, dst, ow, inverted);
     }
+    free(row);
+    row = NULL; /* a longjmp from here on must not free it again */
     if (!out) {
         jpeg_abort_decompress(&d); /* not on to EOI: see tu_jpeg_fails_in_rows */
         jpeg_destroy_decompress(&d);
@@ -249,78 +279,19 @@ static int decode_rgb(const uint8_t *jpg, size_t len, uint8_t **out, int *w, int
 
 int tu_decode_jpeg(const uint8_t *jpg, size_t len, uint8_t **out, int *w, int *h)
 {
-    return out ? decode_rgb(jpg, len, out, w, h) : -1;
+    return out ? decode(jpg, len, 0, out, w, h) : -1;
 }
 
 /* Reference RGB of a CMYK/YCCK JPEG: libjpeg's CMYK output, then the
- * documented conversion (RGB = inverted ink x inverted black / 255 for Adobe
- * files, which store inverted ink). */
+ * documented conversion (cmyk_row_to_rgb). */
 int tu_decode_cmyk(const uint8_t *jpg, size_t len, uint8_t **out, int *w, int *h)
 {
-    if (!jpg || !out || len > ULONG_MAX)
-        return -1;
-    *out = NULL;
-
-    struct jpeg_decompress_struct d;
-    tu_jerr e;
-    uint8_t *volatile pix = NULL; /* assigned after setjmp, freed after longjmp */
-    uint8_t *volatile row = NULL;
-
-    memset(&d, 0, sizeof d);
-    jerr_init(&e);
-    d.err = &e.pub;
-    if (setjmp(e.jb)) {
-        jpeg_destroy_decompress(&d);
-        free(pix);
-        free(row);
-        return -1;
-    }
-    jpeg_create_decompress(&d);
-    jpeg_mem_src(&d, jpg, (unsigned long)len);
-    jpeg_read_header(&d, TRUE);
-    if (d.jpeg_color_space != JCS_CMYK && d.jpeg_color_space != JCS_YCCK)
-        longjmp(e.jb, 1);
-    d.out_color_space = JCS_CMYK;
-    jpeg_start_decompress(&d);
-    int inverted = d.saw_Adobe_marker;
-    size_t W = d.output_width, H = d.output_height;
-    if (W * H > TU_DECODE_MAX_PIXELS)
-        longjmp(e.jb, 1);
-    pix = malloc(W * H * 3);
-    row = malloc(W * 4);
-    if (!pix || !row)
-        longjmp(e.jb, 1);
-    while (d.output_scanline < d.output_height) {
-        size_t y = d.output_scanline;
-        JSAMPROW r = row;
-        jpeg_read_scanlines(&d, &r, 1);
-        for (size_t x = 0; x < W; x++) {
-            unsigned c = row[4 * x], m = row[4 * x + 1], yy = row[4 * x + 2], k = row[4 * x + 3];
-            if (!inverted) {
-                c = 255 - c;
-                m = 255 - m;
-                yy = 255 - yy;
-                k = 255 - k;
-            }
-            pix[(y * W + x) * 3] = (uint8_t)((c * k + 127) / 255);
-            pix[(y * W + x) * 3 + 1] = (uint8_t)((m * k + 127) / 255);
-            pix[(y * W + x) * 3 + 2] = (uint8_t)((yy * k + 127) / 255);
-        }
-    }
-    jpeg_finish_decompress(&d);
-    jpeg_destroy_decompress(&d);
-    free(row);
-    *out = pix;
-    if (w)
-        *w = (int)W;
-    if (h)
-        *h = (int)H;
-    return 0;
+    return out ? decode(jpg, len, 1, out, w, h) : -1;
 }
 
 int tu_jpeg_fails_in_rows(const uint8_t *jpg, size_t len)
 {
-    return decode_rgb(jpg, len, NULL, NULL, NULL) != 0;
+    return decode(jpg, len, 0, NULL, NULL, NULL) != 0;
 }
 
 /* ------------------------------------------------------------------ markers */

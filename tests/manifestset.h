@@ -171,12 +171,13 @@ static inline void overwrite(const char *path, uint64_t off, const void *p, size
 
 /* Parses into m a manifest of one shard, `shard` of 4096 bytes, whose one
  * sample k has a JPEG of 10 bytes at 512 and a .cls member of cls_len bytes
- * at 1536 labelled label (the text of a JSON number). */
-static inline void one_sample_manifest(rf_manifest *m, const char *shard, const char *label,
-                                       unsigned cls_len)
+ * at 1536 labelled label (the text of a JSON number). The manifest keeps
+ * pointers into its text: json (cap bytes, the caller's) must outlive m. */
+static inline void one_sample_manifest(rf_manifest *m, char *json, size_t cap, const char *shard,
+                                       const char *label, unsigned cls_len)
 {
-    char json[512], err[256];
-    snprintf(json, sizeof json,
+    char err[256];
+    snprintf(json, cap,
              "{\"format\": \"ringfeed-pack 1\", \"shards\": [{\"name\": \"%s\", \"bytes\": "
              "4096, \"index\": [[\"k\", %s, \"jpg\", 512, 10, \"cls\", 1536, %u]]}]}",
              shard, label, cls_len);

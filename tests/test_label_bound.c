@@ -33,7 +33,8 @@ static int manifest_indexes(const char *label)
 {
     char err[256];
     rf_manifest m;
-    one_sample_manifest(&m, "s.tar", label, 19);
+    char json[512]; /* the manifest's text, kept by m */
+    one_sample_manifest(&m, json, sizeof json, "s.tar", label, 19);
     const rf_manifest_shard *ms = rf__manifest_find(&m, "s.tar", 4096);
     int used = 0;
     if (ms) {

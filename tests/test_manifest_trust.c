@@ -150,7 +150,8 @@ static void test_reorder_at_the_same_size_is_walked(void **state)
 static int indexed_with_label(const char *label)
 {
     rf_manifest m;
-    one_sample_manifest(&m, "a.tar", label, 1);
+    char json[512]; /* the manifest's text, kept by m */
+    one_sample_manifest(&m, json, sizeof json, "a.tar", label, 1);
     int found = rf__manifest_find(&m, "a.tar", 4096) != NULL;
     rf__manifest_free(&m);
     return found;

@@ -100,7 +100,15 @@ static int open_index(pack_input *in, pack_opts *o)
 {
     rf_source *s = &in->s;
     char err[PACK_ERRCAP];
-    const rf_source_opts base = {.remote = &rf__source_remote}; /* URLs as the loader takes them */
+    /* The packer reads each sample's bytes from a local file: shards in
+     * object storage are copied first (docs/pack.md). The URL is not
+     * repeated: it may hold a secret. */
+    if (rf__source_remote.is_url(o->src)) {
+        fprintf(stderr, "ringfeed-pack: the source is remote (s3://, http:// or https://): copy "
+                        "the shards to a folder first (aws s3 sync, curl) and pack the copy\n");
+        return 2;
+    }
+    const rf_source_opts base = {0};
     if (rf__source_open_ex(s, o->src, &base, err, sizeof err) != 0) {
         fprintf(stderr, "ringfeed-pack: %s: %s\n", o->src, err);
         return 1;

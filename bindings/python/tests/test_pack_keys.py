@@ -161,3 +161,17 @@ def test_progress_summary_and_last_sample_of_a_shard_bad(folder, tmp_path):
     r = run_pack(src, str(tmp_path / "skip"), "--max-side", 32, "--shard-count", 4,
                  "--on-error", "skip")
     assert r.returncode == 0 and "1 errors skipped" in r.stderr
+
+
+
+def test_remote_source_refused_with_a_reason(folder, tmp_path):
+    """The packer reads samples from local files: shards behind a URL are
+    refused at once, saying what to do, and the URL (which may hold a
+    secret) is not repeated."""
+    for src in ("s3://bucket/train-{000..009}.tar", "https://user:pw@host/t.tar?sig=abc",
+                "http://127.0.0.1:9/x.tar"):
+        r = run_pack(src, str(tmp_path / "o"))
+        assert r.returncode == 2, r.stderr
+        assert "the source is remote" in r.stderr and "copy the shards" in r.stderr
+        assert "pw" not in r.stderr and "sig=" not in r.stderr and "bucket" not in r.stderr
+        assert not os.path.exists(str(tmp_path / "o"))

@@ -264,3 +264,15 @@ def test_latency_against_the_tests_clock(s3, tmp_path, monkeypatch):
         assert own * 0.9 - 10 <= lib <= own * (1 + 1 / 64) + 0.05, key
     assert rank(0.9) >= hold * 1e3 * 0.9  # the held transfers were waited for
     assert 1 <= lat["ring_empty"] <= len(names) - 1  # not the batch after the sleep
+
+
+def test_a_sources_url_shows_no_secret():
+    """A Source's repr and its messages show a URL as the library shows it:
+    no user:password, no http(s) query (a presigned URL's signature)."""
+    url = "https://user:pw@host/t-{00..03}.tar?X-Amz-Signature=abc"
+    r = repr(ringfeed.Source(url, proportion=0.5))
+    assert "pw" not in r and "abc" not in r and "***@host/t-{00..03}.tar?***" in r
+    with pytest.raises(ValueError) as e:
+        ringfeed.Source([url, "x/"], label_offset=-1)
+    assert "pw" not in str(e.value) and "abc" not in str(e.value) and "label_offset" in str(e.value)
+    assert "pw" not in repr(ringfeed.Mix([ringfeed.Source(url)]))

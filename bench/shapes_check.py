@@ -20,7 +20,6 @@ Prints a table; with --json appends one JSON line per check.
 """
 
 import argparse
-import collections
 import json
 import os
 import subprocess
@@ -28,7 +27,6 @@ import sys
 import time
 
 import numpy as np
-import torch
 import torchvision.transforms as T
 from PIL import Image
 from scipy import stats
@@ -36,6 +34,10 @@ from scipy import stats
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bindings",
                                 "python"))
 import ringfeed  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bindings",
+                                "python", "tests"))
+from rfhelpers import rrc_draw_table  # noqa: E402  (the tests' table, the same bins)
 
 
 def outputs(folder, limit, **kw):
@@ -95,28 +97,9 @@ def draws(folder, n, hw):
             c = ld.explain(0, epoch=e)["crop"]
             ours.append((c["width"], c["height"], c["top"], c["left"]))
     secs = time.perf_counter() - t0
-    torch.manual_seed(0)
-    img = torch.zeros((3, h, w), dtype=torch.uint8)
-    theirs = []
-    for _ in range(n):
-        i, j, ch, cw = T.RandomResizedCrop.get_params(img, (0.08, 1.0), (3 / 4, 4 / 3))
-        theirs.append((cw, ch, i, j))
-
-    def binned(d):
-        return [(cw * 8 // (w + 1), ch * 8 // (h + 1), (t * 4) // (h - ch + 1),
-                 (lf * 4) // (w - cw + 1)) for cw, ch, t, lf in d]
-    a, b = collections.Counter(binned(ours)), collections.Counter(binned(theirs))
-    rows, pool = [], [0, 0]
-    for k in set(a) | set(b):
-        if a[k] + b[k] < 20:
-            pool[0] += a[k]
-            pool[1] += b[k]
-        else:
-            rows.append([a[k], b[k]])
-    if sum(pool) >= 20:
-        rows.append(pool)
-    chi2, p, dof, _ = stats.chi2_contingency(np.array(rows).T)
-    return {"check": "rrc_draws_%dx%d" % hw, "draws": n, "picture": [w, h], "bins": len(rows),
+    table = rrc_draw_table(ours, w, h, 8, 4)
+    chi2, p, dof, _ = stats.chi2_contingency(table)
+    return {"check": "rrc_draws_%dx%d" % hw, "draws": n, "picture": [w, h], "bins": table.shape[1],
             "chi2": round(float(chi2), 2), "dof": int(dof), "p": round(float(p), 4),
             "explain_seconds": round(secs, 2)}
 

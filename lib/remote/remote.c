@@ -92,7 +92,6 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "json.h"
 #include "remote_manifest.h"
 #include "ringfeed.h"
 #include "source.h"
@@ -670,41 +669,4 @@ void rf__remote_done(rf_remote *r, const rf_source *src, int64_t sample)
     r->sh[k].inflight--;
     unused(r, k);
     pthread_mutex_unlock(&r->mu);
-}
-
-void rf__remote_stats(rf_remote *r, rf_json *j)
-{
-    rf_fetch_totals t;
-    rf__fetch_totals(r->fetch, &t);
-    pthread_mutex_lock(&r->mu);
-    int64_t hits = r->hits, misses = r->misses, pinned = 0, releases = r->releases,
-            refetches = r->refetches;
-    int warned = r->warned;
-    for (uint32_t k = 0; k < r->nsh; k++)
-        pinned += r->sh[k].state == SH_READY;
-    pthread_mutex_unlock(&r->mu);
-    rf__json_raw(j, "\"cache_dir\": ");
-    rf__json_str(j, r->cache.dir);
-    rf__json_fmt(j,
-                 ", \"cache_limit\": %llu, \"shards\": %u, \"pinned\": %lld, "
-                 "\"cache_hits\": %lld, \"cache_misses\": %lld, \"bytes_fetched\": %lld, "
-                 "\"requests\": %lld, \"retries\": %lld, \"evictions\": %lld, "
-                 "\"releases\": %lld, \"refetches\": %lld, \"foreign_bytes\": %lld, "
-                 "\"loaders\": %d",
-                 (unsigned long long)r->cache.limit, r->nsh, (long long)pinned, (long long)hits,
-                 (long long)misses, (long long)t.bytes, (long long)t.requests, (long long)t.retries,
-                 (long long)atomic_load_explicit(&r->cache.evictions, memory_order_relaxed),
-                 (long long)releases, (long long)refetches,
-                 (long long)atomic_load_explicit(&r->cache.foreign_bytes, memory_order_relaxed),
-                 atomic_load_explicit(&r->cache.loaders, memory_order_relaxed));
-    if (warned) {
-        char w[400];
-        rf__remote_room_warning(r, refetches, w, sizeof w);
-        rf__json_raw(j, ", \"warning\": ");
-        rf__json_str(j, w);
-    }
-    if (r->man) {
-        rf__json_raw(j, ", \"manifest\": ");
-        rf__rman_stats(r->man, j);
-    }
 }

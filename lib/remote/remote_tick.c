@@ -7,7 +7,8 @@
  * pinned, and settles each shard READY or FAILED; when even the head finds
  * no room for STARVE_MS it gives up the pins held only for later samples.
  * Runs on the fetch thread only; state shared with the dispatcher is under
- * r->mu (remote.h), dropped around the cache's calls.
+ * r->mu (remote.h), dropped around the cache's calls. Also here: the stats
+ * of what the ticks did (rf__remote_stats, any thread).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "json.h"
 #include "remote_int.h"
 #include "remote_manifest.h"
 #include "ringfeed.h"
@@ -444,4 +446,41 @@ void rf__remote_tick(void *ctx)
     pthread_mutex_unlock(&r->mu);
     if (changed)
         announce(r);
+}
+
+void rf__remote_stats(rf_remote *r, rf_json *j)
+{
+    rf_fetch_totals t;
+    rf__fetch_totals(r->fetch, &t);
+    pthread_mutex_lock(&r->mu);
+    int64_t hits = r->hits, misses = r->misses, pinned = 0, releases = r->releases,
+            refetches = r->refetches;
+    int warned = r->warned;
+    for (uint32_t k = 0; k < r->nsh; k++)
+        pinned += r->sh[k].state == SH_READY;
+    pthread_mutex_unlock(&r->mu);
+    rf__json_raw(j, "\"cache_dir\": ");
+    rf__json_str(j, r->cache.dir);
+    rf__json_fmt(j,
+                 ", \"cache_limit\": %llu, \"shards\": %u, \"pinned\": %lld, "
+                 "\"cache_hits\": %lld, \"cache_misses\": %lld, \"bytes_fetched\": %lld, "
+                 "\"requests\": %lld, \"retries\": %lld, \"evictions\": %lld, "
+                 "\"releases\": %lld, \"refetches\": %lld, \"foreign_bytes\": %lld, "
+                 "\"loaders\": %d",
+                 (unsigned long long)r->cache.limit, r->nsh, (long long)pinned, (long long)hits,
+                 (long long)misses, (long long)t.bytes, (long long)t.requests, (long long)t.retries,
+                 (long long)atomic_load_explicit(&r->cache.evictions, memory_order_relaxed),
+                 (long long)releases, (long long)refetches,
+                 (long long)atomic_load_explicit(&r->cache.foreign_bytes, memory_order_relaxed),
+                 atomic_load_explicit(&r->cache.loaders, memory_order_relaxed));
+    if (warned) {
+        char w[400];
+        rf__remote_room_warning(r, refetches, w, sizeof w);
+        rf__json_raw(j, ", \"warning\": ");
+        rf__json_str(j, w);
+    }
+    if (r->man) {
+        rf__json_raw(j, ", \"manifest\": ");
+        rf__rman_stats(r->man, j);
+    }
 }

@@ -276,3 +276,37 @@ def write_cls_shard(path, keys, width, height, seed, labels):
             tf.addfile(info, io.BytesIO(data))
     return path
 
+
+
+def rrc_draw_table(ours, w, h, size_bins, place_bins):
+    """A 2 x K contingency table of RandomResizedCrop boxes of a w x h
+    picture: `ours` [(width, height, top, left)] against as many of
+    torchvision's get_params draws (seeded), binned by size (size_bins per
+    side) and place (place_bins per axis); bins with fewer than 20 draws in
+    all pooled into one. For scipy.stats.chi2_contingency."""
+    import collections
+
+    import torch
+    import torchvision.transforms as T
+    torch.manual_seed(0)
+    img = torch.zeros((3, h, w), dtype=torch.uint8)
+    theirs = []
+    for _ in range(len(ours)):
+        i, j, ch, cw = T.RandomResizedCrop.get_params(img, (0.08, 1.0), (3 / 4, 4 / 3))
+        theirs.append((cw, ch, i, j))
+
+    def binned(d):
+        return [(cw * size_bins // (w + 1), ch * size_bins // (h + 1),
+                 (t * place_bins) // (h - ch + 1), (lf * place_bins) // (w - cw + 1))
+                for cw, ch, t, lf in d]
+    a, b = collections.Counter(binned(ours)), collections.Counter(binned(theirs))
+    rows, pool = [], [0, 0]
+    for k in set(a) | set(b):
+        if a[k] + b[k] < 20:
+            pool[0] += a[k]
+            pool[1] += b[k]
+        else:
+            rows.append([a[k], b[k]])
+    if sum(pool) >= 20:
+        rows.append(pool)
+    return np.array(rows).T

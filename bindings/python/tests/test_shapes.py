@@ -4,14 +4,13 @@ RandomResizedCrop((H, W))'s draws against torchvision's (chi-square); the
 letterbox's sizes, scales and padding; native sizes as a list or a padded
 tensor; the options' checks."""
 
-import collections
 import os
 
 import numpy as np
 import pytest
 
 import ringfeed
-from rfhelpers import imagefolder_samples, write_jpeg
+from rfhelpers import imagefolder_samples, rrc_draw_table, write_jpeg
 
 T = pytest.importorskip("torchvision.transforms")
 torch = pytest.importorskip("torch")
@@ -94,29 +93,10 @@ def test_rrc_rectangle_draws_like_torchvision(folder):
             c = ld.explain(0, epoch=e)["crop"]
             ours.append((c["width"], c["height"], c["top"], c["left"]))
         w, h = ld.explain(0)["width"], ld.explain(0)["height"]
-    torch.manual_seed(0)
-    img = torch.zeros((3, h, w), dtype=torch.uint8)
-    theirs = []
-    for _ in range(n):
-        i, j, ch, cw = T.RandomResizedCrop.get_params(img, (0.08, 1.0), (3 / 4, 4 / 3))
-        theirs.append((cw, ch, i, j))
-
-    def binned(d):
-        return [(cw * 6 // (w + 1), ch * 6 // (h + 1), (t * 3) // (h - ch + 1),
-                 (l * 3) // (w - cw + 1)) for cw, ch, t, l in d]
-    a, b = collections.Counter(binned(ours)), collections.Counter(binned(theirs))
-    rows, pool = [], [0, 0]
-    for k in set(a) | set(b):
-        if a[k] + b[k] < 20:
-            pool[0] += a[k]
-            pool[1] += b[k]
-        else:
-            rows.append([a[k], b[k]])
-    if sum(pool) >= 20:
-        rows.append(pool)
-    assert len(rows) > 10
-    p = stats.chi2_contingency(np.array(rows).T)[1]
-    assert p > 0.001, (p, rows)
+    table = rrc_draw_table(ours, w, h, 6, 3)
+    assert table.shape[1] > 10
+    p = stats.chi2_contingency(table)[1]
+    assert p > 0.001, (p, table)
 
 
 @pytest.mark.parametrize("align", ["center", "top_left"])

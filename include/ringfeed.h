@@ -275,6 +275,15 @@ enum rf_param {
                                   batch has a bucket of its own; default 1. Fixed. */
     RF_P_BUCKET_MULTIPLE = 53, /* automatic buckets: sides are multiples of this; default 8.
                                   Fixed. */
+    /* Local shards (tar, record files) are mapped read-only, and a member
+     * whose pages are all in memory (the page cache) is decoded in place,
+     * without being copied; one that is not is read as before. The mapping
+     * counts in the process's resident memory as the shards' cached pages
+     * (shared, and the kernel's to reclaim). A shard shortened by another
+     * process at the moment its member is decoded can end the process with
+     * SIGBUS; 0 reads every member through the reader. */
+    RF_P_MAP_SHARDS = 54,      /* 1: read resident members of local shards in place; default 1.
+                                  Fixed. */
 };
 
 /* Where a letterboxed picture lies in its frame (RF_P_ALIGN). */
@@ -878,7 +887,10 @@ RF_API int64_t rf_loader_errmsg_copy(const rf_loader *l, char *buf, size_t cap);
  * indexed is not fetched to be indexed), shards_manifest_mismatched (local
  * shards the manifest.json named but did not describe - another size, other
  * first or last member headers, or label members not as stated: rewritten
- * since it was written - and so walked), io_backend, memory {mode: "pinned"
+ * since it was written - and so walked), io_backend, members_in_place and
+ * members_read (members of local shards and records decoded in place from
+ * the page cache, RF_P_MAP_SHARDS, and those of mapped shards that were not
+ * in memory and so were read), memory {mode: "pinned"
  * | "pageable", note}, device ("cpu" | "cuda:N"), cuda {built, available,
  * reason, copies, ...}, errors [{path, reason, sample}] (at most 16 bad
  * samples per batch and 1,000 in all; errors_count counts every one),

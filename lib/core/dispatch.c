@@ -26,6 +26,7 @@
 
 #include "bucket.h"
 #include "clock.h"
+#include "mapped.h"
 #include "remote.h"
 #include "mix.h"
 #include "trace.h"
@@ -268,8 +269,21 @@ static void submit(rf_dispatch *d, unsigned depth)
         j->rd.fd = j->rd.use_fd ? rf__remote_pin_fd(rem, src, i) : -1;
         rf__source_extent(d->src, sample, &j->rd.ranged, &j->rd.offset, &j->rd.length);
         j->rd.sample = sample;
-        if (ready < 0) {
+        /* a member of a local shard already in memory: read in place */
+        const uint8_t *in_place = NULL;
+        if (!rem && d->maps && j->rd.ranged && j->rd.length <= d->max_bytes)
+            in_place = rf__maps_resident(d->maps, j->rd.path, j->rd.offset, j->rd.length);
+        if (in_place) {
+            j->rd.map = in_place;
+            j->rd.len = (size_t)j->rd.length;
+            j->rd.size = j->rd.length;
+            j->rd.err = 0;
+            j->rd.what = "";
+            j->rd.t_submit_ns = j->rd.t_done_ns = 0;
+            rf__pool_push(d->pool, pj);
+        } else if (ready < 0) {
             /* the shard could not be fetched: the sample fails as a read */
+            j->rd.map = NULL;
             j->rd.err = EIO;
             j->rd.what = why;
             j->rd.len = 0;

@@ -50,6 +50,9 @@ typedef struct rf_dispatch {
     rf_reader *reader;
     rf_pool *pool;
     rf_copier *copier;       /* NULL without a device: the thread binds its device */
+    struct rf_maps *maps;    /* local shards read in place when resident (mapped.h); NULL:
+                              * every sample goes to the reader */
+    uint64_t max_bytes;      /* a longer member goes to the reader, which refuses it */
     const struct rf_buckets *buckets; /* aspect-ratio buckets: each batch's shape (NULL: none) */
     size_t elem_bytes;       /* bytes of one element of the images (buckets' sample bytes) */
     pthread_mutex_t *mu;     /* the loader's mutex: protects the fields marked (mu) */

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "mapped.h"
 #include "redact.h"
 #include "mix.h"
 #include "remote.h"
@@ -272,6 +273,8 @@ static void teardown(rf_loader *l)
     l->reader = NULL;
     rf__dispatch_free(&l->disp, forked);
     rf__pool_destroy(&l->pool, forked);
+    rf__maps_destroy(l->maps); /* no job is left to read the mappings */
+    l->maps = NULL;
     rf__work_free(&l->work);
     /* The copies out of the ring and the consumers' work on the device
      * buffers end before their memory is freed (or it is leaked: a deadline). */
@@ -432,6 +435,9 @@ static int build_stages(rf_loader *l)
         return RF_E_NOMEM;
     }
     l->disp.copier = l->copier;
+    /* no table (no memory): every member goes to the reader */
+    l->disp.maps = l->maps = c->map_shards ? rf__maps_create() : NULL;
+    l->disp.max_bytes = c->max_file_bytes;
     return 0;
 }
 
@@ -652,6 +658,7 @@ int64_t rf_loader_stats_json(rf_loader *l, char *buf, size_t cap)
                       : rf__reader_backend(l->reader) == RF__IO_URING ? "io_uring"
                                                                       : "pread",
         .io_note = l->reader ? rf__reader_note(l->reader) : "",
+        .maps = l->maps,
         .pinned = l->ring.pinned,
         .ring_bytes = l->ring.mem_bytes + (size_t)l->ring.k * (size_t)l->ring.batch_size *
                                               l->ring.extras_bytes, /* tar extras */

@@ -78,6 +78,7 @@ struct rf_loader {
     rf_copier *copier; /* NULL: no CUDA device (cuda_note says why) */
     char cuda_note[1024];
     rf_reader *reader;
+    struct rf_maps *maps; /* local shards read in place (mapped.h); NULL: RF_P_MAP_SHARDS = 0 */
     int nworkers; /* worker threads */
     char budget_why[200];
     rf_work work;

@@ -70,6 +70,7 @@ static const param_def params_table[] = {
     [RF_P_BUCKETS] = {0, RF__MAX_BUCKETS, 0},
     [RF_P_BUCKET_SHARED] = {0, 1, 1},
     [RF_P_BUCKET_MULTIPLE] = {1, 1 << 10, 8},
+    [RF_P_MAP_SHARDS] = {0, 1, 1},
 };
 
 _Static_assert(sizeof params_table / sizeof params_table[0] == RF__NPARAMS,
@@ -199,6 +200,7 @@ int rf__options_resolve(const rf_options *o, rf_config *c, char *err, size_t err
     c->max_pixels = p[RF_P_MAX_PIXELS];
     c->max_scans = (int)p[RF_P_MAX_SCANS];
     c->read_depth = (unsigned)p[RF_P_READ_DEPTH];
+    c->map_shards = (int)p[RF_P_MAP_SHARDS];
     c->read_timeout_ms = p[RF_P_READ_TIMEOUT_MS];
     c->max_errors = p[RF_P_MAX_ERRORS];
     c->record_size = (uint64_t)p[RF_P_RECORD_SIZE];

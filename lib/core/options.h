@@ -21,7 +21,7 @@
 /* The highest enum rf_param value: raise it when appending an option (the
  * table in options.c must then have an entry for it; a static assertion
  * there says so). */
-#define RF__PARAM_LAST RF_P_BUCKET_MULTIPLE
+#define RF__PARAM_LAST RF_P_MAP_SHARDS
 #define RF__NPARAMS (RF__PARAM_LAST + 1)
 
 #define RF__MAX_EXTRAS 16 /* = RF_SOURCE_MAX_EXTRAS */
@@ -94,6 +94,7 @@ typedef struct rf_config {
     int64_t max_pixels;
     int max_scans;
     unsigned read_depth; /* 0: auto */
+    int map_shards;      /* RF_P_MAP_SHARDS */
     int64_t read_timeout_ms;
     int64_t max_errors; /* -1: no cap */
     uint64_t record_size, header_size;

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mapped.h"
+
 void rf__stats_free(rf_stats *s)
 {
     for (int i = 0; i < s->nerrors; i++) {
@@ -142,6 +144,10 @@ void rf__stats_render(const rf_stats_snapshot *v, rf_json *j)
     rf__json_str(j, v->io_backend);
     rf__json_raw(j, ", \"io_note\": ");
     rf__json_str(j, v->io_note);
+    uint64_t in_place, read;
+    rf__maps_counts(v->maps, &in_place, &read);
+    rf__json_fmt(j, ", \"members_in_place\": %llu, \"members_read\": %llu",
+                 (unsigned long long)in_place, (unsigned long long)read);
     rf__json_fmt(j,
                  ", \"memory\": {\"mode\": \"%s\", \"ring_bytes\": %zu, \"index_bytes\": %zu, "
                  "\"prefetch\": %d, \"note\": ",

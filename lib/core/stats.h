@@ -90,6 +90,7 @@ typedef struct rf_stats_snapshot {
     int64_t shards_mismatched;
     const char *io_backend; /* "none", "io_uring", "pread" */
     const char *io_note;
+    const struct rf_maps *maps; /* members read in place (mapped.h); NULL: none */
     int pinned;
     size_t ring_bytes, index_bytes;
     int prefetch;

@@ -203,7 +203,7 @@ static int copy_extras(const rf_work *k, const rf_read *rd, int64_t sample, uint
             snprintf(reason, cap, "extras: short read (%zu bytes)", rd->len);
             return RF_E_IO;
         }
-        memcpy(xdst + used, rd->buf + rel, len);
+        memcpy(xdst + used, rf__read_bytes(rd) + rel, len);
         xlen[e] = len;
         used += len;
     }
@@ -306,10 +306,10 @@ static int process_sample(rf_work *k, rf_worker_state *w, int worker, const rf_r
             snprintf(reason, cap, "short read: %zu of %zu bytes", rd->len, cfg->sample_bytes);
             return RF_E_IO;
         }
-        memcpy(dst, rd->buf, rd->len);
+        memcpy(dst, rf__read_bytes(rd), rd->len);
         return 0;
     }
-    const uint8_t *img = rd->buf;
+    const uint8_t *img = rf__read_bytes(rd);
     size_t img_len = rd->len;
     if (k->src->nextras > 0) {
         /* the read fetched the span of the sample's members: the picture is

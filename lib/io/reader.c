@@ -577,6 +577,7 @@ unsigned rf__reader_inflight(const rf_reader *r)
 /* A request's results cleared, its submission time stamped. */
 static void read_begin(rf_read *req)
 {
+    req->map = NULL;
     req->len = 0;
     req->size = 0;
     req->err = 0;

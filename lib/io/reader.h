@@ -38,6 +38,9 @@ typedef struct rf_read {
     /* buffer: owned by the request, grown with realloc by the reader */
     uint8_t *buf;
     size_t cap;
+    /* set by the caller instead of a read: the bytes are already in memory
+     * (mapped.h), len of them; the reader clears it when it reads */
+    const uint8_t *map;
     /* results */
     size_t len;
     uint64_t size;     /* the file's size (whole) or the range's length, once learned; else 0 */
@@ -50,6 +53,13 @@ typedef struct rf_read {
     uint64_t base;     /* file offset of buf[0] */
     struct statx stx;
 } rf_read;
+
+/* The bytes a completed request holds: the mapping it was handed, or its
+ * buffer. */
+static inline const uint8_t *rf__read_bytes(const rf_read *req)
+{
+    return req->map ? req->map : req->buf;
+}
 
 typedef struct rf_reader rf_reader;
 

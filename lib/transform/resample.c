@@ -106,18 +106,16 @@ static void axis_span(const axis *ax, int *lo, int *hi)
         *hi = ax->c0 + ax->b;
         return;
     }
-    int l = ax->n, h = 0;
-    for (int xx = ax->a; xx < ax->b; xx++) {
-        double c;
-        int f, k;
-        axis_taps(ax, xx, &c, &f, &k);
-        if (f < l)
-            l = f;
-        if (f + k > h)
-            h = f + k;
-    }
-    *lo = ax->c0 + l;
-    *hi = ax->c0 + h;
+    /* A run's ends only move right with the output (its centre does, and
+     * truncation and the clamps keep the order): the first output's first
+     * tap and the last one's end bound them all. */
+    double c;
+    int f, k, fl, kl;
+    axis_taps(ax, ax->a, &c, &f, &k);
+    axis_taps(ax, ax->b - 1, &c, &fl, &kl);
+    assert(fl >= f && fl + kl >= f + k);
+    *lo = ax->c0 + f;
+    *hi = ax->c0 + fl + kl;
 }
 
 /* Fixed-point weights of the kept outputs: first[i] (first tap, in picture

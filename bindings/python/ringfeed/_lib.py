@@ -92,6 +92,7 @@ RF_P_MAX_SIDE = 50
 RF_P_BUCKETS = 51
 RF_P_BUCKET_SHARED = 52
 RF_P_BUCKET_MULTIPLE = 53
+RF_P_MAP_SHARDS = 54
 
 PARAM_NAMES = {
     RF_P_BATCH_SIZE: "batch_size",
@@ -144,6 +145,7 @@ PARAM_NAMES = {
     RF_P_BUCKETS: "buckets",
     RF_P_BUCKET_SHARED: "bucket_shared",
     RF_P_BUCKET_MULTIPLE: "bucket_multiple",
+    RF_P_MAP_SHARDS: "map_shards",
 }
 
 # Mixtures (enum rf_mix_size, enum rf_source_param).

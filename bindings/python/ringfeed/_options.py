@@ -331,6 +331,7 @@ class Options:
         self.bucketed = bool(nbuckets or bucket_list)
         bucket_shared = bool(extra.pop("bucket_shared", True))
         bucket_multiple = _int("bucket_multiple", extra.pop("bucket_multiple", 8))
+        map_shards = bool(extra.pop("map_shards", True))
         exact = extra.pop("exact", False)
         scale = extra.pop("scale", SCALE)
         ratio = extra.pop("ratio", RATIO)
@@ -413,6 +414,8 @@ class Options:
             self.params.append((P.RF_P_BUCKET_SHARED, 0))
         if bucket_multiple != 8:
             self.params.append((P.RF_P_BUCKET_MULTIPLE, bucket_multiple))
+        if not map_shards:  # the default is not sent: libraries before 0.5.1 lack it
+            self.params.append((P.RF_P_MAP_SHARDS, 0))
         # Defaults not sent: libraries before 0.2 lack RF_P_VERIFY, and older
         # ones RF_P_MAX_FILE_BYTES.
         if verify_v != _lib.VERIFY["once"]:

@@ -138,7 +138,10 @@ class Loader:
     each JPEG is decoded to its end the first time, to find damage below its
     crop, and only as far as its crop needs after it passed; "always";
     "none"; see rf_verify in ringfeed.h), max_pixels, max_scans,
-    read_depth, read_timeout_ms, max_errors, and output ("auto": torch tensors
+    read_depth, read_timeout_ms, max_errors, map_shards (True, the default:
+    a member of a local shard whose pages the page cache holds is decoded in
+    place, from a read-only mapping, without a copy; False reads every
+    member; see RF_P_MAP_SHARDS in ringfeed.h), and output ("auto": torch tensors
     when torch imports, else numpy; or "torch", "numpy").
 
     Recipes (README, "Recipes"): augment=[ringfeed.RandAugment(2, 9),

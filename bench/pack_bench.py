@@ -5,13 +5,14 @@ torchvision on the original folder, and the pixels it changes (PSNR of
 center crops against torchvision on the originals).
 
     python3 bench/pack_bench.py FOLDER [--max-side 320] [--quality 90] [--rounds 3]
-                                [--epochs 2] [--min-seconds 0] [--raw] [--no-folder]
+                                [--epochs 2] [--min-seconds 0] [--raw [--unmapped]] [--no-folder]
                                 [--json FILE]
 
 Packs FOLDER into a temporary folder with ringfeed-pack (--max-side,
 --quality; with --raw also --store raw at the same max side), then runs,
-alternating, `rounds` times: ringfeed on the raw shards (--raw), ringfeed on
-the JPEG shards, ringfeed on the folder (unless --no-folder), torchvision's
+alternating, `rounds` times: ringfeed on the raw shards (--raw; with
+--unmapped also with map_shards=False, each member read into a buffer
+instead of decoded in place from the page cache), ringfeed on the JPEG shards, ringfeed on the folder (unless --no-folder), torchvision's
 DataLoader(ImageFolder, RandomResizedCrop + RandomHorizontalFlip +
 PILToTensor, num_workers) on the folder; each run builds its loader, runs
 one warm-up epoch and times the next `epochs` epochs (more while under
@@ -44,10 +45,10 @@ import ringfeed  # noqa: E402
 import ringfeed.pack  # noqa: E402
 
 
-def rf_rate(spec, a):
+def rf_rate(spec, a, **kw):
     ld = ringfeed.Loader(spec, batch_size=a.batch, image_size=a.size,
                          transform="random_resized_crop", flip=True, num_workers=a.workers,
-                         shuffle=True, seed=1)
+                         shuffle=True, seed=1, **kw)
     with ld:
         for _ in ld:  # warm-up epoch
             pass
@@ -105,6 +106,9 @@ def main():
                    help="time each run over at least this long (more epochs)")
     p.add_argument("--raw", action="store_true", help="also pack --store raw and time it")
     p.add_argument("--no-folder", action="store_true", help="leave out ringfeed on the folder")
+    p.add_argument("--unmapped", action="store_true",
+                   help="with --raw, also time the raw shards with map_shards=False (every "
+                        "member read into a buffer, not decoded in place)")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--size", type=int, default=224)
@@ -156,6 +160,8 @@ def main():
     runs = {}
     if a.raw:
         runs["ringfeed raw shards"] = []
+    if a.raw and a.unmapped:
+        runs["raw shards, read"] = []
     runs["ringfeed shards"] = []
     if not a.no_folder:
         runs["ringfeed folder"] = []
@@ -164,6 +170,8 @@ def main():
     for k in range(a.rounds):
         if a.raw:
             runs["ringfeed raw shards"].append(rf_rate(raw_spec, a))
+        if a.raw and a.unmapped:
+            runs["raw shards, read"].append(rf_rate(raw_spec, a, map_shards=False))
         runs["ringfeed shards"].append(rf_rate(spec, a))
         if not a.no_folder:
             runs["ringfeed folder"].append(rf_rate(a.folder, a))
@@ -178,7 +186,7 @@ def main():
     print("random_resized_crop %d, flip, %d workers, batch %d, medians of %d rounds (images/s):"
           % (a.size, a.workers, a.batch, a.rounds))
     for n, v in med.items():
-        print("  %-20s %8.0f" % (n, v))
+        print("  %-22s %8.0f" % (n, v))
     ratios = {}
     for n, x, y in ratio_names(a):
         ratios[n] = med[x] / med[y]
@@ -218,6 +226,9 @@ def ratio_names(a):
     if a.raw:
         r += [("raw / JPEG shards", "ringfeed raw shards", "ringfeed shards"),
               ("raw shards / torchvision", "ringfeed raw shards", "torchvision folder")]
+        if a.unmapped:
+            r += [("raw in place / read", "ringfeed raw shards", "raw shards, read"),
+                  ("raw read / JPEG shards", "raw shards, read", "ringfeed shards")]
     if not a.no_folder:
         r.append(("shards / ringfeed folder", "ringfeed shards", "ringfeed folder"))
     r.append(("shards / torchvision", "ringfeed shards", "torchvision folder"))

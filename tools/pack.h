@@ -172,6 +172,9 @@ void pack_shard_name(const pack_opts *o, int64_t k, char *buf, size_t cap);
 void pack_manifest_name(const pack_opts *o, char *buf, size_t cap);
 /* Positions [*a, *b) of o's part (all of them without parts). */
 void pack_part_range(const pack_opts *o, int64_t n, int64_t *a, int64_t *b);
+/* Creates (or truncates) the file at path in OUT for writing, as fopen "wb"
+ * does, but never through a link: a link of that name is an error (ELOOP). */
+FILE *pack_create(const char *path);
 
 /* ---- keys (pack_keys.c) ---- */
 

@@ -20,9 +20,13 @@
  *
  * The index is read back from each finished shard (pack_tar_walk), not
  * remembered while writing: shards kept from an earlier run (resume) and
- * new ones are described the same way, by what their bytes say.
+ * new ones are described the same way, by what their bytes say. The shards'
+ * entries go to a nameless temporary file first (the kinds they hold are
+ * summed before them), then into the manifest: the packer holds one shard's
+ * index in memory, not the pack's (hundreds of MB for millions of samples).
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -292,6 +296,30 @@ static void write_options(FILE *f, const pack_opts *o, const pack_input *in)
     fprintf(f, "},\n");
 }
 
+/* A temporary file without a name (in dir where the file system allows it,
+ * else where tmpfile puts it): nothing is left behind, and no name in OUT
+ * can be a link planted there. NULL when none can be had. */
+static FILE *scratch_file(const char *dir)
+{
+    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    FILE *f = fd >= 0 ? fdopen(fd, "w+") : NULL;
+    if (fd >= 0 && !f)
+        close(fd);
+    return f ? f : tmpfile();
+}
+
+/* Appends what was written to from (from its start) to to. 0 or -1. */
+static int copy_file(FILE *from, FILE *to)
+{
+    char buf[1 << 16];
+    size_t n;
+    rewind(from);
+    while ((n = fread(buf, 1, sizeof buf, from)) > 0)
+        if (fwrite(buf, 1, n, to) != n)
+            return -1;
+    return ferror(from) || ferror(to) ? -1 : 0;
+}
+
 int pack_write_manifest(const pack_opts *o, const pack_input *in, const pack_done *d,
                         pack_kinds *out_kinds)
 {
@@ -299,7 +327,7 @@ int pack_write_manifest(const pack_opts *o, const pack_input *in, const pack_don
     pack_manifest_name(o, name, sizeof name);
     snprintf(path, sizeof path, "%s/%s", o->out, name);
     snprintf(tmp, sizeof tmp, "%s/.%s.tmp", o->out, name);
-    FILE *f = fopen(tmp, "w");
+    FILE *f = pack_create(tmp);
     if (!f)
         return -1;
     int64_t written = 0;
@@ -321,10 +349,9 @@ int pack_write_manifest(const pack_opts *o, const pack_input *in, const pack_don
         fprintf(f,
                 "  \"part\": {\"index\": %lld, \"count\": %lld, \"first\": %lld, \"end\": %lld},\n",
                 (long long)o->part, (long long)o->parts, (long long)d->first, (long long)d->end);
-    /* the shards first, into memory: the kinds they hold come before them */
-    char *sbuf = NULL;
-    size_t sn = 0;
-    FILE *sf = open_memstream(&sbuf, &sn);
+    /* the shards first, into a temporary file: the kinds they hold come
+     * before them */
+    FILE *sf = scratch_file(o->out);
     kinds all = {0};
     uint64_t bytes = 0;
     for (int64_t k = 0; sf && k < d->nshards; k++) {
@@ -340,16 +367,24 @@ int pack_write_manifest(const pack_opts *o, const pack_input *in, const pack_don
         write_index(sf, full, in, d, &all);
         fprintf(sf, "}%s\n", k + 1 < d->nshards ? "," : "");
     }
-    if (!sf || fclose(sf) != 0) {
-        free(sbuf);
+    if (!sf || fflush(sf) != 0 || ferror(sf)) {
+        if (sf)
+            fclose(sf);
         fclose(f);
         unlink(tmp);
         return -1;
     }
     fprintf(f, "  \"stored\": ");
     kinds_write(f, &all);
-    fprintf(f, ",\n  \"shards\": [\n%s  ],\n  \"skipped_samples\": [", sbuf ? sbuf : "");
-    free(sbuf);
+    fprintf(f, ",\n  \"shards\": [\n");
+    int copied = copy_file(sf, f);
+    fclose(sf);
+    if (copied != 0) {
+        fclose(f);
+        unlink(tmp);
+        return -1;
+    }
+    fprintf(f, "  ],\n  \"skipped_samples\": [");
     for (int64_t e = 0; e < d->nbad; e++) {
         char src[PACK_PATHCAP];
         pack_input_name(in, d->order[d->bads[e].pos], src, sizeof src);

@@ -20,7 +20,9 @@
  *
  * The part manifests are read as hostile text (pack_json.c: bounded, depth
  * limited; at most 1 GiB each); only spans that parsed as JSON values are
- * copied.
+ * copied. Part 0 stays in memory; the others are read one at a time, twice
+ * (checked and summed, then copied, of the same length), so that merging a
+ * pack of many parts holds two of them, not the pack's whole index.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -216,63 +218,85 @@ static void put(FILE *f, pj_span s)
     fwrite(s.p, 1, (size_t)(s.end - s.p), f);
 }
 
-/* Writes the merged manifest through a temporary name. 0 or 1. */
-static int write_merged(const char *out, const part *pts, int64_t n)
+/* Part k's manifest, "manifest-p<K>of<N>.json" in out, into path. */
+static void part_path(const char *out, int64_t k, int64_t count, char *name, size_t ncap,
+                      char *path, size_t pcap)
+{
+    int w = snprintf(NULL, 0, "%lld", (long long)(count - 1));
+    snprintf(name, ncap, "manifest-p%0*lldof%lld.json", w, (long long)k, (long long)count);
+    snprintf(path, pcap, "%s/%s", out, name);
+}
+
+/* What the parts add up to (the first pass), for the merged header. */
+typedef struct totals {
+    int64_t samples, skipped, nshards;
+    kinds k;
+    size_t *len; /* each part's manifest's length: the second pass reads the same */
+} totals;
+
+/* Appends the entries of list (a JSON array) to f, after *first. */
+static void put_entries(FILE *f, pj_span list, int *first)
+{
+    pj_span it = {NULL, NULL};
+    while (pj_next(list, &it) == 1) {
+        fprintf(f, "%s\n    ", *first ? "" : ",");
+        put(f, it);
+        *first = 0;
+    }
+}
+
+/* Writes the merged manifest through a temporary name: part 0's header
+ * (p0), the totals, then the parts' shards and skipped samples, each part
+ * read again in turn, so that one part besides part 0 is in memory at a
+ * time. 0 or 1. */
+static int write_merged(const char *out, const part *p0, int64_t n, const totals *t)
 {
     char path[PACK_PATHCAP], tmp[PACK_PATHCAP];
     snprintf(path, sizeof path, "%s/manifest.json", out);
     snprintf(tmp, sizeof tmp, "%s/.manifest.json.tmp", out);
-    kinds k = {0};
-    int64_t samples = 0, skipped = 0;
-    for (int64_t i = 0; i < n; i++) {
-        samples += pts[i].samples;
-        skipped += pts[i].skipped;
-        if (add_kinds(&k, pts[i].stored) != 0)
-            return merge_error(out, "part %s: malformed \"stored\"%s", "", "");
-    }
-    FILE *f = fopen(tmp, "w");
+    FILE *f = pack_create(tmp);
     if (!f)
         return merge_error(out, "cannot write %s: %s", tmp, strerror(errno));
-    const part *p0 = &pts[0];
     fprintf(f, "{\n  \"format\": \"ringfeed-pack 1\",\n  \"source\": ");
     put(f, p0->source);
     fprintf(f, ",\n  \"source_kind\": ");
     put(f, p0->kind);
     fprintf(f, ",\n  \"source_samples\": %lld,\n  \"samples\": %lld,\n  \"skipped\": %lld,\n",
-            (long long)p0->source_samples, (long long)samples, (long long)skipped);
+            (long long)p0->source_samples, (long long)t->samples, (long long)t->skipped);
     fprintf(f, "  \"nclasses\": %lld,\n  \"classes\": ", (long long)p0->nclasses);
     put(f, p0->classes);
     fprintf(f, ",\n  \"options\": ");
     put(f, p0->options);
     fprintf(f, ",\n  \"parts\": %lld,\n  \"stored\": {", (long long)n);
-    for (int i = 0; i < k.count; i++)
-        fprintf(f, "%s\"%s\": %lld", i ? ", " : "", k.ext[i], (long long)k.n[i]);
-    fprintf(f, "},\n  \"shards\": [");
-    int first = 1;
-    for (int64_t i = 0; i < n; i++) {
-        pj_span it = {NULL, NULL};
-        while (pj_next(pts[i].shards, &it) == 1) {
-            fprintf(f, "%s\n    ", first ? "" : ",");
-            put(f, it);
-            first = 0;
+    for (int i = 0; i < t->k.count; i++)
+        fprintf(f, "%s\"%s\": %lld", i ? ", " : "", t->k.ext[i], (long long)t->k.n[i]);
+    int rc = 0;
+    for (int list = 0; list < 2 && rc == 0; list++) {
+        fprintf(f, list == 0 ? "},\n  \"shards\": [" : "\n  ],\n  \"skipped_samples\": [");
+        int first = 1;
+        for (int64_t k = 0; k < n && rc == 0; k++) {
+            part again = {0};
+            const part *pt = p0;
+            if (k > 0) {
+                char name[128], ppath[PACK_PATHCAP + 128];
+                part_path(out, k, n, name, sizeof name, ppath, sizeof ppath);
+                if ((rc = read_part(out, ppath, &again)) == 0 && again.len != t->len[k])
+                    rc = merge_error(out, "%s changed while it was merged", name, "");
+                pt = &again;
+            }
+            if (rc == 0)
+                put_entries(f, list == 0 ? pt->shards : pt->skipped_list, &first);
+            free(again.text);
+            if (list == 1 && k == n - 1 && !first)
+                fputs("\n  ", f);
         }
     }
-    fprintf(f, "\n  ],\n  \"skipped_samples\": [");
-    first = 1;
-    for (int64_t i = 0; i < n; i++) {
-        pj_span it = {NULL, NULL};
-        while (pj_next(pts[i].skipped_list, &it) == 1) {
-            fprintf(f, "%s\n    ", first ? "" : ",");
-            put(f, it);
-            first = 0;
-        }
-    }
-    fprintf(f, "%s]\n}\n", first ? "" : "\n  ");
+    fprintf(f, "]\n}\n");
     int e = fflush(f) != 0 || fsync(fileno(f)) != 0;
     e |= fclose(f) != 0;
-    if (e || rename(tmp, path) != 0) {
+    if (rc != 0 || e || rename(tmp, path) != 0) {
         unlink(tmp);
-        return merge_error(out, "cannot write %s: %s", path, strerror(errno));
+        return rc ? rc : merge_error(out, "cannot write %s: %s", path, strerror(errno));
     }
     return 0;
 }
@@ -316,10 +340,8 @@ int pack_merge(const char *out, int shards_here)
     for (int64_t k = 0; rc == 0 && k < count; k++) {
         if (have[k])
             continue;
-        char name[128], cmd[128];
-        int w = snprintf(NULL, 0, "%lld", (long long)(count - 1));
-        snprintf(name, sizeof name, "manifest-p%0*lldof%lld.json", w, (long long)k,
-                 (long long)count);
+        char name[128], path[PACK_PATHCAP + 128], cmd[128];
+        part_path(out, k, count, name, sizeof name, path, sizeof path);
         snprintf(cmd, sizeof cmd, "--part %lld/%lld", (long long)k, (long long)count);
         fprintf(stderr,
                 "ringfeed-pack merge: %s: part %lld of %lld is missing or unfinished (no %s): run "
@@ -329,51 +351,54 @@ int pack_merge(const char *out, int shards_here)
     }
     if (rc == 0 && missing)
         rc = 1;
-    part *pts = rc == 0 ? calloc((size_t)count, sizeof *pts) : NULL;
-    if (rc == 0 && !pts)
+    /* first pass: each part read, checked against part 0 (kept) and
+     * summed, then freed */
+    part p0 = {0};
+    totals t = {0};
+    if (rc == 0 && !(t.len = calloc((size_t)count, sizeof *t.len)))
         rc = merge_error(out, "out of memory%s%s", "", "");
     char *seen = NULL;
     size_t seen_len = 0;
-    int64_t nshards = 0;
     for (int64_t k = 0; rc == 0 && k < count; k++) {
         char name[128], path[PACK_PATHCAP + 128];
-        int w = snprintf(NULL, 0, "%lld", (long long)(count - 1));
-        snprintf(name, sizeof name, "manifest-p%0*lldof%lld.json", w, (long long)k,
-                 (long long)count);
-        snprintf(path, sizeof path, "%s/%s", out, name);
-        part *pt = &pts[k];
-        if ((rc = read_part(out, path, pt)) != 0)
-            break;
-        int64_t n = pt->source_samples;
-        if (pt->index != k || pt->count != count || pt->first != k * n / count ||
-            pt->end != (k + 1) * n / count)
-            rc = merge_error(out, "%s does not describe its part of the source (another run's?)",
-                             name, "");
-        else if (k > 0 &&
-                 (!pj_same(pt->source, pts[0].source) || !pj_same(pt->kind, pts[0].kind) ||
-                  pt->source_samples != pts[0].source_samples || pt->nclasses != pts[0].nclasses ||
-                  !pj_same(pt->classes, pts[0].classes) || !pj_same(pt->options, pts[0].options)))
-            rc = merge_error(out,
-                             "%s was packed from another source, or with other options, "
-                             "than part 0",
-                             name, "");
-        else
-            rc = check_shards(out, name, pt, shards_here, &seen, &seen_len, &nshards);
+        part_path(out, k, count, name, sizeof name, path, sizeof path);
+        part cur = {0};
+        part *pt = k == 0 ? &p0 : &cur;
+        if ((rc = read_part(out, path, pt)) == 0) {
+            int64_t n = pt->source_samples;
+            if (pt->index != k || pt->count != count || pt->first != k * n / count ||
+                pt->end != (k + 1) * n / count)
+                rc = merge_error(out,
+                                 "%s does not describe its part of the source (another run's?)",
+                                 name, "");
+            else if (k > 0 &&
+                     (!pj_same(pt->source, p0.source) || !pj_same(pt->kind, p0.kind) ||
+                      pt->source_samples != p0.source_samples || pt->nclasses != p0.nclasses ||
+                      !pj_same(pt->classes, p0.classes) || !pj_same(pt->options, p0.options)))
+                rc = merge_error(out,
+                                 "%s was packed from another source, or with other options, "
+                                 "than part 0",
+                                 name, "");
+            else if ((rc = check_shards(out, name, pt, shards_here, &seen, &seen_len,
+                                        &t.nshards)) == 0) {
+                if (add_kinds(&t.k, pt->stored) != 0)
+                    rc = merge_error(out, "%s: malformed \"stored\"%s", name, "");
+                t.samples += pt->samples;
+                t.skipped += pt->skipped;
+                t.len[k] = pt->len;
+            }
+        }
+        free(cur.text);
     }
     if (rc == 0)
-        rc = write_merged(out, pts, count);
-    if (rc == 0) {
-        int64_t samples = 0;
-        for (int64_t k = 0; k < count; k++)
-            samples += pts[k].samples;
+        rc = write_merged(out, &p0, count, &t);
+    if (rc == 0)
         fprintf(stderr,
                 "ringfeed-pack merge: %s: %lld parts, %lld samples in %lld shards: "
                 "manifest.json written\n",
-                out, (long long)count, (long long)samples, (long long)nshards);
-    }
-    for (int64_t k = 0; pts && k < count; k++)
-        free(pts[k].text);
-    free(pts);
+                out, (long long)count, (long long)t.samples, (long long)t.nshards);
+    free(p0.text);
+    free(t.len);
     free(seen);
     free(have);
     return rc;

@@ -32,6 +32,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -333,6 +334,15 @@ static int finish_shard(FILE *f, const char *tmp, const char *final, uint64_t *b
 
 /* ---- the run ------------------------------------------------------------------ */
 
+FILE *pack_create(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (fd >= 0 && !f)
+        close(fd);
+    return f;
+}
+
 void pack_shard_name(const pack_opts *o, int64_t k, char *buf, size_t cap)
 {
     if (o->parts) {
@@ -501,7 +511,7 @@ int pack_run(const pack_opts *o, pack_input *in)
                     goto next;
                 shard_path(o, k, 0, final, sizeof final);
                 shard_path(o, k, 1, tmp, sizeof tmp);
-                if (!(f = fopen(tmp, "wb"))) {
+                if (!(f = pack_create(tmp))) {
                     fprintf(stderr, "ringfeed-pack: cannot create %s: %s\n", tmp, strerror(errno));
                     rc = 1;
                     goto next;

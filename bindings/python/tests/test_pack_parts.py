@@ -186,3 +186,37 @@ def test_part_usage(folder, tmp_path):
     n = 20
     m = pack_parts(folder, out, n, "--max-side", 16)
     assert m["samples"] == 18 and m["parts"] == n
+
+
+def test_links_planted_in_out_are_not_written_through(folder, tmp_path):
+    """The packer's files in OUT are made without following a link: one
+    planted at the name of a shard being written, of the manifest being
+    written or of the merged manifest fails the run, and the file it points
+    to is untouched."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    out = str(tmp_path / "links")
+    os.makedirs(out)
+    os.symlink(str(victim), os.path.join(out, ".shard-000000.tar.tmp"))
+    r = run_pack(folder, out, *ARGS)
+    assert r.returncode == 1 and ".shard-000000.tar.tmp" in r.stderr, r.stderr
+    assert victim.read_text() == "keep me"
+    os.unlink(os.path.join(out, ".shard-000000.tar.tmp"))
+    os.symlink(str(victim), os.path.join(out, ".manifest.json.tmp"))
+    r = run_pack(folder, out, *ARGS)
+    assert r.returncode == 1 and "cannot write" in r.stderr, r.stderr
+    assert victim.read_text() == "keep me"
+    assert not os.path.exists(os.path.join(out, "manifest.json"))
+
+    parts = str(tmp_path / "parts")
+    merged = pack_parts(folder, parts, 3)
+    os.remove(os.path.join(parts, "manifest.json"))
+    os.symlink(str(victim), os.path.join(parts, ".manifest.json.tmp"))
+    r = run_pack_merge(parts)
+    assert r.returncode == 1 and "cannot write" in r.stderr, r.stderr
+    assert victim.read_text() == "keep me"
+    os.unlink(os.path.join(parts, ".manifest.json.tmp"))
+    assert not os.path.exists(os.path.join(parts, "manifest.json"))
+    assert run_pack_merge(parts).returncode == 0
+    with open(os.path.join(parts, "manifest.json")) as f:
+        assert json.load(f) == merged

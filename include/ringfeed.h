@@ -55,7 +55,7 @@ extern "C" {
  * ringfeed.__version__ are all read from these three lines (bump them, nothing else). */
 #define RF_VERSION_MAJOR 0
 #define RF_VERSION_MINOR 5
-#define RF_VERSION_PATCH 0
+#define RF_VERSION_PATCH 1
 #define RF_VERSION_NUMBER (RF_VERSION_MAJOR * 10000 + RF_VERSION_MINOR * 100 + RF_VERSION_PATCH)
 
 /* Status codes. Values are permanent. */

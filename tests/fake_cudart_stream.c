@@ -23,8 +23,9 @@
  *     before it returns; a copy to pageable memory returns when it is done;
  *     both are host waits, counted ("syncs", and "pageable"). Copies between
  *     page-locked (or managed) and device memory do not block the host;
- *   - a failed context (fake_cudart_set "sticky") runs nothing more, and
- *     every wait returns its error at once.
+ *   - a failed context (fake_cudart_set "sticky") runs nothing more (an
+ *     operation under way when it fails does not land), and every wait
+ *     returns its error at once.
  */
 #define _GNU_SOURCE
 #include "fake_cudart.h"
@@ -137,6 +138,10 @@ static void *device_main(void *arg)
             pthread_mutex_unlock(&fk_mu);
             fk_nap_us(us);
             pthread_mutex_lock(&fk_mu);
+        }
+        /* A context that failed during the transfer ran nothing more: the
+         * library takes its slots back at once (it may not wait). */
+        if (us && !fk.sticky) {
             check_live(o); /* read at the end, as DMA reads during the transfer */
             if (o->kind == OP_COPY)
                 memcpy(o->dst, o->src, o->n);
